@@ -1,0 +1,135 @@
+package link
+
+import (
+	"errors"
+	"time"
+)
+
+// Redirect status codes a link may use.
+const (
+	RedirectMovedPermanently = 301
+	RedirectFound            = 302
+	RedirectTemporary        = 307
+	RedirectPermanent        = 308
+	DefaultRedirect          = RedirectFound
+	maxTagCount              = 32
+	maxTagLength             = 64
+)
+
+// Link is one short link as stored in a shard's state machine.
+type Link struct {
+	// Code is the short code: a generated base62 code or a custom alias.
+	Code string
+	// URL is the destination, exactly as it is sent in Location.
+	URL string
+	// Owner identifies who created the link; empty until API keys exist.
+	Owner string
+	// CreatedAt and UpdatedAt are the proposer's clock at the time of the
+	// command, carried inside the Raft entry.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// ExpiresAt is the zero time for links that never expire.
+	ExpiresAt time.Time
+	// Redirect is the HTTP status of the redirect (301, 302, 307 or 308).
+	Redirect int
+	// Disabled links answer 410 but stay readable through the API.
+	Disabled bool
+	// Deleted marks a tombstone: the code is never handed out again and
+	// redirects answer 410.
+	Deleted bool
+	// MaxVisits is 0 for no limit.
+	MaxVisits uint64
+	// Tags are free-form labels.
+	Tags []string
+	// Nonce is the creator's idempotency token: a create retried with the
+	// same code and nonce returns the existing link instead of a conflict.
+	Nonce uint64
+	// Version is the Raft index of the last change.
+	Version uint64
+}
+
+// Expired reports whether the link has an expiry at or before now.
+func (l *Link) Expired(now time.Time) bool {
+	return !l.ExpiresAt.IsZero() && !now.Before(l.ExpiresAt)
+}
+
+// Gone reports whether a redirect for the link must answer 410 at time now.
+func (l *Link) Gone(now time.Time) bool {
+	return l.Deleted || l.Disabled || l.Expired(now)
+}
+
+// Clone returns a deep copy of l.
+func (l *Link) Clone() *Link {
+	c := *l
+	if l.Tags != nil {
+		c.Tags = append([]string(nil), l.Tags...)
+	}
+	return &c
+}
+
+// ValidRedirect reports whether code is a redirect status a link may use.
+func ValidRedirect(code int) bool {
+	switch code {
+	case RedirectMovedPermanently, RedirectFound, RedirectTemporary, RedirectPermanent:
+		return true
+	}
+	return false
+}
+
+// Sentinel errors shared by every layer. Check them with errors.Is.
+var (
+	// ErrNotFound is returned when no link has the code, or it is a tombstone
+	// and the caller asked for live links only.
+	ErrNotFound = errors.New("link not found")
+	// ErrGone is returned when a link exists but must not redirect: it is
+	// deleted, disabled or expired.
+	ErrGone = errors.New("link gone")
+	// ErrAliasTaken is returned when a create names a code that is already in
+	// use, tombstones included.
+	ErrAliasTaken = errors.New("alias taken")
+	// ErrInvalidURL is returned for a destination that fails validation.
+	ErrInvalidURL = errors.New("invalid url")
+	// ErrInvalidAlias is returned for a custom alias that fails validation.
+	ErrInvalidAlias = errors.New("invalid alias")
+	// ErrInvalidInput is returned for any other rejected field.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrNotLeader is returned when a write or a consistent read reaches a
+	// replica that is not the leader of its group.
+	ErrNotLeader = errors.New("not leader")
+	// ErrUnavailable is returned when a group cannot serve the request now
+	// (no leader, shutting down, timed out); the request may be retried.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrExhausted is returned when the ID space of the code mode is used up.
+	ErrExhausted = errors.New("id space exhausted")
+)
+
+// ValidateTags checks the tag list: at most 32 tags, each 1–64 printable
+// characters with no control characters.
+func ValidateTags(tags []string) error {
+	if len(tags) > maxTagCount {
+		return &FieldError{Err: ErrInvalidInput, Field: "tags", Reason: "at most 32 tags"}
+	}
+	for _, t := range tags {
+		if t == "" || len(t) > maxTagLength {
+			return &FieldError{Err: ErrInvalidInput, Field: "tags", Reason: "each tag must be 1 to 64 bytes"}
+		}
+		if hasControlOrSpace(t, false) {
+			return &FieldError{Err: ErrInvalidInput, Field: "tags", Reason: "tags may not contain control characters"}
+		}
+	}
+	return nil
+}
+
+// FieldError is a validation failure of one input field. It wraps one of the
+// sentinel errors (ErrInvalidURL, ErrInvalidAlias, ErrInvalidInput).
+type FieldError struct {
+	Err    error
+	Field  string
+	Reason string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// Unwrap returns the sentinel error.
+func (e *FieldError) Unwrap() error { return e.Err }

@@ -1,0 +1,232 @@
+package link
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
+)
+
+// DefaultMaxURLLength is the default bound on a destination URL, in bytes.
+const DefaultMaxURLLength = 8 << 10
+
+// Alias length bounds (DESIGN section 3).
+const (
+	MinAliasLength = 3
+	MaxAliasLength = 64
+)
+
+// reserved are the words that may never be a code: they are, or may become,
+// top-level routes of the HTTP API. They are compared case-insensitively.
+var reserved = map[string]struct{}{
+	"api": {}, "admin": {}, "metrics": {}, "healthz": {}, "readyz": {}, "livez": {},
+	"static": {}, "internal": {}, "debug": {}, "favicon.ico": {}, "robots.txt": {},
+	"login": {}, "logout": {}, "ui": {}, "assets": {}, "health": {}, "status": {},
+	"version": {}, "well-known": {}, ".well-known": {},
+}
+
+// IsReserved reports whether code is a reserved word (case-insensitive).
+func IsReserved(code string) bool {
+	_, ok := reserved[strings.ToLower(code)]
+	return ok
+}
+
+// ValidateAlias checks a custom alias: 3–64 characters of [A-Za-z0-9_-], not a
+// reserved word.
+func ValidateAlias(alias string) error {
+	if len(alias) < MinAliasLength || len(alias) > MaxAliasLength {
+		return &FieldError{Err: ErrInvalidAlias, Field: "alias", Reason: fmt.Sprintf("must be %d to %d characters", MinAliasLength, MaxAliasLength)}
+	}
+	for i := 0; i < len(alias); i++ {
+		c := alias[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return &FieldError{Err: ErrInvalidAlias, Field: "alias", Reason: "may contain only A-Z, a-z, 0-9, '_' and '-'"}
+		}
+	}
+	if IsReserved(alias) {
+		return &FieldError{Err: ErrInvalidAlias, Field: "alias", Reason: "is a reserved word"}
+	}
+	return nil
+}
+
+// ValidCode reports whether s could be a code at all (generated or alias):
+// 1–64 characters of [A-Za-z0-9_-]. The redirect path uses it to reject
+// garbage before touching any state.
+func ValidCode(s string) bool {
+	if len(s) == 0 || len(s) > MaxAliasLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// URLPolicy holds the rules a destination URL must satisfy.
+type URLPolicy struct {
+	// MaxLength bounds the URL in bytes; 0 means DefaultMaxURLLength.
+	MaxLength int
+	// OwnHosts are the service's own public host names: links to them are
+	// refused so the service cannot be made to redirect to itself.
+	OwnHosts []string
+	// Blocklist holds blocked domains; a domain blocks its subdomains too.
+	Blocklist map[string]struct{}
+}
+
+// NormalizeURL validates raw against the policy and returns the URL to store:
+// scheme and host lowercased, an IDN host converted to punycode, the rest as
+// given. It refuses other schemes than http and https, missing hosts,
+// userinfo, control characters and spaces, over-long URLs, the service's own
+// host and blocklisted domains.
+func (p URLPolicy) NormalizeURL(raw string) (string, error) {
+	max := p.MaxLength
+	if max <= 0 {
+		max = DefaultMaxURLLength
+	}
+	bad := func(reason string) error {
+		return &FieldError{Err: ErrInvalidURL, Field: "url", Reason: reason}
+	}
+	if raw == "" {
+		return "", bad("is required")
+	}
+	if len(raw) > max {
+		return "", bad(fmt.Sprintf("is longer than %d bytes", max))
+	}
+	if !utf8.ValidString(raw) {
+		return "", bad("is not valid UTF-8")
+	}
+	if hasControlOrSpace(raw, true) {
+		return "", bad("may not contain spaces or control characters")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", bad("cannot be parsed")
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		return "", bad("must use http or https")
+	}
+	if u.Opaque != "" {
+		return "", bad("must be an absolute http(s) URL with a host")
+	}
+	if u.User != nil {
+		return "", bad("may not contain user information")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return "", bad("must have a host")
+	}
+	port := u.Port()
+	if strings.Contains(u.Host, ":") && !strings.HasPrefix(u.Host, "[") && port == "" {
+		return "", bad("has an empty port")
+	}
+	var asciiHost string
+	if ip := net.ParseIP(host); ip != nil {
+		asciiHost = strings.ToLower(host)
+	} else {
+		asciiHost, err = idna.Lookup.ToASCII(strings.TrimSuffix(host, "."))
+		if err != nil || asciiHost == "" {
+			return "", bad("has an invalid host name")
+		}
+	}
+	if p.isOwnHost(asciiHost) {
+		return "", bad("may not point at this service")
+	}
+	if p.blocked(asciiHost) {
+		return "", bad("points at a blocked domain")
+	}
+	u.Scheme = scheme
+	hostport := asciiHost
+	if strings.Contains(asciiHost, ":") {
+		hostport = "[" + asciiHost + "]"
+	}
+	if port != "" {
+		hostport += ":" + port
+	}
+	u.Host = hostport
+	out := u.String()
+	if len(out) > max {
+		return "", bad(fmt.Sprintf("is longer than %d bytes", max))
+	}
+	return out, nil
+}
+
+func (p URLPolicy) isOwnHost(host string) bool {
+	for _, h := range p.OwnHosts {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p URLPolicy) blocked(host string) bool {
+	if len(p.Blocklist) == 0 {
+		return false
+	}
+	h := host
+	for {
+		if _, ok := p.Blocklist[h]; ok {
+			return true
+		}
+		i := strings.IndexByte(h, '.')
+		if i < 0 {
+			return false
+		}
+		h = h[i+1:]
+	}
+}
+
+// ReadBlocklist parses a blocklist: one domain per line, blank lines and
+// lines starting with '#' ignored. Domains are converted to punycode and
+// lowercased.
+func ReadBlocklist(r io.Reader) (map[string]struct{}, error) {
+	out := make(map[string]struct{})
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		d := strings.TrimSpace(sc.Text())
+		if d == "" || strings.HasPrefix(d, "#") {
+			continue
+		}
+		d = strings.TrimPrefix(d, "*.")
+		a, err := idna.Lookup.ToASCII(strings.TrimSuffix(d, "."))
+		if err != nil || a == "" {
+			return nil, fmt.Errorf("blocklist line %d: invalid domain %q", line, d)
+		}
+		out[a] = struct{}{}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read blocklist: %w", err)
+	}
+	return out, nil
+}
+
+// hasControlOrSpace reports control characters (C0, DEL, C1), and with
+// spaces=true any Unicode white space as well.
+func hasControlOrSpace(s string, spaces bool) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return true
+		}
+		if spaces && unicode.IsSpace(r) {
+			return true
+		}
+		if unicode.Is(unicode.Cf, r) && r != 0x200d {
+			// format characters (bidi overrides, zero-width) hide what a
+			// link really says.
+			return true
+		}
+	}
+	return false
+}
