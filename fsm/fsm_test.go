@@ -1,0 +1,343 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/raft"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+func mustShard(tb testing.TB, cfg ShardConfig) *ShardFSM {
+	tb.Helper()
+	if cfg.Path == "" {
+		cfg.Path = filepath.Join(tb.TempDir(), "shard.db")
+	}
+	f, err := NewShardFSM(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f
+}
+
+// applyAt applies one command entry at index and returns its Result.
+func applyAt(tb testing.TB, f interface{ Apply(*raft.Log) any }, index uint64, data []byte) any {
+	tb.Helper()
+	return f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
+}
+
+func result(tb testing.TB, v any) *Result {
+	tb.Helper()
+	r, ok := v.(*Result)
+	if !ok {
+		tb.Fatalf("response %T, want *Result", v)
+	}
+	return r
+}
+
+func TestCreateUpdateDeleteState(t *testing.T) {
+	var changes []string
+	f := mustShard(t, ShardConfig{OnChange: func(l *link.Link) { changes = append(changes, l.Code) }})
+
+	create := &CreateIfAbsent{Code: "abc", URL: "https://example.com/a", Owner: "o1", Now: t0,
+		ExpiresAt: t0.Add(time.Hour), Redirect: 301, MaxVisits: 5, Tags: []string{"x", "y"}, Nonce: 42}
+	r := result(t, applyAt(t, f, 1, create.Encode()))
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	want := &link.Link{Code: "abc", URL: "https://example.com/a", Owner: "o1", CreatedAt: t0, UpdatedAt: t0,
+		ExpiresAt: t0.Add(time.Hour), Redirect: 301, MaxVisits: 5, Tags: []string{"x", "y"}, Nonce: 42, Version: 1}
+	got, err := f.Get("abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("after create (-want +got):\n%s", d)
+	}
+
+	// Same code, other nonce: taken. Same nonce: the retry gets the link.
+	r = result(t, applyAt(t, f, 2, (&CreateIfAbsent{Code: "abc", URL: "https://other.example", Now: t0, Nonce: 7}).Encode()))
+	if !errors.Is(r.Err, link.ErrAliasTaken) {
+		t.Fatalf("duplicate create err = %v", r.Err)
+	}
+	r = result(t, applyAt(t, f, 3, create.Encode()))
+	if r.Err != nil || r.Link.Version != 1 {
+		t.Fatalf("retried create = %+v", r)
+	}
+
+	t1 := t0.Add(time.Minute)
+	upd := &Update{Code: "abc", Now: t1, Set: SetURL | SetExpiresAt | SetRedirect | SetDisabled | SetTags,
+		URL: "https://example.com/b", Redirect: 307, Disabled: true}
+	r = result(t, applyAt(t, f, 4, upd.Encode()))
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	got, _ = f.Get("abc")
+	want.URL, want.ExpiresAt, want.Redirect, want.Disabled, want.Tags = "https://example.com/b", time.Time{}, 307, true, nil
+	want.UpdatedAt, want.Version = t1, 4
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("after update (-want +got):\n%s", d)
+	}
+
+	// A partial update leaves other fields alone.
+	r = result(t, applyAt(t, f, 5, (&Update{Code: "abc", Now: t1, Set: SetDisabled, Disabled: false}).Encode()))
+	if r.Err != nil || r.Link.Disabled || r.Link.URL != "https://example.com/b" || r.Link.Redirect != 307 {
+		t.Fatalf("partial update = %+v", r.Link)
+	}
+
+	r = result(t, applyAt(t, f, 6, (&Delete{Code: "abc", Now: t1}).Encode()))
+	if r.Err != nil || !r.Link.Deleted {
+		t.Fatalf("delete = %+v", r)
+	}
+	got, _ = f.Get("abc")
+	if !got.Deleted || got.URL != "" || got.Version != 6 {
+		t.Fatalf("tombstone = %+v", got)
+	}
+	// Tombstone: no update, no second delete, no re-create, not even by the
+	// original creator's retry.
+	for i, cmd := range [][]byte{upd.Encode(), (&Delete{Code: "abc", Now: t1}).Encode()} {
+		if r := result(t, applyAt(t, f, uint64(7+i), cmd)); !errors.Is(r.Err, link.ErrNotFound) {
+			t.Fatalf("command %d on tombstone: err = %v", i, r.Err)
+		}
+	}
+	if r := result(t, applyAt(t, f, 9, create.Encode())); !errors.Is(r.Err, link.ErrAliasTaken) {
+		t.Fatalf("re-create of tombstone: err = %v", r.Err)
+	}
+	// Unknown codes.
+	if r := result(t, applyAt(t, f, 10, (&Update{Code: "nope", Now: t1, Set: SetURL, URL: "https://x.example"}).Encode())); !errors.Is(r.Err, link.ErrNotFound) {
+		t.Fatalf("update unknown: %v", r.Err)
+	}
+	if _, err := f.Get("nope"); !errors.Is(err, link.ErrNotFound) {
+		t.Fatalf("Get unknown: %v", err)
+	}
+	if f.AppliedIndex() != 10 {
+		t.Fatalf("applied = %d", f.AppliedIndex())
+	}
+	if d := cmp.Diff([]string{"abc", "abc", "abc", "abc"}, changes); d != "" {
+		t.Fatalf("OnChange calls (-want +got):\n%s", d)
+	}
+}
+
+func TestReplayIsSkippedAfterReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	f, err := NewShardFSM(ShardConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := []*raft.Log{
+		{Index: 1, Type: raft.LogConfiguration},
+		{Index: 2, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: "aaa", URL: "https://a.example", Now: t0}).Encode()},
+		{Index: 3, Type: raft.LogCommand, Data: (&Update{Code: "aaa", Now: t0, Set: SetURL, URL: "https://b.example"}).Encode()},
+	}
+	f.ApplyBatch(logs)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err = NewShardFSM(ShardConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.AppliedIndex() != 3 {
+		t.Fatalf("applied after reopen = %d", f.AppliedIndex())
+	}
+	// Raft replays 1..3 and then a new entry 4. Replaying index 2 again
+	// would answer "alias taken" and index 3 would re-run; both must be
+	// skipped (nil response), and 4 applied.
+	out := f.ApplyBatch(append(logs, &raft.Log{Index: 4, Type: raft.LogCommand,
+		Data: (&Update{Code: "aaa", Now: t0, Set: SetRedirect, Redirect: 308}).Encode()}))
+	for i := 0; i < 3; i++ {
+		if out[i] != nil {
+			t.Fatalf("replayed entry %d answered %v", i+1, out[i])
+		}
+	}
+	if r := result(t, out[3]); r.Err != nil || r.Link.Redirect != 308 || r.Link.URL != "https://b.example" {
+		t.Fatalf("entry 4 = %+v", r)
+	}
+}
+
+type memSink struct {
+	bytes.Buffer
+	cancelled, closed bool
+}
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+func (s *memSink) Close() error  { s.closed = true; return nil }
+
+func TestSnapshotRestoreRoundTrip(t *testing.T) {
+	src := mustShard(t, ShardConfig{})
+	for i, code := range []string{"a01", "a02", "a03"} {
+		applyAt(t, src, uint64(i+1), (&CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
+	}
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writes after Snapshot() must not leak into the persisted snapshot.
+	applyAt(t, src, 4, (&CreateIfAbsent{Code: "late", URL: "https://late.example", Now: t0}).Encode())
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if !sink.closed || sink.cancelled {
+		t.Fatalf("sink closed=%v cancelled=%v", sink.closed, sink.cancelled)
+	}
+
+	restored := false
+	dst := mustShard(t, ShardConfig{OnRestore: func() { restored = true }})
+	applyAt(t, dst, 1, (&CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if !restored {
+		t.Fatal("OnRestore not called")
+	}
+	if dst.AppliedIndex() != 3 {
+		t.Fatalf("applied after restore = %d, want 3", dst.AppliedIndex())
+	}
+	for _, code := range []string{"a01", "a02", "a03"} {
+		l, err := dst.Get(code)
+		if err != nil || l.URL != "https://example.com/"+code {
+			t.Fatalf("restored %s = %+v, %v", code, l, err)
+		}
+	}
+	for _, code := range []string{"late", "old"} {
+		if _, err := dst.Get(code); !errors.Is(err, link.ErrNotFound) {
+			t.Fatalf("%s present after restore: %v", code, err)
+		}
+	}
+	// The restored FSM keeps applying.
+	if r := result(t, applyAt(t, dst, 4, (&CreateIfAbsent{Code: "a04", URL: "https://x.example", Now: t0}).Encode())); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// Garbage is refused and the state stays.
+	if err := dst.Restore(io.NopCloser(bytes.NewReader([]byte("not a bbolt file at all")))); err == nil {
+		t.Fatal("garbage snapshot accepted")
+	}
+	if _, err := dst.Get("a04"); err != nil {
+		t.Fatalf("state lost after a refused restore: %v", err)
+	}
+}
+
+func TestUndecodableEntryPanics(t *testing.T) {
+	cases := map[string][]byte{
+		"empty":           {},
+		"unknown type":    {99, 1, 2, 3},
+		"truncated field": {byte(TypeCreateIfAbsent), 0x0a, 0x05, 'a'},
+		"create no code":  {byte(TypeCreateIfAbsent)},
+		"wrong wire type": {byte(TypeDelete), 0x08, 0x01},
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := mustShard(t, ShardConfig{})
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			applyAt(t, f, 1, data)
+		})
+	}
+	// An unknown type with the ignore flag is skipped, not fatal.
+	f := mustShard(t, ShardConfig{})
+	if out := applyAt(t, f, 1, []byte{byte(IgnoreUnknownFlag | 5), 1}); out != nil {
+		t.Fatalf("ignorable entry answered %v", out)
+	}
+	if f.AppliedIndex() != 1 {
+		t.Fatal("ignorable entry did not advance the applied index")
+	}
+}
+
+func TestMetaSettingsAndLeases(t *testing.T) {
+	m, err := NewMetaFSM(filepath.Join(t.TempDir(), "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if s, _ := m.Settings(); s != nil {
+		t.Fatalf("settings before bootstrap: %+v", s)
+	}
+	set := Settings{ClusterID: "c1", Shards: 8, PartitionCount: 271, ReplicationFactor: 3, Load: 1.25,
+		CodeMode: "permuted", CodeKey: []byte("0123456789abcdef"), CreatedAt: t0}
+	r := applyAt(t, m, 1, (&SetSettings{Settings: set}).Encode()).(*SettingsResult)
+	if d := cmp.Diff(&set, r.Settings); d != "" {
+		t.Fatal(d)
+	}
+	// A second SetSettings does not overwrite: bootstrap settings are fixed.
+	other := set
+	other.Shards = 16
+	r = applyAt(t, m, 2, (&SetSettings{Settings: other}).Encode()).(*SettingsResult)
+	if r.Settings.Shards != 8 {
+		t.Fatalf("settings overwritten: %+v", r.Settings)
+	}
+	got, _ := m.Settings()
+	if d := cmp.Diff(&set, got); d != "" {
+		t.Fatal(d)
+	}
+
+	var prevEnd uint64
+	for i := uint64(0); i < 5; i++ {
+		lr := applyAt(t, m, 3+i, (&LeaseRange{Node: "n1", N: 100}).Encode()).(*LeaseResult)
+		if lr.Err != nil || lr.Start != prevEnd || lr.End != lr.Start+100 {
+			t.Fatalf("lease %d = %+v", i, lr)
+		}
+		prevEnd = lr.End
+	}
+	if lr := applyAt(t, m, 8, (&LeaseRange{Node: "n1", N: 0}).Encode()).(*LeaseResult); lr.Err == nil {
+		t.Fatal("empty lease accepted")
+	}
+	if next, _ := m.NextID(); next != 500 {
+		t.Fatalf("next id = %d", next)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add((&CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0, Tags: []string{"t"}, Nonce: 1}).Encode())
+	f.Add((&Update{Code: "abc", Now: t0, Set: SetURL | SetTags, URL: "https://x.example"}).Encode())
+	f.Add((&Delete{Code: "abc", Now: t0}).Encode())
+	f.Add((&LeaseRange{Node: "n1", N: 5}).Encode())
+	f.Add((&SetSettings{Settings: Settings{Shards: 8, Load: 1.25, CodeKey: []byte{1, 2}}}).Encode())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cmd, err := Decode(data)
+		if err != nil {
+			if !errors.Is(err, ErrDecode) {
+				t.Fatalf("error %v does not wrap ErrDecode", err)
+			}
+			return
+		}
+		// Whatever decodes re-encodes to something that decodes equal.
+		var again []byte
+		switch c := cmd.(type) {
+		case *CreateIfAbsent:
+			again = c.Encode()
+		case *Update:
+			again = c.Encode()
+		case *Delete:
+			again = c.Encode()
+		case *LeaseRange:
+			again = c.Encode()
+		case *SetSettings:
+			again = c.Encode()
+		default:
+			t.Fatalf("Decode returned %T", cmd)
+		}
+		cmd2, err := Decode(again)
+		if err != nil {
+			t.Fatalf("re-encoded command does not decode: %v", err)
+		}
+		if d := cmp.Diff(cmd, cmd2); d != "" {
+			t.Fatalf("round trip changed the command:\n%s", d)
+		}
+	})
+}

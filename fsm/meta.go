@@ -1,0 +1,125 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bucketSettings = []byte("settings")
+	bucketIDs      = []byte("ids")
+	keyCluster     = []byte("cluster")
+	keyNextID      = []byte("next")
+)
+
+// LeaseResult is the response of a LeaseRange: the IDs [Start, End).
+type LeaseResult struct {
+	Start, End uint64
+	Err        error
+}
+
+// SettingsResult is the response of SetSettings: the settings in force
+// (the stored ones if settings existed already).
+type SettingsResult struct {
+	Settings *Settings
+}
+
+// MetaFSM is the control-plane state machine: cluster settings and the next
+// free ID.
+type MetaFSM struct {
+	*store
+}
+
+// NewMetaFSM opens (or creates) the meta bbolt file at path.
+func NewMetaFSM(path string) (*MetaFSM, error) {
+	f := &MetaFSM{}
+	s, err := openStore(path, [][]byte{bucketSettings, bucketIDs}, f.applyCommand)
+	if err != nil {
+		return nil, err
+	}
+	f.store = s
+	return f, nil
+}
+
+func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index uint64) any {
+	switch typ {
+	case TypeSetSettings:
+		s, err := decodeSettings(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applySetSettings(tx, s)
+	case TypeLeaseRange:
+		l, err := decodeLease(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applyLease(tx, l)
+	}
+	return unknownType(f.path, typ, index)
+}
+
+func (f *MetaFSM) applySetSettings(tx *bolt.Tx, s *Settings) any {
+	b := tx.Bucket(bucketSettings)
+	if v := b.Get(keyCluster); v != nil {
+		old, err := decodeSettings(v)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: stored settings: %v", f.path, err))
+		}
+		return &SettingsResult{Settings: old}
+	}
+	if err := b.Put(keyCluster, appendSettings(nil, s)); err != nil {
+		panic(fmt.Sprintf("fsm %s: put settings: %v", f.path, err))
+	}
+	return &SettingsResult{Settings: s}
+}
+
+func (f *MetaFSM) applyLease(tx *bolt.Tx, l *LeaseRange) any {
+	if l.N == 0 || l.N > MaxLease {
+		return &LeaseResult{Err: fmt.Errorf("lease of %d ids: must be 1 to %d", l.N, MaxLease)}
+	}
+	b := tx.Bucket(bucketIDs)
+	var next uint64
+	if v := b.Get(keyNextID); len(v) == 8 {
+		next = binary.BigEndian.Uint64(v)
+	}
+	end := next + l.N
+	if end < next {
+		return &LeaseResult{Err: fmt.Errorf("id space exhausted")}
+	}
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], end)
+	if err := b.Put(keyNextID, buf[:]); err != nil {
+		panic(fmt.Sprintf("fsm %s: put next id: %v", f.path, err))
+	}
+	return &LeaseResult{Start: next, End: end}
+}
+
+// Settings returns the stored cluster settings, or nil before bootstrap.
+func (f *MetaFSM) Settings() (*Settings, error) {
+	var s *Settings
+	err := f.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketSettings).Get(keyCluster)
+		if v == nil {
+			return nil
+		}
+		var err error
+		s, err = decodeSettings(v)
+		return err
+	})
+	return s, err
+}
+
+// NextID returns the first ID not yet leased to anyone.
+func (f *MetaFSM) NextID() (uint64, error) {
+	var next uint64
+	err := f.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketIDs).Get(keyNextID); len(v) == 8 {
+			next = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return next, err
+}

@@ -1,0 +1,228 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+var bucketLinks = []byte("links")
+
+// Result is the response of every shard command, as returned by
+// raft.ApplyFuture.Response. Err is a business error (link.ErrAliasTaken,
+// link.ErrNotFound); Link is the state after the command.
+type Result struct {
+	Link *link.Link
+	Err  error
+}
+
+// ShardConfig configures a ShardFSM.
+type ShardConfig struct {
+	// Path of the bbolt file; created if missing.
+	Path string
+	// OnChange, if set, is called after each committed batch with every link
+	// the batch changed (tombstones included), in apply order. The shard
+	// uses it to update its cache. It runs on the FSM goroutine: keep it
+	// short.
+	OnChange func(l *link.Link)
+	// OnRestore, if set, is called after a snapshot replaced the state.
+	OnRestore func()
+}
+
+// ShardFSM is the state machine of one shard: code → link, in bbolt.
+type ShardFSM struct {
+	*store
+	onChange func(*link.Link)
+	changed  []*link.Link // filled during a batch, drained after commit
+}
+
+// NewShardFSM opens (or creates) the shard's bbolt file.
+func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
+	f := &ShardFSM{onChange: cfg.OnChange}
+	s, err := openStore(cfg.Path, [][]byte{bucketLinks}, f.applyCommand)
+	if err != nil {
+		return nil, err
+	}
+	s.afterCommit = f.flushChanges
+	s.onRestore = cfg.OnRestore
+	f.store = s
+	return f, nil
+}
+
+func (f *ShardFSM) flushChanges() {
+	if f.onChange != nil {
+		for _, l := range f.changed {
+			f.onChange(l)
+		}
+	}
+	clear(f.changed)
+	f.changed = f.changed[:0]
+}
+
+func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index uint64) any {
+	switch typ {
+	case TypeCreateIfAbsent:
+		c, err := decodeCreate(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applyCreate(tx, c, index)
+	case TypeUpdate:
+		u, err := decodeUpdate(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applyUpdate(tx, u, index)
+	case TypeDelete:
+		d, err := decodeDelete(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applyDelete(tx, d, index)
+	}
+	return unknownType(f.path, typ, index)
+}
+
+func getLink(tx *bolt.Tx, code string) *link.Link {
+	v := tx.Bucket(bucketLinks).Get([]byte(code))
+	if v == nil {
+		return nil
+	}
+	l, err := decodeLink(v)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: stored link %q cannot be decoded: %v", code, err))
+	}
+	return l
+}
+
+func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
+	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), encodeLink(l)); err != nil {
+		panic(fmt.Sprintf("fsm %s: put %q: %v", f.path, l.Code, err))
+	}
+	f.changed = append(f.changed, l.Clone())
+}
+
+func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *CreateIfAbsent, index uint64) any {
+	if old := getLink(tx, c.Code); old != nil {
+		if !old.Deleted && c.Nonce != 0 && old.Nonce == c.Nonce {
+			return &Result{Link: old} // the same create, retried
+		}
+		return &Result{Err: link.ErrAliasTaken}
+	}
+	redirect := c.Redirect
+	if redirect == 0 {
+		redirect = link.DefaultRedirect
+	}
+	l := &link.Link{
+		Code:      c.Code,
+		URL:       c.URL,
+		Owner:     c.Owner,
+		CreatedAt: c.Now,
+		UpdatedAt: c.Now,
+		ExpiresAt: c.ExpiresAt,
+		Redirect:  redirect,
+		MaxVisits: c.MaxVisits,
+		Tags:      c.Tags,
+		Nonce:     c.Nonce,
+		Version:   index,
+	}
+	f.putLink(tx, l)
+	return &Result{Link: l}
+}
+
+func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *Update, index uint64) any {
+	l := getLink(tx, u.Code)
+	if l == nil || l.Deleted {
+		return &Result{Err: link.ErrNotFound}
+	}
+	if u.Set&SetURL != 0 {
+		l.URL = u.URL
+	}
+	if u.Set&SetExpiresAt != 0 {
+		l.ExpiresAt = u.ExpiresAt
+	}
+	if u.Set&SetRedirect != 0 {
+		l.Redirect = u.Redirect
+	}
+	if u.Set&SetDisabled != 0 {
+		l.Disabled = u.Disabled
+	}
+	if u.Set&SetTags != 0 {
+		l.Tags = u.Tags
+	}
+	l.UpdatedAt = u.Now
+	l.Version = index
+	f.putLink(tx, l)
+	return &Result{Link: l}
+}
+
+func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *Delete, index uint64) any {
+	l := getLink(tx, d.Code)
+	if l == nil || l.Deleted {
+		return &Result{Err: link.ErrNotFound}
+	}
+	tomb := &link.Link{
+		Code:      l.Code,
+		Owner:     l.Owner,
+		CreatedAt: l.CreatedAt,
+		UpdatedAt: d.Now,
+		Redirect:  l.Redirect,
+		Deleted:   true,
+		Version:   index,
+	}
+	f.putLink(tx, tomb)
+	return &Result{Link: tomb}
+}
+
+// Get returns the stored link for code, tombstones included, or
+// link.ErrNotFound. It reads the local file: on a follower it may lag the
+// leader.
+func (f *ShardFSM) Get(code string) (*link.Link, error) {
+	var l *link.Link
+	err := f.view(func(tx *bolt.Tx) error {
+		l = getLink(tx, code)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, link.ErrNotFound
+	}
+	return l, nil
+}
+
+// Scan calls fn for every stored link with a code of at least from, in code
+// order, until fn returns false. Tombstones are included.
+func (f *ShardFSM) Scan(from string, fn func(l *link.Link) bool) error {
+	return f.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLinks).Cursor()
+		k, v := c.Seek([]byte(from))
+		for ; k != nil; k, v = c.Next() {
+			if bytes.Compare(k, []byte(from)) < 0 {
+				continue
+			}
+			l, err := decodeLink(v)
+			if err != nil {
+				return fmt.Errorf("stored link %q: %w", k, err)
+			}
+			if !fn(l) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Count returns the number of stored codes, tombstones included.
+func (f *ShardFSM) Count() (int, error) {
+	n := 0
+	err := f.view(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketLinks).Stats().KeyN
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,257 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bucketMeta = []byte("meta")
+	keyApplied = []byte("applied")
+)
+
+// applyFunc applies one decoded-by-type command inside tx and returns the
+// response handed to raft.ApplyFuture. It panics on an undecodable entry.
+type applyFunc func(tx *bolt.Tx, typ CommandType, body []byte, index uint64) any
+
+// store is the bbolt plumbing shared by the shard and meta FSMs: the file,
+// the applied index, batching, snapshot and restore.
+type store struct {
+	path    string
+	buckets [][]byte
+	apply   applyFunc
+	// afterCommit runs after each committed batch (cache hooks).
+	afterCommit func()
+	onRestore   func()
+
+	// mu guards the db pointer against Restore's swap and Close. Readers
+	// and ApplyBatch hold it shared (bbolt serialises its own writers);
+	// Restore and Close hold it exclusively.
+	mu      sync.RWMutex
+	db      *bolt.DB
+	applied atomic.Uint64 // written only from the FSM goroutine
+}
+
+func boltOptions() *bolt.Options {
+	return &bolt.Options{
+		Timeout:         5 * time.Second,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: 64 << 20,
+	}
+}
+
+func openStore(path string, buckets [][]byte, apply applyFunc) (*store, error) {
+	s := &store{path: path, buckets: append([][]byte{bucketMeta}, buckets...), apply: apply}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *store) open() error {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
+		return err
+	}
+	db, err := bolt.Open(s.path, 0o600, boltOptions())
+	if err != nil {
+		return fmt.Errorf("open %s: %w", s.path, err)
+	}
+	var applied uint64
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range s.buckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
+			applied = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return fmt.Errorf("init %s: %w", s.path, err)
+	}
+	s.db = db
+	s.applied.Store(applied)
+	return nil
+}
+
+// AppliedIndex returns the last Raft index whose effects are on disk.
+func (s *store) AppliedIndex() uint64 {
+	return s.applied.Load()
+}
+
+// view runs fn in a read transaction of the current file.
+func (s *store) view(fn func(tx *bolt.Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.db == nil {
+		return errors.New("fsm: closed")
+	}
+	return s.db.View(fn)
+}
+
+// Close closes the bbolt file.
+func (s *store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// Apply implements raft.FSM for a single entry.
+func (s *store) Apply(l *raft.Log) any {
+	return s.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch implements raft.BatchingFSM: every entry of the batch, and the
+// new applied index, in one bbolt transaction. Entries at or below the stored
+// applied index were applied before a restart and are skipped.
+func (s *store) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.db == nil {
+		panic("fsm: apply after close")
+	}
+	applied := s.applied.Load()
+	last := applied
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for i, l := range logs {
+			if l.Index <= applied {
+				continue // replayed after restart: already in this file
+			}
+			if l.Type == raft.LogCommand {
+				if len(l.Data) == 0 {
+					panic(fmt.Sprintf("fsm %s: empty command at index %d", s.path, l.Index))
+				}
+				typ := CommandType(l.Data[0])
+				out[i] = s.apply(tx, typ, l.Data[1:], l.Index)
+			}
+			last = l.Index
+		}
+		if last == applied {
+			return nil
+		}
+		var buf [8]byte
+		binary.BigEndian.PutUint64(buf[:], last)
+		return tx.Bucket(bucketMeta).Put(keyApplied, buf[:])
+	})
+	if err != nil {
+		// The log says this batch is committed; state that cannot record
+		// it would silently diverge from the other replicas.
+		panic(fmt.Sprintf("fsm %s: commit of batch ending at %d failed: %v", s.path, logs[len(logs)-1].Index, err))
+	}
+	s.applied.Store(last)
+	if s.afterCommit != nil {
+		s.afterCommit()
+	}
+	return out
+}
+
+// unknownType handles a command type this FSM does not know.
+func unknownType(path string, typ CommandType, index uint64) any {
+	if typ&IgnoreUnknownFlag != 0 {
+		return nil
+	}
+	panic(fmt.Sprintf("fsm %s: unknown command type %d at index %d", path, typ, index))
+}
+
+// Snapshot implements raft.FSM: it only opens a read transaction, a
+// point-in-time view that Persist streams out.
+func (s *store) Snapshot() (raft.FSMSnapshot, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.db == nil {
+		return nil, errors.New("fsm: closed")
+	}
+	tx, err := s.db.Begin(false)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{tx: tx}, nil
+}
+
+type snapshot struct {
+	tx *bolt.Tx
+}
+
+// Persist streams the bbolt file as of the snapshot.
+func (sn *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sn.tx.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release ends the read transaction.
+func (sn *snapshot) Release() { _ = sn.tx.Rollback() }
+
+// Restore implements raft.FSM: the stream becomes a temp file, is fsynced,
+// checked, and replaces the current file.
+func (s *store) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".restore-*")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName) // no-op after the rename
+	if _, err := io.Copy(tmp, rc); err != nil {
+		tmp.Close()
+		return fmt.Errorf("restore: copy: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	// Check that the stream is a bbolt file before discarding ours.
+	check, err := bolt.Open(tmpName, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("restore: snapshot is not a bbolt file: %w", err)
+	}
+	_ = check.Close()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db != nil {
+		if err := s.db.Close(); err != nil {
+			return err
+		}
+		s.db = nil
+	}
+	if err := os.Rename(tmpName, s.path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(s.path)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	if err := s.open(); err != nil {
+		return err
+	}
+	if s.onRestore != nil {
+		s.onRestore()
+	}
+	return nil
+}
