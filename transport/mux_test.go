@@ -1,0 +1,124 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+func mustMux(tb testing.TB) *Mux {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := New(Config{Listener: ln, HeaderTimeout: 500 * time.Millisecond})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go m.Serve(context.Background())
+	tb.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestRoutesByKindAndGroup(t *testing.T) {
+	m := mustMux(t)
+	layers := map[key]*Layer{}
+	for _, k := range []key{{KindRaft, 0}, {KindRaft, 1}, {KindRaft, 300}, {KindRPC, 0}} {
+		l, err := m.Layer(k.kind, k.group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers[k] = l
+	}
+	if _, err := m.Layer(KindRaft, 1); !errors.Is(err, ErrRegistered) {
+		t.Fatalf("double registration: %v", err)
+	}
+	for k, l := range layers {
+		c, err := Dial(context.Background(), m.Addr(), k.kind, k.group, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := []byte{byte(k.kind), byte(k.group)}
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 2)
+		if _, err := io.ReadFull(got, buf); err != nil {
+			t.Fatal(err)
+		}
+		if buf[0] != msg[0] || buf[1] != msg[1] {
+			t.Fatalf("layer %v got bytes %v meant for another", k, buf)
+		}
+		c.Close()
+		got.Close()
+	}
+	if l := layers[key{KindRaft, 0}]; l.Addr().String() != m.Addr() {
+		t.Fatalf("layer addr %s, mux addr %s", l.Addr(), m.Addr())
+	}
+}
+
+func expectClosedByPeer(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("connection still open")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("mux did not close the connection")
+	}
+}
+
+func TestRejectsBadHeaderAndUnknownGroup(t *testing.T) {
+	m := mustMux(t)
+	if _, err := m.Layer(KindRaft, 1); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(context.Background(), m.Addr(), KindRaft, 2, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectClosedByPeer(t, c)
+
+	raw, err := net.Dial("tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Write([]byte("GET / HTTP/1.1\r\n"))
+	expectClosedByPeer(t, raw)
+
+	// A client that sends nothing is cut off after HeaderTimeout.
+	silent, err := net.Dial("tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectClosedByPeer(t, silent)
+}
+
+func TestCloseUnblocksAccept(t *testing.T) {
+	m := mustMux(t)
+	l, _ := m.Layer(KindRPC, 0)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Accept()
+		errc <- err
+	}()
+	m.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Accept err = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept still blocked after Close")
+	}
+	if _, err := m.Layer(KindRPC, 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Layer after Close: %v", err)
+	}
+}
