@@ -1,0 +1,375 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+// StateMachine is what a Group needs from its FSM: raft's batching FSM plus
+// the applied index it keeps on disk and a Close for its file.
+type StateMachine interface {
+	raft.BatchingFSM
+	AppliedIndex() uint64
+	Close() error
+}
+
+// Timing holds the Raft timers of a group. The zero value means
+// DefaultTiming.
+type Timing struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+}
+
+// DefaultTiming is hashicorp/raft's defaults (1 s heartbeat and election
+// timeout, 500 ms leader lease, 50 ms commit timeout): on a LAN a failed
+// leader is replaced in one to two seconds, and idle heartbeats stay at 5–10
+// RPC/s per follower per group.
+var DefaultTiming = Timing{
+	HeartbeatTimeout:   time.Second,
+	ElectionTimeout:    time.Second,
+	LeaderLeaseTimeout: 500 * time.Millisecond,
+	CommitTimeout:      50 * time.Millisecond,
+}
+
+// GroupConfig configures one Raft group.
+type GroupConfig struct {
+	// Name identifies the group in logs and metrics ("meta", "shard-3").
+	Name string
+	// NodeID is this node's stable Raft server ID.
+	NodeID string
+	// Dir holds raft.db (log and stable store) and snapshots/.
+	Dir string
+	// FSM is the group's state machine; the Group closes it.
+	FSM StateMachine
+	// Stream is the group's layer of the node's peer port.
+	Stream raft.StreamLayer
+	// Timing overrides the Raft timers; zero fields take DefaultTiming.
+	Timing Timing
+	// SnapshotThreshold and TrailingLogs, if non-zero, override raft's
+	// defaults (8192 and 10240).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	// Logger receives the group's logs; "group" is added to every line.
+	Logger *slog.Logger
+}
+
+// Group is one hashicorp/raft group: raft-boltdb log and stable store, a file
+// snapshot store, a network transport over the node's shared peer port, and
+// the FSM.
+type Group struct {
+	name      string
+	nodeID    string
+	raft      *raft.Raft
+	fsm       StateMachine
+	logStore  *raftboltdb.BoltStore
+	transport *raft.NetworkTransport
+	log       *slog.Logger
+
+	notifyCh  chan bool
+	readyTerm atomic.Bool // leader, and a barrier of this term has applied
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// OpenGroup opens the group's stores and starts its raft.Raft. A group with
+// no state waits for Bootstrap (or, later, to be added by a leader).
+func OpenGroup(cfg GroupConfig) (*Group, error) {
+	if cfg.FSM == nil || cfg.Stream == nil || cfg.NodeID == "" || cfg.Dir == "" {
+		return nil, errors.New("shard: GroupConfig needs FSM, Stream, NodeID and Dir")
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lg = lg.With("group", cfg.Name)
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, err
+	}
+	t := cfg.Timing
+	if t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = DefaultTiming.HeartbeatTimeout
+	}
+	if t.ElectionTimeout == 0 {
+		t.ElectionTimeout = DefaultTiming.ElectionTimeout
+	}
+	if t.LeaderLeaseTimeout == 0 {
+		t.LeaderLeaseTimeout = DefaultTiming.LeaderLeaseTimeout
+	}
+	if t.CommitTimeout == 0 {
+		t.CommitTimeout = DefaultTiming.CommitTimeout
+	}
+
+	hl := NewHCLogger(lg, "raft")
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = t.HeartbeatTimeout
+	rc.ElectionTimeout = t.ElectionTimeout
+	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
+	rc.CommitTimeout = t.CommitTimeout
+	// The FSM is durable and skips entries at or below its own applied
+	// index, so a restart must not rebuild it from the last snapshot.
+	rc.NoSnapshotRestoreOnStart = true
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	rc.Logger = hl
+	notify := make(chan bool, 8)
+	rc.NotifyCh = notify
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("shard %s: raft config: %w", cfg.Name, err)
+	}
+
+	logStore, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(cfg.Dir, "raft.db"),
+		BoltOptions: &bolt.Options{
+			Timeout:        5 * time.Second,
+			NoFreelistSync: true,
+			FreelistType:   bolt.FreelistMapType,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: open log store: %w", cfg.Name, err)
+	}
+	cached, err := raft.NewLogCache(512, logStore)
+	if err != nil {
+		logStore.Close()
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl.Named("snapshots"))
+	if err != nil {
+		logStore.Close()
+		return nil, fmt.Errorf("shard %s: snapshot store: %w", cfg.Name, err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  cfg.Stream,
+		MaxPool: 2,
+		Timeout: 10 * time.Second,
+		Logger:  hl.Named("transport"),
+	})
+	r, err := raft.NewRaft(rc, cfg.FSM, cached, logStore, snaps, trans)
+	if err != nil {
+		trans.Close()
+		logStore.Close()
+		return nil, fmt.Errorf("shard %s: start raft: %w", cfg.Name, err)
+	}
+	g := &Group{
+		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore,
+		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}),
+	}
+	g.wg.Add(1)
+	go g.monitorLeadership()
+	return g, nil
+}
+
+// monitorLeadership follows the reliable leadership channel. On gaining
+// leadership it commits a barrier, so that everything of earlier terms is
+// applied before the group serves consistent reads (Consul's
+// establishLeadership step).
+func (g *Group) monitorLeadership() {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case leader := <-g.notifyCh:
+			g.readyTerm.Store(false)
+			if !leader {
+				g.log.Info("lost leadership")
+				continue
+			}
+			g.log.Info("gained leadership")
+			if err := g.raft.Barrier(30 * time.Second).Error(); err != nil {
+				g.log.Warn("barrier after gaining leadership failed", "err", err)
+				continue
+			}
+			if g.raft.State() == raft.Leader {
+				g.readyTerm.Store(true)
+			}
+		}
+	}
+}
+
+// HasState reports whether the group has any Raft state on disk.
+func HasState(dir string) (bool, error) {
+	p := filepath.Join(dir, "raft.db")
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: p, BoltOptions: &bolt.Options{Timeout: time.Second, ReadOnly: true}})
+	if err != nil {
+		return false, err
+	}
+	defer store.Close()
+	last, err := store.LastIndex()
+	return last > 0, err
+}
+
+// Server is one voter of a group's initial configuration.
+type Server struct {
+	ID      string
+	Address string
+}
+
+// Bootstrap writes the initial configuration. It is a no-op (nil) when the
+// group already has state, so a restarted node never bootstraps again.
+func (g *Group) Bootstrap(servers []Server) error {
+	cfg := raft.Configuration{}
+	for _, s := range servers {
+		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(s.ID), Address: raft.ServerAddress(s.Address)})
+	}
+	err := g.raft.BootstrapCluster(cfg).Error()
+	if errors.Is(err, raft.ErrCantBootstrap) {
+		return nil
+	}
+	return err
+}
+
+// Name returns the group's name.
+func (g *Group) Name() string { return g.name }
+
+// Raft exposes the underlying raft.Raft for status and membership.
+func (g *Group) Raft() *raft.Raft { return g.raft }
+
+// IsLeader reports whether this node leads the group.
+func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
+
+// Leader returns the current leader's address and ID, empty if none known.
+func (g *Group) Leader() (addr, id string) {
+	a, i := g.raft.LeaderWithID()
+	return string(a), string(i)
+}
+
+// WaitLeader blocks until the group has a leader (any node), or ctx ends.
+func (g *Group) WaitLeader(ctx context.Context) error {
+	return poll(ctx, func() bool { a, _ := g.raft.LeaderWithID(); return a != "" })
+}
+
+// WaitReady blocks until this node leads the group and its first barrier has
+// applied, or ctx ends.
+func (g *Group) WaitReady(ctx context.Context) error {
+	return poll(ctx, g.readyTerm.Load)
+}
+
+// CaughtUp reports whether the FSM has applied every entry this node knows
+// to be committed.
+func (g *Group) CaughtUp() bool {
+	return g.fsm.AppliedIndex() >= g.raft.CommitIndex()
+}
+
+func poll(ctx context.Context, cond func() bool) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// DefaultApplyTimeout bounds an Apply whose context has no deadline.
+const DefaultApplyTimeout = 10 * time.Second
+
+// Apply proposes cmd and waits until it is committed and applied, returning
+// the FSM's response and the entry's index. Raft errors become link
+// sentinels: link.ErrNotLeader when this node does not lead (nothing was
+// proposed), link.ErrUnavailable when the outcome is unknown or the group is
+// shutting down. A business error returned by the FSM inside its response is
+// left to the caller.
+func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
+	timeout := DefaultApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, 0, fmt.Errorf("%w: %w", link.ErrUnavailable, context.DeadlineExceeded)
+		}
+	}
+	f := g.raft.Apply(cmd, timeout)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, 0, translate(err)
+		}
+		return f.Response(), f.Index(), nil
+	case <-ctx.Done():
+		return nil, 0, fmt.Errorf("%w: outcome unknown: %w", link.ErrUnavailable, ctx.Err())
+	}
+}
+
+func translate(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return fmt.Errorf("%w: %w", link.ErrNotLeader, err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):
+		return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+}
+
+// VerifyRead makes the next local read linearizable: this node must lead the
+// group, have applied a barrier of its current term, still hold leadership
+// after the read point was fixed (a heartbeat round to a quorum), and have
+// applied everything committed up to that point. It returns
+// link.ErrNotLeader on a follower.
+func (g *Group) VerifyRead(ctx context.Context) error {
+	if g.raft.State() != raft.Leader {
+		return link.ErrNotLeader
+	}
+	if err := g.WaitReady(ctx); err != nil {
+		return err
+	}
+	readIndex := g.raft.CommitIndex()
+	f := g.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return translate(err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
+	}
+	return poll(ctx, func() bool { return g.fsm.AppliedIndex() >= readIndex })
+}
+
+// Stats returns raft's status map (state, term, indexes, last contact).
+func (g *Group) Stats() map[string]string { return g.raft.Stats() }
+
+// Close shuts the group down: raft first (waiting for it), then the
+// transport, the log store and the FSM file.
+func (g *Group) Close() error {
+	g.closeOnce.Do(func() {
+		close(g.stop)
+		errs := []error{g.raft.Shutdown().Error()}
+		g.wg.Wait()
+		errs = append(errs, g.transport.Close(), g.logStore.Close(), g.fsm.Close())
+		g.closeErr = errors.Join(errs...)
+	})
+	return g.closeErr
+}

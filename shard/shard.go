@@ -1,0 +1,221 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/maypok86/otter/v2"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
+)
+
+// Config configures a link Shard.
+type Config struct {
+	// ID is the shard id (0 ≤ ID < shard count).
+	ID int
+	// NodeID is this node's Raft server ID.
+	NodeID string
+	// Dir holds the shard's raft.db, snapshots/ and state.db.
+	Dir string
+	// Stream is the shard's layer of the peer port.
+	Stream raft.StreamLayer
+	// Timing overrides the Raft timers.
+	Timing Timing
+	// CacheSize bounds the link cache (entries, default 100,000).
+	CacheSize int
+	// CacheTTL bounds how long a cached link is served without a re-read
+	// (default 5 min). Apply updates the cache in place, so on a replica
+	// the TTL only bounds memory held by cold entries.
+	CacheTTL time.Duration
+	// NegativeTTL is how long an unknown code is remembered (default 2 s).
+	NegativeTTL time.Duration
+	// Logger receives the shard's logs ("group" = "shard-<id>").
+	Logger *slog.Logger
+	// Observer, if set, is told about cache hits and misses and apply
+	// latencies.
+	Observer Observer
+}
+
+// Observer receives the shard's measurements (implemented by the metrics
+// layer).
+type Observer interface {
+	CacheHit(shard int)
+	CacheMiss(shard int)
+	Applied(shard int, d time.Duration)
+}
+
+// Shard is one shard: a Raft group whose FSM holds the shard's links in its
+// own bbolt file, plus a W-TinyLFU cache of links in front of that file.
+type Shard struct {
+	id    int
+	group *Group
+	fsm   *fsm.ShardFSM
+	cache *otter.Cache[string, entry]
+	obs   Observer
+}
+
+// entry is a cached answer: a link (tombstones included) or, with l == nil,
+// "unknown as of FSM index version".
+type entry struct {
+	l       *link.Link
+	version uint64
+}
+
+// newer reports whether e should replace old.
+func (e entry) newer(old entry) bool { return e.version >= old.version }
+
+type nopObserver struct{}
+
+func (nopObserver) CacheHit(int)               {}
+func (nopObserver) CacheMiss(int)              {}
+func (nopObserver) Applied(int, time.Duration) {}
+
+// Open opens the shard's state file and starts its Raft group.
+func Open(cfg Config) (*Shard, error) {
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 100_000
+	}
+	if cfg.CacheTTL <= 0 {
+		cfg.CacheTTL = 5 * time.Minute
+	}
+	if cfg.NegativeTTL <= 0 {
+		cfg.NegativeTTL = 2 * time.Second
+	}
+	s := &Shard{id: cfg.ID, obs: cfg.Observer}
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
+	ttl, negTTL := cfg.CacheTTL, cfg.NegativeTTL
+	cache, err := otter.New(&otter.Options[string, entry]{
+		MaximumSize: cfg.CacheSize,
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, entry]) time.Duration {
+			if e.Value.l == nil {
+				return negTTL
+			}
+			return ttl
+		}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.cache = cache
+	f, err := fsm.NewShardFSM(fsm.ShardConfig{
+		Path:      filepath.Join(cfg.Dir, "state.db"),
+		OnChange:  s.applied,
+		OnRestore: func() { s.cache.InvalidateAll() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.fsm = f
+	g, err := OpenGroup(GroupConfig{
+		Name:   "shard-" + strconv.Itoa(cfg.ID),
+		NodeID: cfg.NodeID,
+		Dir:    cfg.Dir,
+		FSM:    f,
+		Stream: cfg.Stream,
+		Timing: cfg.Timing,
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.group = g
+	return s, nil
+}
+
+// applied is the FSM's OnChange hook: the cache learns every change in apply
+// order, so a replica never serves a link older than its own state.
+func (s *Shard) applied(l *link.Link) {
+	s.remember(l.Code, entry{l: l, version: l.Version})
+}
+
+// remember caches e unless the cache already holds a newer answer (a reader
+// that loaded an old state must not overwrite what apply just wrote).
+func (s *Shard) remember(code string, e entry) {
+	s.cache.Compute(code, func(old entry, found bool) (entry, otter.ComputeOp) {
+		if found && !e.newer(old) {
+			return old, otter.CancelOp
+		}
+		return e, otter.WriteOp
+	})
+}
+
+// ID returns the shard id.
+func (s *Shard) ID() int { return s.id }
+
+// Group returns the shard's Raft group.
+func (s *Shard) Group() *Group { return s.group }
+
+// FSM returns the shard's state machine (for scans and status).
+func (s *Shard) FSM() *fsm.ShardFSM { return s.fsm }
+
+// Lookup returns the link for code from this replica: cache, then the local
+// bbolt file. Tombstones are returned as links with Deleted set; an unknown
+// code is link.ErrNotFound. On a follower the answer may lag the leader.
+func (s *Shard) Lookup(code string) (*link.Link, error) {
+	if e, ok := s.cache.GetIfPresent(code); ok {
+		s.obs.CacheHit(s.id)
+		if e.l == nil {
+			return nil, link.ErrNotFound
+		}
+		return e.l, nil
+	}
+	s.obs.CacheMiss(s.id)
+	version := s.fsm.AppliedIndex() // before the read: a lower bound of its state
+	l, err := s.fsm.Get(code)
+	switch {
+	case err == nil:
+		s.remember(code, entry{l: l, version: l.Version})
+		return l, nil
+	case errors.Is(err, link.ErrNotFound):
+		s.remember(code, entry{version: version})
+		return nil, err
+	}
+	return nil, err
+}
+
+// LookupConsistent is a linearizable Lookup: it must run on the leader
+// (link.ErrNotLeader otherwise) and reads the file after VerifyRead.
+func (s *Shard) LookupConsistent(ctx context.Context, code string) (*link.Link, error) {
+	if err := s.group.VerifyRead(ctx); err != nil {
+		return nil, err
+	}
+	return s.fsm.Get(code)
+}
+
+// Apply proposes a command (fsm.CreateIfAbsent, fsm.Update or fsm.Delete,
+// encoded) and returns the link as the FSM left it. The FSM's business error
+// (link.ErrAliasTaken, link.ErrNotFound) and Raft's errors (see Group.Apply)
+// are returned as errors.
+func (s *Shard) Apply(ctx context.Context, cmd []byte) (*link.Link, error) {
+	start := time.Now()
+	resp, _, err := s.group.Apply(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	s.obs.Applied(s.id, time.Since(start))
+	r, ok := resp.(*fsm.Result)
+	if !ok {
+		return nil, fmt.Errorf("shard %d: unexpected apply response %T", s.id, resp)
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return r.Link, nil
+}
+
+// Close stops the Raft group and closes the files.
+func (s *Shard) Close() error {
+	err := s.group.Close()
+	s.cache.StopAllGoroutines()
+	return err
+}
