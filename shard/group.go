@@ -77,6 +77,7 @@ type Group struct {
 	raft      *raft.Raft
 	fsm       StateMachine
 	logStore  *raftboltdb.BoltStore
+	logs      raft.LogStore // the cached view of logStore
 	transport *raft.NetworkTransport
 	log       *slog.Logger
 
@@ -173,7 +174,7 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 		return nil, fmt.Errorf("shard %s: start raft: %w", cfg.Name, err)
 	}
 	g := &Group{
-		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore,
+		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logs: cached,
 		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}),
 	}
 	g.wg.Add(1)
@@ -273,7 +274,28 @@ func (g *Group) WaitReady(ctx context.Context) error {
 // CaughtUp reports whether the FSM has applied every entry this node knows
 // to be committed.
 func (g *Group) CaughtUp() bool {
-	return g.fsm.AppliedIndex() >= g.raft.CommitIndex()
+	return g.appliedThrough(g.raft.CommitIndex())
+}
+
+// appliedThrough reports whether the FSM state includes every entry up to
+// index. The FSM only sees command and configuration entries and records
+// their index; no-op and barrier entries never reach it. So the question is
+// whether the last FSM-visible entry at or below index is applied: walk the
+// log back from index (usually one lookup in the log cache) to find it.
+func (g *Group) appliedThrough(index uint64) bool {
+	applied := g.fsm.AppliedIndex()
+	for i := index; i > applied; i-- {
+		var l raft.Log
+		if err := g.logs.GetLog(i, &l); err != nil {
+			// Compacted into a snapshot: everything at or below it was
+			// in the FSM when the snapshot was taken.
+			return true
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return false
+		}
+	}
+	return true
 }
 
 func poll(ctx context.Context, cond func() bool) error {
@@ -355,7 +377,7 @@ func (g *Group) VerifyRead(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
 	}
-	return poll(ctx, func() bool { return g.fsm.AppliedIndex() >= readIndex })
+	return poll(ctx, func() bool { return g.appliedThrough(readIndex) })
 }
 
 // Stats returns raft's status map (state, term, indexes, last contact).

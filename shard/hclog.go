@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -50,7 +51,15 @@ func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		all = append(all, "component", h.name)
 	}
 	all = append(all, h.args...)
-	all = append(all, args...)
+	for _, a := range args {
+		// raft formats some values lazily with hclog.Fmt.
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				a = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+		all = append(all, a)
+	}
 	h.l.Log(context.Background(), sl, msg, all...)
 }
 

@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/shard"
+)
+
+// CreateRequest is a validated create: URL normalised, alias checked, expiry
+// absolute. The node adds the time, the nonce and (without an alias) the
+// code.
+type CreateRequest struct {
+	URL       string
+	Alias     string
+	Owner     string
+	ExpiresAt time.Time
+	Redirect  int
+	MaxVisits uint64
+	Tags      []string
+}
+
+// Patch is a validated partial update; nil fields are left alone. A non-nil
+// ExpiresAt pointing at the zero time clears the expiry.
+type Patch struct {
+	URL       *string
+	ExpiresAt *time.Time
+	Redirect  *int
+	Disabled  *bool
+	Tags      *[]string
+}
+
+// maxGeneratedAttempts bounds how many IDs one create may consume when
+// generated codes clash with aliases or reserved words.
+const maxGeneratedAttempts = 64
+
+func (n *Node) shardFor(code string) (*shard.Shard, error) {
+	id := n.ring.Locate(code)
+	if id >= len(n.shards) || n.shards[id] == nil {
+		return nil, errNotHosted
+	}
+	return n.shards[id], nil
+}
+
+// Create stores a new link. With an alias it fails with link.ErrAliasTaken
+// if the alias is in use (tombstones included); without one it takes IDs
+// from the allocator until a code is free.
+func (n *Node) Create(ctx context.Context, req CreateRequest) (*link.Link, error) {
+	if req.Redirect == 0 {
+		req.Redirect = link.DefaultRedirect
+	}
+	if !link.ValidRedirect(req.Redirect) {
+		return nil, &link.FieldError{Err: link.ErrInvalidInput, Field: "redirect", Reason: "must be 301, 302, 307 or 308"}
+	}
+	cmd := fsm.CreateIfAbsent{
+		URL: req.URL, Owner: req.Owner, Now: time.Now().UTC(), ExpiresAt: req.ExpiresAt,
+		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(),
+	}
+	if req.Alias != "" {
+		if err := link.ValidateAlias(req.Alias); err != nil {
+			return nil, err
+		}
+		cmd.Code = req.Alias
+		return n.applyCreate(ctx, &cmd)
+	}
+	for range maxGeneratedAttempts {
+		id, err := n.alloc.Next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: allocate id: %w", link.ErrUnavailable, err)
+		}
+		code, err := n.coder.Code(id)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", link.ErrExhausted, err)
+		}
+		if link.IsReserved(code) {
+			continue
+		}
+		cmd.Code = code
+		l, err := n.applyCreate(ctx, &cmd)
+		if errors.Is(err, link.ErrAliasTaken) {
+			// An alias got there first: that ID's code is someone's alias.
+			continue
+		}
+		return l, err
+	}
+	return nil, fmt.Errorf("%w: no free code after %d ids", link.ErrUnavailable, maxGeneratedAttempts)
+}
+
+func (n *Node) applyCreate(ctx context.Context, cmd *fsm.CreateIfAbsent) (*link.Link, error) {
+	s, err := n.shardFor(cmd.Code)
+	if err != nil {
+		return nil, err
+	}
+	return s.Apply(ctx, cmd.Encode())
+}
+
+// Get returns the live link for code; tombstones are link.ErrNotFound. With
+// consistent it is a linearizable read on the shard leader; otherwise it
+// reads this node's replica.
+func (n *Node) Get(ctx context.Context, code string, consistent bool) (*link.Link, error) {
+	s, err := n.shardFor(code)
+	if err != nil {
+		return nil, err
+	}
+	var l *link.Link
+	if consistent {
+		l, err = s.LookupConsistent(ctx, code)
+	} else {
+		l, err = s.Lookup(code)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if l.Deleted {
+		return nil, link.ErrNotFound
+	}
+	return l, nil
+}
+
+// Resolve is the redirect path: the link for code from this node's state,
+// tombstones included (the caller answers 410 for them).
+func (n *Node) Resolve(ctx context.Context, code string) (*link.Link, error) {
+	s, err := n.shardFor(code)
+	if err != nil {
+		return nil, err
+	}
+	return s.Lookup(code)
+}
+
+// Update applies a patch to a live link.
+func (n *Node) Update(ctx context.Context, code string, p Patch) (*link.Link, error) {
+	u := fsm.Update{Code: code, Now: time.Now().UTC()}
+	if p.URL != nil {
+		u.Set |= fsm.SetURL
+		u.URL = *p.URL
+	}
+	if p.ExpiresAt != nil {
+		u.Set |= fsm.SetExpiresAt
+		u.ExpiresAt = *p.ExpiresAt
+	}
+	if p.Redirect != nil {
+		if !link.ValidRedirect(*p.Redirect) {
+			return nil, &link.FieldError{Err: link.ErrInvalidInput, Field: "redirect", Reason: "must be 301, 302, 307 or 308"}
+		}
+		u.Set |= fsm.SetRedirect
+		u.Redirect = *p.Redirect
+	}
+	if p.Disabled != nil {
+		u.Set |= fsm.SetDisabled
+		u.Disabled = *p.Disabled
+	}
+	if p.Tags != nil {
+		u.Set |= fsm.SetTags
+		u.Tags = *p.Tags
+	}
+	s, err := n.shardFor(code)
+	if err != nil {
+		return nil, err
+	}
+	return s.Apply(ctx, u.Encode())
+}
+
+// Delete turns a live link into a tombstone.
+func (n *Node) Delete(ctx context.Context, code string) error {
+	s, err := n.shardFor(code)
+	if err != nil {
+		return err
+	}
+	_, err = s.Apply(ctx, (&fsm.Delete{Code: code, Now: time.Now().UTC()}).Encode())
+	return err
+}

@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/linkraft/linkraft/shard"
+)
+
+// NodeInfo describes one member of the cluster.
+type NodeInfo struct {
+	ID         string `json:"id"`
+	HTTPAddr   string `json:"http_addr"`
+	RaftAddr   string `json:"raft_addr"`
+	GossipAddr string `json:"gossip_addr"`
+	Status     string `json:"status"`
+}
+
+// GroupInfo describes one Raft group as this node sees it.
+type GroupInfo struct {
+	ID           string   `json:"id"`
+	Leader       string   `json:"leader"`
+	Replicas     []string `json:"replicas"`
+	State        string   `json:"state"`
+	Term         uint64   `json:"term"`
+	AppliedIndex uint64   `json:"applied_index"`
+	CommitIndex  uint64   `json:"commit_index"`
+	LastContact  string   `json:"last_contact"`
+	Links        *int     `json:"links,omitempty"`
+	LastIndex    uint64   `json:"last_index"`
+}
+
+// Status is the cluster as this node sees it (GET /admin/v1/cluster).
+type Status struct {
+	NodeID    string      `json:"node_id"`
+	ClusterID string      `json:"cluster_id"`
+	CodeMode  string      `json:"code_mode"`
+	Nodes     []NodeInfo  `json:"nodes"`
+	Meta      GroupInfo   `json:"meta"`
+	Shards    []GroupInfo `json:"shards"`
+}
+
+func groupInfo(id string, g *shard.Group) GroupInfo {
+	r := g.Raft()
+	stats := r.Stats()
+	_, leaderID := g.Leader()
+	info := GroupInfo{
+		ID: id, Leader: leaderID, State: r.State().String(),
+		AppliedIndex: r.AppliedIndex(), CommitIndex: r.CommitIndex(), LastIndex: r.LastIndex(),
+		LastContact: stats["last_contact"],
+	}
+	info.Term, _ = strconv.ParseUint(stats["term"], 10, 64)
+	if f := r.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter || s.Suffrage == raft.Nonvoter {
+				info.Replicas = append(info.Replicas, string(s.ID))
+			}
+		}
+	}
+	return info
+}
+
+// Status reports the node, the meta group and every shard.
+func (n *Node) Status() Status {
+	st := Status{
+		NodeID: n.cfg.NodeID, ClusterID: n.settings.ClusterID, CodeMode: n.settings.CodeMode,
+		Nodes: []NodeInfo{{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAddr, RaftAddr: n.mux.Addr(), GossipAddr: n.cfg.GossipAddr, Status: "alive"}},
+		Meta:  groupInfo("meta", n.meta),
+	}
+	for _, s := range n.shards {
+		if s == nil {
+			continue
+		}
+		info := groupInfo(strconv.Itoa(s.ID()), s.Group())
+		if c, err := s.FSM().Count(); err == nil {
+			info.Links = &c
+		}
+		st.Shards = append(st.Shards, info)
+	}
+	return st
+}
+
+// ErrNotReady is wrapped by Ready's error.
+var ErrNotReady = errors.New("not ready")
+
+// Ready returns nil when every group hosted here has a leader and this node
+// has applied everything it knows to be committed; otherwise the reason.
+func (n *Node) Ready() error {
+	check := func(name string, g *shard.Group) error {
+		if addr, _ := g.Leader(); addr == "" {
+			return fmt.Errorf("%w: %s has no leader", ErrNotReady, name)
+		}
+		if !g.CaughtUp() {
+			return fmt.Errorf("%w: %s is applying its log", ErrNotReady, name)
+		}
+		return nil
+	}
+	if err := check("meta", n.meta); err != nil {
+		return err
+	}
+	for _, s := range n.shards {
+		if s == nil {
+			continue
+		}
+		if err := check("shard "+strconv.Itoa(s.ID()), s.Group()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/link"
+)
+
+// Config is the node's configuration: flags, each also read from
+// LINKNODE_<NAME> (flag > environment > default).
+type Config struct {
+	NodeID          string
+	DataDir         string
+	HTTPAddr        string
+	RaftAddr        string
+	GossipAddr      string
+	AdvertiseHost   string
+	Join            []string
+	BootstrapExpect int
+	Shards          int
+	Replicas        int
+	PublicURL       string
+	CodeMode        string
+	MaxURLLength    int
+	Blocklist       string
+	LogLevel        string
+	LogFormat       string
+	ShutdownTimeout time.Duration
+	// FastRaft shortens Raft timers (tests and local experiments only).
+	FastRaft bool
+}
+
+// envName maps a flag name to its environment variable.
+func envName(flagName string) string {
+	return "LINKNODE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// ParseFlags parses args, with lookupEnv supplying LINKNODE_* defaults.
+func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("linknode", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var join string
+	fs.StringVar(&c.NodeID, "node-id", "", "stable node ID (default: generated once and kept in the data dir)")
+	fs.StringVar(&c.DataDir, "data-dir", "linknode-data", "directory for all of the node's data")
+	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "HTTP listen address (redirects, API, metrics)")
+	fs.StringVar(&c.RaftAddr, "raft-addr", ":7000", "peer listen address (all Raft groups and internal RPC)")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", ":7946", "gossip (memberlist) listen address")
+	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "host peers use to reach this node (default: the bind host, or 127.0.0.1)")
+	fs.StringVar(&join, "join", "", "comma-separated gossip addresses of existing nodes")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "how many nodes form the first cluster (1 = single node)")
+	fs.IntVar(&c.Shards, "shards", 8, "number of shards, fixed at bootstrap")
+	fs.IntVar(&c.Replicas, "replicas", 3, "replicas per shard (capped at the cluster size)")
+	fs.StringVar(&c.PublicURL, "public-url", "", "base of short_url (default http://localhost:<http port>)")
+	fs.StringVar(&c.CodeMode, "code-mode", string(idrange.ModePermuted), "generated codes: permuted (7 chars, not sequential) or sequential (shortest); fixed at bootstrap")
+	fs.IntVar(&c.MaxURLLength, "max-url-length", link.DefaultMaxURLLength, "longest destination URL accepted, in bytes")
+	fs.StringVar(&c.Blocklist, "blocklist", "", "file of blocked destination domains, one per line (subdomains included)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
+	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft timers (tests only)")
+
+	// Environment first, as defaults; explicit flags override below.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := lookupEnv(envName(f.Name)); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (subcommands: version)", fs.Arg(0))
+	}
+	if j := strings.TrimSpace(join); j != "" {
+		for _, a := range strings.Split(j, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				c.Join = append(c.Join, a)
+			}
+		}
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	if c.DataDir == "" {
+		return errors.New("-data-dir must not be empty")
+	}
+	for name, addr := range map[string]string{"-http-addr": c.HTTPAddr, "-raft-addr": c.RaftAddr, "-gossip-addr": c.GossipAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: %w", name, addr, err)
+		}
+	}
+	if len(c.Join) > 0 || c.BootstrapExpect != 1 {
+		return errors.New("multi-node clusters (-join, -bootstrap-expect > 1) are not implemented yet")
+	}
+	if c.ShutdownTimeout <= 0 {
+		return errors.New("-shutdown-timeout must be positive")
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("-log-format %q: want text or json", c.LogFormat)
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("-log-level %q: %w", c.LogLevel, err)
+	}
+	if c.MaxURLLength < 32 || c.MaxURLLength > 1<<20 {
+		return fmt.Errorf("-max-url-length %d: must be 32 to 1048576", c.MaxURLLength)
+	}
+	return nil
+}

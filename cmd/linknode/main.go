@@ -1,0 +1,88 @@
+// Command linknode runs one node of a linkraft cluster. With no flags it is a
+// complete single-node link shortener on :8080 with its data in
+// ./linknode-data.
+//
+//	linknode [flags]        run a node
+//	linknode version        print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without os.Exit, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "version", "-version", "--version":
+			fmt.Fprintln(stdout, versionString())
+			return 0
+		}
+	}
+	cfg, err := ParseFlags(args, os.LookupEnv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	m := NewMain(cfg, stderr)
+	if err := m.Run(ctx); err != nil {
+		m.Logger().Error("start failed", "err", err)
+		_ = m.Close()
+		return 1
+	}
+	<-ctx.Done()
+	stop() // a second signal kills the process the default way
+	m.Logger().Info("shutting down")
+
+	// Everything must be down within ShutdownTimeout; if Close hangs, exit
+	// anyway (the data is safe: acknowledged writes are on disk).
+	done := make(chan error, 1)
+	go func() { done <- m.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			m.Logger().Error("shutdown", "err", err)
+			return 1
+		}
+		m.Logger().Info("stopped")
+		return 0
+	case <-time.After(cfg.ShutdownTimeout):
+		m.Logger().Error("shutdown timed out; exiting", "timeout", cfg.ShutdownTimeout)
+		return 1
+	}
+}
+
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+		return fmt.Sprintf("linknode %s %s", v, bi.GoVersion)
+	}
+	return "linknode " + v
+}

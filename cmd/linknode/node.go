@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/metrics"
+	"github.com/linkraft/linkraft/shard"
+)
+
+// Main is a running node: the cluster node, its HTTP server and metrics. It
+// is a value so that tests can start nodes in-process on :0 ports.
+type Main struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	// installGlobalMetrics bridges go-metrics' global registry; only the
+	// real process does it.
+	installGlobalMetrics bool
+
+	node     *cluster.Node
+	httpLn   net.Listener
+	httpSrv  *http.Server
+	httpDone chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain returns a Main that logs to logOut.
+func NewMain(cfg Config, logOut io.Writer) *Main {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(logOut, opts)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(logOut, opts)
+	}
+	return &Main{cfg: cfg, log: slog.New(h), metrics: metrics.New(), installGlobalMetrics: true}
+}
+
+// Logger returns the node's logger.
+func (m *Main) Logger() *slog.Logger { return m.log }
+
+// HTTPAddr returns the bound HTTP address (after Run).
+func (m *Main) HTTPAddr() string { return m.httpLn.Addr().String() }
+
+// Node returns the cluster node (after Run).
+func (m *Main) Node() *cluster.Node { return m.node }
+
+// fastTiming is for tests: elections in a few hundred milliseconds.
+var fastTiming = shard.Timing{
+	HeartbeatTimeout:   300 * time.Millisecond,
+	ElectionTimeout:    300 * time.Millisecond,
+	LeaderLeaseTimeout: 150 * time.Millisecond,
+	CommitTimeout:      5 * time.Millisecond,
+}
+
+// Run starts the node and serves HTTP; it returns once the node is open and
+// the HTTP listener is bound.
+func (m *Main) Run(ctx context.Context) error {
+	cfg := m.cfg
+	if m.installGlobalMetrics {
+		if err := m.metrics.InstallRaftMetrics(); err != nil {
+			return err
+		}
+	}
+	var blocklist map[string]struct{}
+	if cfg.Blocklist != "" {
+		f, err := os.Open(cfg.Blocklist)
+		if err != nil {
+			return fmt.Errorf("blocklist: %w", err)
+		}
+		blocklist, err = link.ReadBlocklist(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		m.log.Info("blocklist loaded", "domains", len(blocklist))
+	}
+	// Bind HTTP first so a port clash fails before any Raft state is made.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on http address: %w", err)
+	}
+	m.httpLn = ln
+	publicURL := cfg.PublicURL
+	if publicURL == "" {
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		publicURL = "http://localhost:" + port
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	ncfg := cluster.Config{
+		NodeID: cfg.NodeID, DataDir: dataDir, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseHost,
+		HTTPAddr: ln.Addr().String(), GossipAddr: cfg.GossipAddr, BootstrapExpect: cfg.BootstrapExpect,
+		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
+		Observer: m.metrics, Logger: m.log,
+	}
+	if cfg.FastRaft {
+		ncfg.Timing = fastTiming
+	}
+	node, err := cluster.New(ncfg)
+	if err != nil {
+		return err
+	}
+	openCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := node.Open(openCtx); err != nil {
+		return err
+	}
+	m.node = node
+	api, err := httpapi.New(httpapi.Config{
+		Service: node, PublicURL: publicURL,
+		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist},
+		Metrics:   m.metrics.Handler(), Recorder: m.metrics, Logger: m.log,
+	})
+	if err != nil {
+		return err
+	}
+	m.httpSrv = &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+	m.httpDone = make(chan struct{})
+	go func() {
+		defer close(m.httpDone)
+		if err := m.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server stopped", "err", err)
+		}
+	}()
+	m.log.Info("linknode ready", "http", ln.Addr().String(), "public_url", publicURL, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
+	return nil
+}
+
+// Close drains HTTP (in-flight requests get up to half the shutdown budget),
+// then stops the Raft groups and closes the bbolt files.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		var errs []error
+		if m.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout/2)
+			if err := m.httpSrv.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http drain: %w", err))
+				_ = m.httpSrv.Close()
+			}
+			cancel()
+			<-m.httpDone
+		} else if m.httpLn != nil {
+			_ = m.httpLn.Close()
+		}
+		if m.node != nil {
+			errs = append(errs, m.node.Close())
+		}
+		m.closeErr = errors.Join(errs...)
+	})
+	return m.closeErr
+}

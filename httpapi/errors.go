@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+// ProblemTypeBase prefixes every problem "type". The identifiers are stable:
+// clients may switch on them.
+const ProblemTypeBase = "/problems/"
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Field names the offending input field, if one.
+	Field string `json:"field,omitempty"`
+}
+
+// requestError is an HTTP-level input failure (body, content type, JSON).
+type requestError struct {
+	status int
+	kind   string
+	title  string
+	detail string
+	field  string
+}
+
+func (e *requestError) Error() string { return e.detail }
+
+func badRequest(kind, detail string) error {
+	return &requestError{status: http.StatusBadRequest, kind: kind, title: "Bad Request", detail: detail}
+}
+
+// Error writes err as a problem document: the one place where errors become
+// statuses. Only unexpected errors are logged.
+func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
+	var re *requestError
+	var fe *link.FieldError
+	switch {
+	case errors.As(err, &re):
+		s.problemField(w, r, re.status, re.kind, re.title, re.detail, re.field)
+	case errors.As(err, &fe):
+		kind := "invalid-input"
+		switch {
+		case errors.Is(fe.Err, link.ErrInvalidURL):
+			kind = "invalid-url"
+		case errors.Is(fe.Err, link.ErrInvalidAlias):
+			kind = "invalid-alias"
+		}
+		s.problemField(w, r, http.StatusBadRequest, kind, "Bad Request", fe.Error(), fe.Field)
+	case errors.Is(err, link.ErrAliasTaken):
+		s.problem(w, r, http.StatusConflict, "alias-taken", "Conflict", "the code is already in use")
+	case errors.Is(err, link.ErrNotFound):
+		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "no link has this code")
+	case errors.Is(err, link.ErrGone):
+		s.problem(w, r, http.StatusGone, "gone", "Gone", "the link is expired, disabled or deleted")
+	case errors.Is(err, link.ErrNotLeader), errors.Is(err, link.ErrUnavailable), errors.Is(err, link.ErrExhausted):
+		w.Header().Set("Retry-After", "1")
+		s.log.Warn("request unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.problem(w, r, http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "the cluster cannot serve this request right now; retry")
+	default:
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.problem(w, r, http.StatusInternalServerError, "internal", "Internal Server Error", "")
+	}
+}
+
+func (s *Server) problem(w http.ResponseWriter, r *http.Request, status int, kind, title, detail string) {
+	s.problemField(w, r, status, kind, title, detail, "")
+}
+
+func (s *Server) problemField(w http.ResponseWriter, r *http.Request, status int, kind, title, detail, field string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	_ = json.NewEncoder(w).Encode(Problem{Type: ProblemTypeBase + kind, Title: title, Status: status, Detail: detail, Field: field})
+}
+
+// wantsHTML reports whether the client is a browser that prefers an HTML
+// page to a problem document.
+func wantsHTML(r *http.Request) bool {
+	accept := r.Header.Get("Accept")
+	return strings.Contains(accept, "text/html") && !strings.Contains(accept, "application/problem+json")
+}

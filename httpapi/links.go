@@ -1,0 +1,333 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/link"
+)
+
+// maxTTL bounds ttl and expires_at (100 years).
+const maxTTL = 100 * 365 * 24 * time.Hour
+
+// linkJSON is a link as the API shows it (DESIGN section 10).
+type linkJSON struct {
+	Code      string     `json:"code"`
+	ShortURL  string     `json:"short_url"`
+	URL       string     `json:"url"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Redirect  int        `json:"redirect"`
+	Disabled  bool       `json:"disabled"`
+	Tags      []string   `json:"tags"`
+	MaxVisits *uint64    `json:"max_visits"`
+	Clicks    uint64     `json:"clicks"`
+}
+
+func (s *Server) toJSON(l *link.Link) linkJSON {
+	out := linkJSON{
+		Code: l.Code, ShortURL: s.publicURL + "/" + l.Code, URL: l.URL,
+		CreatedAt: l.CreatedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC(),
+		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags,
+	}
+	if !l.ExpiresAt.IsZero() {
+		e := l.ExpiresAt.UTC()
+		out.ExpiresAt = &e
+	}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	if l.MaxVisits > 0 {
+		mv := l.MaxVisits
+		out.MaxVisits = &mv
+	}
+	return out
+}
+
+func (s *Server) registerLinkRoutes() {
+	r := s.router.PathPrefix("/api/v1").Subrouter()
+	r.HandleFunc("/links", s.measured("/api/v1/links", s.handleCreate)).Methods(http.MethodPost)
+	r.HandleFunc("/links/{code}", s.measured("/api/v1/links/{code}", s.handleGet)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/links/{code}", s.measured("/api/v1/links/{code}", s.handlePatch)).Methods(http.MethodPatch)
+	r.HandleFunc("/links/{code}", s.measured("/api/v1/links/{code}", s.handleDelete)).Methods(http.MethodDelete)
+}
+
+// createBody is POST /api/v1/links.
+type createBody struct {
+	URL       *string  `json:"url"`
+	Alias     *string  `json:"alias"`
+	ExpiresAt *string  `json:"expires_at"`
+	TTL       *int64   `json:"ttl"`
+	Redirect  *int     `json:"redirect"`
+	Tags      []string `json:"tags"`
+	MaxVisits *uint64  `json:"max_visits"`
+}
+
+func field(name, reason string, sentinel error) error {
+	return &link.FieldError{Err: sentinel, Field: name, Reason: reason}
+}
+
+// parseExpiry checks an RFC 3339 expiry that must lie in the future.
+func (s *Server) parseExpiry(raw string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, raw)
+	if err != nil {
+		return time.Time{}, field("expires_at", "must be an RFC 3339 time such as 2030-01-02T15:04:05Z", link.ErrInvalidInput)
+	}
+	now := s.now()
+	if !t.After(now) {
+		return time.Time{}, field("expires_at", "is in the past", link.ErrInvalidInput)
+	}
+	if t.Sub(now) > maxTTL {
+		return time.Time{}, field("expires_at", "is more than 100 years away", link.ErrInvalidInput)
+	}
+	return t.UTC(), nil
+}
+
+func (s *Server) validateCreate(b *createBody) (cluster.CreateRequest, error) {
+	var req cluster.CreateRequest
+	if b.URL == nil {
+		return req, field("url", "is required", link.ErrInvalidURL)
+	}
+	u, err := s.policy.NormalizeURL(*b.URL)
+	if err != nil {
+		return req, err
+	}
+	req.URL = u
+	if b.Alias != nil && *b.Alias != "" {
+		if err := link.ValidateAlias(*b.Alias); err != nil {
+			return req, err
+		}
+		req.Alias = *b.Alias
+	}
+	if b.ExpiresAt != nil && b.TTL != nil {
+		return req, field("ttl", "give either expires_at or ttl, not both", link.ErrInvalidInput)
+	}
+	if b.ExpiresAt != nil {
+		if req.ExpiresAt, err = s.parseExpiry(*b.ExpiresAt); err != nil {
+			return req, err
+		}
+	}
+	if b.TTL != nil {
+		if *b.TTL <= 0 || time.Duration(*b.TTL)*time.Second > maxTTL || *b.TTL > int64(maxTTL/time.Second) {
+			return req, field("ttl", "must be a positive number of seconds, at most 100 years", link.ErrInvalidInput)
+		}
+		req.ExpiresAt = s.now().Add(time.Duration(*b.TTL) * time.Second).UTC()
+	}
+	if b.Redirect != nil {
+		if !link.ValidRedirect(*b.Redirect) {
+			return req, field("redirect", "must be 301, 302, 307 or 308", link.ErrInvalidInput)
+		}
+		req.Redirect = *b.Redirect
+	}
+	if err := link.ValidateTags(b.Tags); err != nil {
+		return req, err
+	}
+	req.Tags = b.Tags
+	if b.MaxVisits != nil {
+		if *b.MaxVisits == 0 {
+			return req, field("max_visits", "must be at least 1 (omit it for no limit)", link.ErrInvalidInput)
+		}
+		req.MaxVisits = *b.MaxVisits
+	}
+	return req, nil
+}
+
+// handleCreate serves POST /api/v1/links.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var b createBody
+	if err := s.readJSON(w, r, &b); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	req, err := s.validateCreate(&b)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	l, err := s.svc.Create(r.Context(), req)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/links/"+l.Code)
+	writeJSON(w, r, http.StatusCreated, s.toJSON(l))
+}
+
+// codeVar returns the {code} path variable, or a 404 for strings that cannot
+// be a code.
+func codeVar(r *http.Request) (string, error) {
+	code := mux.Vars(r)["code"]
+	if !link.ValidCode(code) {
+		return "", link.ErrNotFound
+	}
+	return code, nil
+}
+
+// handleGet serves GET /api/v1/links/{code}[?consistent=true].
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	code, err := codeVar(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	consistent := false
+	if v := r.URL.Query().Get("consistent"); v != "" {
+		consistent, err = strconv.ParseBool(v)
+		if err != nil {
+			s.Error(w, r, field("consistent", "must be true or false", link.ErrInvalidInput))
+			return
+		}
+	}
+	l, err := s.svc.Get(r.Context(), code, consistent)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, s.toJSON(l))
+}
+
+// patchFields are the members a PATCH may hold.
+var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true}
+
+// handlePatch serves PATCH /api/v1/links/{code}: a JSON merge patch of
+// {url, expires_at, redirect, disabled, tags}. expires_at: null removes the
+// expiry, tags: null removes the tags.
+func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
+	code, err := codeVar(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	var raw map[string]json.RawMessage
+	if err := s.readJSON(w, r, &raw); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if raw == nil {
+		s.Error(w, r, badRequest("malformed-json", "the body must be a JSON object"))
+		return
+	}
+	p, err := s.validatePatch(raw)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	var l *link.Link
+	if p == (cluster.Patch{}) {
+		// An empty merge patch changes nothing.
+		l, err = s.svc.Get(r.Context(), code, false)
+	} else {
+		l, err = s.svc.Update(r.Context(), code, p)
+	}
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, s.toJSON(l))
+}
+
+func isNull(m json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(m), []byte("null")) }
+
+func decodeField(name string, m json.RawMessage, v any, kind string) error {
+	if err := json.Unmarshal(m, v); err != nil {
+		return field(name, "must be "+kind, link.ErrInvalidInput)
+	}
+	return nil
+}
+
+func (s *Server) validatePatch(raw map[string]json.RawMessage) (cluster.Patch, error) {
+	var p cluster.Patch
+	for k := range raw {
+		if !patchFields[k] {
+			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags)", k)).(*requestError)
+			re.field = k
+			return p, re
+		}
+	}
+	if m, ok := raw["url"]; ok {
+		var u string
+		if isNull(m) {
+			return p, field("url", "cannot be removed", link.ErrInvalidURL)
+		}
+		if err := decodeField("url", m, &u, "a string"); err != nil {
+			return p, err
+		}
+		norm, err := s.policy.NormalizeURL(u)
+		if err != nil {
+			return p, err
+		}
+		p.URL = &norm
+	}
+	if m, ok := raw["expires_at"]; ok {
+		var t time.Time
+		if !isNull(m) {
+			var str string
+			if err := decodeField("expires_at", m, &str, "an RFC 3339 time or null"); err != nil {
+				return p, err
+			}
+			var err error
+			if t, err = s.parseExpiry(str); err != nil {
+				return p, err
+			}
+		}
+		p.ExpiresAt = &t
+	}
+	if m, ok := raw["redirect"]; ok {
+		var code int
+		if isNull(m) {
+			return p, field("redirect", "must be 301, 302, 307 or 308", link.ErrInvalidInput)
+		}
+		if err := decodeField("redirect", m, &code, "an integer"); err != nil {
+			return p, err
+		}
+		if !link.ValidRedirect(code) {
+			return p, field("redirect", "must be 301, 302, 307 or 308", link.ErrInvalidInput)
+		}
+		p.Redirect = &code
+	}
+	if m, ok := raw["disabled"]; ok {
+		var d bool
+		if isNull(m) {
+			return p, field("disabled", "must be true or false", link.ErrInvalidInput)
+		}
+		if err := decodeField("disabled", m, &d, "true or false"); err != nil {
+			return p, err
+		}
+		p.Disabled = &d
+	}
+	if m, ok := raw["tags"]; ok {
+		tags := []string{}
+		if !isNull(m) {
+			if err := decodeField("tags", m, &tags, "an array of strings"); err != nil {
+				return p, err
+			}
+			if err := link.ValidateTags(tags); err != nil {
+				return p, err
+			}
+		}
+		p.Tags = &tags
+	}
+	return p, nil
+}
+
+// handleDelete serves DELETE /api/v1/links/{code}.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	code, err := codeVar(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if err := s.svc.Delete(r.Context(), code); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

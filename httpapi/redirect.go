@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"errors"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+func (s *Server) registerRedirectRoutes() {
+	s.router.HandleFunc("/{code}", s.handleRedirect).Methods(http.MethodGet, http.MethodHead)
+}
+
+var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="robots" content="noindex">
+<title>{{.Status}} {{.Title}}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#222}</style>
+</head><body><h1>{{.Title}}</h1><p>{{.Detail}}</p></body></html>
+`))
+
+// handleRedirect serves GET and HEAD /{code}: the link's redirect status and
+// Location exactly as stored, from this node's state; 404 for unknown codes,
+// 410 for expired, disabled or deleted links.
+func (s *Server) handleRedirect(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	status := s.redirect(w, r, mux.Vars(r)["code"])
+	s.rec.Redirect(status, time.Since(start))
+}
+
+func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) int {
+	if !link.ValidCode(code) {
+		return s.redirectError(w, r, link.ErrNotFound)
+	}
+	l, err := s.svc.Resolve(r.Context(), code)
+	if err != nil {
+		if errors.Is(err, link.ErrNotFound) {
+			return s.redirectError(w, r, err)
+		}
+		s.Error(w, r, err)
+		return statusOf(err)
+	}
+	if l.Gone(s.now()) {
+		return s.redirectError(w, r, link.ErrGone)
+	}
+	h := w.Header()
+	h.Set("Location", l.URL)
+	switch l.Redirect {
+	case http.StatusFound, http.StatusTemporaryRedirect:
+		h.Set("Cache-Control", "private, max-age=90")
+	}
+	h.Set("Referrer-Policy", "unsafe-url")
+	w.WriteHeader(l.Redirect)
+	return l.Redirect
+}
+
+// redirectError answers 404 or 410: a small page for browsers, a problem
+// document for everyone else.
+func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, err error) int {
+	status, title, detail := http.StatusNotFound, "Not Found", "There is no link with this code."
+	if errors.Is(err, link.ErrGone) {
+		status, title, detail = http.StatusGone, "Gone", "This link has expired or was disabled or removed."
+	}
+	if !wantsHTML(r) {
+		s.Error(w, r, err)
+		return status
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_ = errorPage.Execute(w, struct {
+			Status        int
+			Title, Detail string
+		}{status, title, detail})
+	}
+	return status
+}
+
+// statusOf is the status Error writes for err (for metrics).
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, link.ErrGone):
+		return http.StatusGone
+	case errors.Is(err, link.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, link.ErrNotLeader), errors.Is(err, link.ErrUnavailable):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}

@@ -1,0 +1,184 @@
+// Package httpapi is linkraft's HTTP layer: redirects, the public REST API
+// (/api/v1), the admin API (/admin/v1), health and metrics, on a gorilla/mux
+// router. Handlers decode and validate input, call the Service, and map
+// errors to RFC 9457 problem documents in exactly one place (Error).
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/link"
+)
+
+// Service is what the HTTP layer needs from the node.
+type Service interface {
+	Create(ctx context.Context, req cluster.CreateRequest) (*link.Link, error)
+	Get(ctx context.Context, code string, consistent bool) (*link.Link, error)
+	Resolve(ctx context.Context, code string) (*link.Link, error)
+	Update(ctx context.Context, code string, p cluster.Patch) (*link.Link, error)
+	Delete(ctx context.Context, code string) error
+	Status() cluster.Status
+	Ready() error
+}
+
+var _ Service = (*cluster.Node)(nil)
+
+// Recorder receives request measurements (implemented by metrics.Metrics).
+type Recorder interface {
+	Redirect(status int, d time.Duration)
+	Request(route, method string, status int, d time.Duration)
+}
+
+// DefaultMaxBodyBytes bounds a request body.
+const DefaultMaxBodyBytes = 64 << 10
+
+// Config configures a Server.
+type Config struct {
+	// Service is the node; required.
+	Service Service
+	// PublicURL is the base of short_url ("http://localhost:8080").
+	PublicURL string
+	// URLPolicy validates destination URLs. The public URL's host is added
+	// to its OwnHosts.
+	URLPolicy link.URLPolicy
+	// MaxBodyBytes bounds request bodies (default 64 KiB).
+	MaxBodyBytes int64
+	// Metrics, if set, renders GET /metrics.
+	Metrics http.Handler
+	// Recorder, if set, receives latencies.
+	Recorder Recorder
+	// Logger receives internal errors.
+	Logger *slog.Logger
+	// Now is the clock for expiry checks (default time.Now).
+	Now func() time.Time
+}
+
+// Server is the HTTP handler of a node.
+type Server struct {
+	router    *mux.Router
+	svc       Service
+	publicURL string
+	policy    link.URLPolicy
+	maxBody   int64
+	rec       Recorder
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// New builds the router.
+func New(cfg Config) (*Server, error) {
+	pub := strings.TrimRight(cfg.PublicURL, "/")
+	if pub == "" {
+		pub = "http://localhost:8080"
+	}
+	u, err := url.Parse(pub)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &link.FieldError{Err: link.ErrInvalidInput, Field: "public-url", Reason: "must be an absolute http(s) URL"}
+	}
+	policy := cfg.URLPolicy
+	policy.OwnHosts = append(append([]string(nil), policy.OwnHosts...), strings.ToLower(u.Hostname()))
+	s := &Server{
+		router: mux.NewRouter(), svc: cfg.Service, publicURL: pub, policy: policy,
+		maxBody: cfg.MaxBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now,
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rec == nil {
+		s.rec = nopRecorder{}
+	}
+	s.router.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "no such resource")
+	})
+	s.router.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed)
+	s.registerHealthRoutes(cfg.Metrics)
+	s.registerAdminRoutes()
+	s.registerLinkRoutes()
+	s.registerRedirectRoutes() // last: /{code} must not shadow the fixed routes
+	return s, nil
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Redirect(int, time.Duration)                {}
+func (nopRecorder) Request(string, string, int, time.Duration) {}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", p)
+			s.problem(w, r, http.StatusInternalServerError, "internal", "Internal Server Error", "")
+		}
+	}()
+	s.router.ServeHTTP(w, r)
+}
+
+// methodNotAllowed answers 405 with the Allow header of the matched path.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		var match mux.RouteMatch
+		if s.router.Match(probe, &match) && match.MatchErr == nil {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+	}
+	s.problem(w, r, http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed",
+		r.Method+" is not allowed here")
+}
+
+// statusWriter remembers the status for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// measured wraps an API handler with its latency histogram.
+func (s *Server) measured(route string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.rec.Request(route, r.Method, sw.status, time.Since(start))
+	}
+}

@@ -1,0 +1,121 @@
+// Package metrics holds the node's Prometheus registry and collectors, and
+// bridges hashicorp's go-metrics (raft, raft-boltdb, memberlist) into it.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics is a private registry with linkraft's own collectors. It
+// implements shard.Observer.
+type Metrics struct {
+	reg         *prometheus.Registry
+	redirects   *prometheus.HistogramVec
+	requests    *prometheus.HistogramVec
+	cacheHits   *prometheus.CounterVec
+	cacheMisses *prometheus.CounterVec
+	apply       *prometheus.HistogramVec
+	shardLabels []string
+}
+
+// latencyBuckets run from 50 µs to 5 s.
+var latencyBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// New returns a registry with the Go runtime and process collectors and
+// linkraft's own metrics.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		reg: reg,
+		redirects: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "linkraft_redirect_duration_seconds", Help: "Time to answer a redirect request, by HTTP status.",
+			Buckets: latencyBuckets,
+		}, []string{"status"}),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "linkraft_http_request_duration_seconds", Help: "Time to answer an API request, by route, method and status.",
+			Buckets: latencyBuckets,
+		}, []string{"route", "method", "status"}),
+		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linkraft_cache_hits_total", Help: "Link cache hits, by shard.",
+		}, []string{"shard"}),
+		cacheMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linkraft_cache_misses_total", Help: "Link cache misses, by shard.",
+		}, []string{"shard"}),
+		apply: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "linkraft_apply_duration_seconds", Help: "Time from proposing a shard command to its applied result, by shard.",
+			Buckets: latencyBuckets,
+		}, []string{"shard"}),
+	}
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.redirects, m.requests, m.cacheHits, m.cacheMisses, m.apply,
+	)
+	m.shardLabels = make([]string, 256)
+	for i := range m.shardLabels {
+		m.shardLabels[i] = strconv.Itoa(i)
+	}
+	return m
+}
+
+// Registry returns the registry, for bridges and tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func (m *Metrics) shard(id int) string {
+	if id >= 0 && id < len(m.shardLabels) {
+		return m.shardLabels[id]
+	}
+	return strconv.Itoa(id)
+}
+
+// CacheHit implements shard.Observer.
+func (m *Metrics) CacheHit(shard int) { m.cacheHits.WithLabelValues(m.shard(shard)).Inc() }
+
+// CacheMiss implements shard.Observer.
+func (m *Metrics) CacheMiss(shard int) { m.cacheMisses.WithLabelValues(m.shard(shard)).Inc() }
+
+// Applied implements shard.Observer.
+func (m *Metrics) Applied(shard int, d time.Duration) {
+	m.apply.WithLabelValues(m.shard(shard)).Observe(d.Seconds())
+}
+
+// Redirect records one redirect answer.
+func (m *Metrics) Redirect(status int, d time.Duration) {
+	m.redirects.WithLabelValues(statusLabel(status)).Observe(d.Seconds())
+}
+
+// Request records one API answer.
+func (m *Metrics) Request(route, method string, status int, d time.Duration) {
+	m.requests.WithLabelValues(route, method, statusLabel(status)).Observe(d.Seconds())
+}
+
+func statusLabel(code int) string {
+	switch code {
+	case 200:
+		return "200"
+	case 301:
+		return "301"
+	case 302:
+		return "302"
+	case 307:
+		return "307"
+	case 308:
+		return "308"
+	case 404:
+		return "404"
+	case 410:
+		return "410"
+	}
+	return strconv.Itoa(code)
+}
