@@ -173,3 +173,25 @@ func (n *Node) Delete(ctx context.Context, code string) error {
 	_, err = s.Apply(ctx, (&fsm.Delete{Code: code, Now: time.Now().UTC()}).Encode())
 	return err
 }
+
+// ForEachLink calls fn for every link stored in the shards hosted here,
+// tombstones included, read from the bbolt files (not the cache), shard by
+// shard in code order, until fn returns false.
+func (n *Node) ForEachLink(fn func(l *link.Link) bool) error {
+	stop := false
+	for _, s := range n.shards {
+		if s == nil || stop {
+			continue
+		}
+		err := s.FSM().Scan("", func(l *link.Link) bool {
+			if !fn(l) {
+				stop = true
+			}
+			return !stop
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

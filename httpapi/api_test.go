@@ -1,0 +1,291 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+func TestLinkLifecycle(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	created := tn.create(t, `{"url":"https://example.com/landing?utm=1","tags":["promo"]}`)
+	code := created["code"].(string)
+	if len(code) != 7 {
+		t.Fatalf("generated code %q is not 7 characters", code)
+	}
+	if created["short_url"] != "http://sho.rt/"+code || created["url"] != "https://example.com/landing?utm=1" ||
+		created["redirect"] != float64(302) || created["expires_at"] != nil || created["disabled"] != false ||
+		created["clicks"] != float64(0) || created["max_visits"] != nil {
+		t.Fatalf("created link = %v", created)
+	}
+	for _, k := range []string{"created_at", "updated_at"} {
+		if _, err := time.Parse(time.RFC3339, created[k].(string)); err != nil || !strings.HasSuffix(created[k].(string), "Z") {
+			t.Fatalf("%s = %v is not RFC 3339 UTC", k, created[k])
+		}
+	}
+
+	// Redirect: GET and HEAD alike, Location exactly the stored URL.
+	for _, m := range []string{"GET", "HEAD"} {
+		r := tn.do(t, m, "/"+code, "", nil)
+		if r.status != 302 || r.header.Get("Location") != "https://example.com/landing?utm=1" ||
+			r.header.Get("Cache-Control") != "private, max-age=90" {
+			t.Fatalf("%s /%s = %d %v", m, code, r.status, r.header)
+		}
+	}
+	r := tn.do(t, "GET", "/api/v1/links/"+code, "", nil)
+	if r.status != 200 || r.json(t)["url"] != "https://example.com/landing?utm=1" {
+		t.Fatalf("GET link = %d %s", r.status, r.body)
+	}
+	r = tn.do(t, "GET", "/api/v1/links/"+code+"?consistent=true", "", nil)
+	if r.status != 200 || r.json(t)["code"] != code {
+		t.Fatalf("consistent GET = %d %s", r.status, r.body)
+	}
+
+	// PATCH: new URL and a permanent redirect.
+	r = tn.do(t, "PATCH", "/api/v1/links/"+code, "application/merge-patch+json", []byte(`{"url":"https://example.org/new","redirect":308}`))
+	if r.status != 200 || r.json(t)["url"] != "https://example.org/new" || r.json(t)["tags"].([]any)[0] != "promo" {
+		t.Fatalf("PATCH = %d %s", r.status, r.body)
+	}
+	r = tn.do(t, "GET", "/"+code, "", nil)
+	if r.status != 308 || r.header.Get("Location") != "https://example.org/new" || r.header.Get("Cache-Control") != "" {
+		t.Fatalf("after PATCH redirect = %d %v", r.status, r.header)
+	}
+	// Disabled → 410; enabled again → redirects.
+	if r = tn.do(t, "PATCH", "/api/v1/links/"+code, "application/json", []byte(`{"disabled":true}`)); r.status != 200 {
+		t.Fatalf("disable: %d %s", r.status, r.body)
+	}
+	if r = tn.do(t, "GET", "/"+code, "", nil); r.status != 410 {
+		t.Fatalf("disabled link redirect = %d", r.status)
+	}
+	if r = tn.do(t, "GET", "/api/v1/links/"+code, "", nil); r.status != 200 || r.json(t)["disabled"] != true {
+		t.Fatalf("disabled link is still readable: %d %s", r.status, r.body)
+	}
+	tn.do(t, "PATCH", "/api/v1/links/"+code, "application/json", []byte(`{"disabled":false}`))
+	if r = tn.do(t, "GET", "/"+code, "", nil); r.status != 308 {
+		t.Fatalf("re-enabled redirect = %d", r.status)
+	}
+	// Expiry set then removed; tags cleared with null.
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	r = tn.do(t, "PATCH", "/api/v1/links/"+code, "application/json", []byte(`{"expires_at":"`+exp+`","tags":null}`))
+	if r.status != 200 || r.json(t)["expires_at"] != exp || len(r.json(t)["tags"].([]any)) != 0 {
+		t.Fatalf("set expiry: %d %s", r.status, r.body)
+	}
+	r = tn.do(t, "PATCH", "/api/v1/links/"+code, "application/json", []byte(`{"expires_at":null}`))
+	if r.status != 200 || r.json(t)["expires_at"] != nil {
+		t.Fatalf("clear expiry: %d %s", r.status, r.body)
+	}
+	// An empty merge patch changes nothing.
+	before := tn.storedState(t)
+	if r = tn.do(t, "PATCH", "/api/v1/links/"+code, "application/json", []byte(`{}`)); r.status != 200 {
+		t.Fatalf("empty patch: %d", r.status)
+	}
+	if tn.storedState(t) != before {
+		t.Fatal("empty patch wrote")
+	}
+
+	// DELETE → 204; then 410 on redirect, 404 on the API, 404 on a second
+	// delete, and the code can never be taken again.
+	if r = tn.do(t, "DELETE", "/api/v1/links/"+code, "", nil); r.status != 204 || len(r.body) != 0 {
+		t.Fatalf("DELETE = %d %s", r.status, r.body)
+	}
+	if r = tn.do(t, "GET", "/"+code, "", nil); r.status != 410 {
+		t.Fatalf("deleted redirect = %d", r.status)
+	}
+	if r = tn.do(t, "GET", "/api/v1/links/"+code, "", nil); r.status != 404 {
+		t.Fatalf("deleted GET = %d", r.status)
+	}
+	if r = tn.do(t, "DELETE", "/api/v1/links/"+code, "", nil); r.status != 404 {
+		t.Fatalf("second DELETE = %d", r.status)
+	}
+	if r = tn.do(t, "PATCH", "/api/v1/links/"+code, "application/json", []byte(`{"disabled":false}`)); r.status != 404 {
+		t.Fatalf("PATCH deleted = %d", r.status)
+	}
+	r = tn.postJSON(t, "/api/v1/links", `{"url":"https://x.example","alias":"`+code+`"}`)
+	if r.status != 409 || r.json(t)["type"] != "/problems/alias-taken" {
+		t.Fatalf("re-using a deleted code: %d %s", r.status, r.body)
+	}
+}
+
+func TestAliasExpiryAndRedirectCodes(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	l := tn.create(t, `{"url":"https://example.com","alias":"My_Link-1","redirect":301}`)
+	if l["code"] != "My_Link-1" {
+		t.Fatalf("alias create = %v", l)
+	}
+	r := tn.do(t, "GET", "/My_Link-1", "", nil)
+	if r.status != 301 || r.header.Get("Location") != "https://example.com" {
+		t.Fatalf("301 link = %d %v", r.status, r.header)
+	}
+	// Aliases are case-sensitive.
+	if r = tn.do(t, "GET", "/my_link-1", "", nil); r.status != 404 {
+		t.Fatalf("other case = %d", r.status)
+	}
+	tn.create(t, `{"url":"https://example.com/tmp","alias":"temporary","redirect":307}`)
+	if r = tn.do(t, "GET", "/temporary", "", nil); r.status != 307 || r.header.Get("Cache-Control") != "private, max-age=90" {
+		t.Fatalf("307 link = %d %v", r.status, r.header)
+	}
+
+	// An expiry one second out: redirects now, 410 once it has passed.
+	// Expiry is checked at read time, with the node's clock; poll for it.
+	exp := tn.create(t, `{"url":"https://example.com/soon","alias":"soon","ttl":1}`)
+	if exp["expires_at"] == nil {
+		t.Fatal("ttl did not set expires_at")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = tn.do(t, "GET", "/soon", "", nil)
+		if r.status == 410 {
+			break
+		}
+		if r.status != 302 || time.Now().After(deadline) {
+			t.Fatalf("expiring link = %d", r.status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	expAt, _ := time.Parse(time.RFC3339Nano, exp["expires_at"].(string))
+	if time.Now().Before(expAt) {
+		t.Fatal("410 before the expiry")
+	}
+}
+
+func TestNotFoundPages(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	r := tn.do(t, "GET", "/nope123", "", nil, "Accept", "text/html,application/xhtml+xml")
+	if r.status != 404 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(string(r.body), "Not Found") {
+		t.Fatalf("browser 404 = %d %v %s", r.status, r.header, r.body)
+	}
+	r = tn.do(t, "GET", "/nope123", "", nil, "Accept", "application/json")
+	if r.status != 404 || r.header.Get("Content-Type") != "application/problem+json" || r.json(t)["type"] != "/problems/not-found" {
+		t.Fatalf("API 404 = %d %v %s", r.status, r.header, r.body)
+	}
+	r = tn.do(t, "HEAD", "/nope123", "", nil)
+	if r.status != 404 || len(r.body) != 0 {
+		t.Fatalf("HEAD 404 = %d %q", r.status, r.body)
+	}
+	tn.create(t, `{"url":"https://example.com","alias":"gone-link"}`)
+	tn.do(t, "DELETE", "/api/v1/links/gone-link", "", nil)
+	r = tn.do(t, "GET", "/gone-link", "", nil, "Accept", "text/html")
+	if r.status != 410 || !strings.Contains(string(r.body), "Gone") {
+		t.Fatalf("browser 410 = %d %s", r.status, r.body)
+	}
+	r = tn.do(t, "GET", "/gone-link", "", nil)
+	if r.status != 410 || r.json(t)["type"] != "/problems/gone" {
+		t.Fatalf("API 410 = %d %s", r.status, r.body)
+	}
+}
+
+func TestOperatorEndpoints(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	tn.create(t, `{"url":"https://example.com","alias":"metric-me"}`)
+	tn.do(t, "GET", "/metric-me", "", nil)
+	tn.do(t, "GET", "/metric-me", "", nil)
+	if r := tn.do(t, "GET", "/healthz", "", nil); r.status != 200 {
+		t.Fatalf("healthz = %d", r.status)
+	}
+	if r := tn.do(t, "GET", "/readyz", "", nil); r.status != 200 || r.json(t)["status"] != "ready" {
+		t.Fatalf("readyz = %d %s", r.status, r.body)
+	}
+	r := tn.do(t, "GET", "/metrics", "", nil)
+	body := string(r.body)
+	for _, want := range []string{
+		`linkraft_redirect_duration_seconds_count{status="302"} 2`,
+		`linkraft_cache_hits_total{shard=`,
+		`linkraft_apply_duration_seconds_bucket{shard=`,
+		`linkraft_http_request_duration_seconds_count{method="POST",route="/api/v1/links",status="201"} 1`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	r = tn.do(t, "GET", "/admin/v1/cluster", "", nil)
+	st := r.json(t)
+	nodes := st["nodes"].([]any)
+	shards := st["shards"].([]any)
+	if r.status != 200 || st["node_id"] == "" || len(nodes) != 1 || len(shards) != 4 {
+		t.Fatalf("cluster = %d %s", r.status, r.body)
+	}
+	for _, s := range shards {
+		sh := s.(map[string]any)
+		if sh["leader"] != st["node_id"] || len(sh["replicas"].([]any)) != 1 {
+			t.Fatalf("shard status %v", sh)
+		}
+	}
+}
+
+// TestConcurrentCreatesAreDistinct: 1,000 concurrent creates give 1,000
+// distinct codes, each redirecting to its own URL.
+func TestConcurrentCreatesAreDistinct(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	const n = 1000
+	codes := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := tn.postJSON(t, "/api/v1/links", fmt.Sprintf(`{"url":"https://example.com/%d"}`, i))
+			if r.status != 201 {
+				errs <- fmt.Errorf("create %d: %d %s", i, r.status, r.body)
+				return
+			}
+			codes[i] = r.json(t)["code"].(string)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen := make(map[string]int, n)
+	for i, c := range codes {
+		if j, dup := seen[c]; dup {
+			t.Fatalf("code %s issued to creates %d and %d", c, j, i)
+		}
+		seen[c] = i
+	}
+	for i, c := range codes {
+		r := tn.do(t, "GET", "/"+c, "", nil)
+		if r.status != 302 || r.header.Get("Location") != fmt.Sprintf("https://example.com/%d", i) {
+			t.Fatalf("code %s: %d %s", c, r.status, r.header.Get("Location"))
+		}
+	}
+}
+
+// TestAliasRace: 20 concurrent creates of one alias give exactly one 201.
+func TestAliasRace(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	const n = 20
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			statuses[i] = tn.postJSON(t, "/api/v1/links", fmt.Sprintf(`{"url":"https://example.com/%d","alias":"contested"}`, i)).status
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won, lost := 0, 0
+	for _, s := range statuses {
+		switch s {
+		case 201:
+			won++
+		case 409:
+			lost++
+		default:
+			t.Fatalf("unexpected status %d", s)
+		}
+	}
+	if won != 1 || lost != n-1 {
+		t.Fatalf("%d created, %d conflicts", won, lost)
+	}
+}

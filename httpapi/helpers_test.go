@@ -1,0 +1,165 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/metrics"
+	"github.com/linkraft/linkraft/shard"
+)
+
+var fastTiming = shard.Timing{
+	HeartbeatTimeout:   200 * time.Millisecond,
+	ElectionTimeout:    200 * time.Millisecond,
+	LeaderLeaseTimeout: 100 * time.Millisecond,
+	CommitTimeout:      5 * time.Millisecond,
+}
+
+// testNode is a real single-node cluster (Raft, bbolt, peer port on
+// loopback) behind the real HTTP handler.
+type testNode struct {
+	node    *cluster.Node
+	srv     *httptest.Server
+	client  *http.Client
+	metrics *metrics.Metrics
+}
+
+func startNode(tb testing.TB, policy link.URLPolicy) *testNode {
+	tb.Helper()
+	m := metrics.New()
+	n, err := cluster.New(cluster.Config{
+		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: fastTiming, Observer: m,
+		IDBlockSize: 64,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Open(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			tb.Errorf("close node: %v", err)
+		}
+	})
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	api, err := httpapi.New(httpapi.Config{
+		Service: n, PublicURL: "http://sho.rt", URLPolicy: policy, Metrics: m.Handler(), Recorder: m,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv.Config.Handler = api
+	client := &http.Client{
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport:     &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128},
+	}
+	tn := &testNode{node: n, srv: srv, client: client, metrics: m}
+	tn.waitReady(tb)
+	return tn
+}
+
+func (tn *testNode) waitReady(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp := tn.do(tb, "GET", "/readyz", "", nil)
+		if resp.status == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("node not ready: %s", resp.body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(tb testing.TB) map[string]any {
+	tb.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		tb.Fatalf("body %q is not a JSON object: %v", r.body, err)
+	}
+	return m
+}
+
+// do sends a request; body is sent as-is with the given content type.
+func (tn *testNode) do(tb testing.TB, method, path, contentType string, body []byte, hdr ...string) response {
+	tb.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, tn.srv.URL+path, rd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := tn.client.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (tn *testNode) postJSON(tb testing.TB, path, body string) response {
+	tb.Helper()
+	return tn.do(tb, "POST", path, "application/json", []byte(body))
+}
+
+func (tn *testNode) create(tb testing.TB, body string) map[string]any {
+	tb.Helper()
+	r := tn.postJSON(tb, "/api/v1/links", body)
+	if r.status != http.StatusCreated {
+		tb.Fatalf("create %s: %d %s", body, r.status, r.body)
+	}
+	return r.json(tb)
+}
+
+// storedState is every stored link (tombstones included) of the node, as
+// read straight from each shard's bbolt file.
+func (tn *testNode) storedState(tb testing.TB) string {
+	tb.Helper()
+	var sb strings.Builder
+	err := tn.node.ForEachLink(func(l *link.Link) bool {
+		b, _ := json.Marshal(l)
+		sb.Write(b)
+		sb.WriteByte('\n')
+		return true
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sb.String()
+}

@@ -1,0 +1,132 @@
+package link
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestNormalizeURL(t *testing.T) {
+	p := URLPolicy{OwnHosts: []string{"sho.rt"}, Blocklist: map[string]struct{}{"evil.example": {}}}
+	ok := map[string]string{
+		"https://example.com":                  "https://example.com",
+		"HTTPS://Example.COM/Path?Q=1#frag":    "https://example.com/Path?Q=1#frag",
+		"http://example.com:8080/a%20b":        "http://example.com:8080/a%20b",
+		"https://bücher.example/straße":        "https://xn--bcher-kva.example/stra%C3%9Fe",
+		"https://[2001:db8::1]:443/x":          "https://[2001:db8::1]:443/x",
+		"https://192.0.2.1/":                   "https://192.0.2.1/",
+		"https://notevil.example/":             "https://notevil.example/",
+		"https://example.com/?next=http://x.y": "https://example.com/?next=http://x.y",
+	}
+	for in, want := range ok {
+		got, err := p.NormalizeURL(in)
+		if err != nil || got != want {
+			t.Errorf("NormalizeURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	bad := []string{
+		"", "javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,hi", "ftp://example.com/", "file:///etc/passwd",
+		"https://bank.com@evil.example", "https://user:pw@example.com/", "https:///path", "https:", "//example.com/x",
+		"/relative", "example.com", "https://exa mple.com/", "https://example.com/\r\nSet-Cookie: a=b",
+		"https://example.com/\x00", "https://example.com/\u202e", "https://sho.rt/abc", "https://SHO.RT/abc",
+		"https://evil.example/", "https://sub.evil.example/x", "https://example.com:/", "http://[::1", "https://exa\tmple.com",
+		"https://" + strings.Repeat("a", DefaultMaxURLLength) + ".com/",
+	}
+	for _, in := range bad {
+		if got, err := p.NormalizeURL(in); !errors.Is(err, ErrInvalidURL) {
+			t.Errorf("NormalizeURL(%q) = %q, %v; want ErrInvalidURL", in, got, err)
+		}
+	}
+	short := URLPolicy{MaxLength: 30}
+	if _, err := short.NormalizeURL("https://example.com/" + strings.Repeat("x", 20)); !errors.Is(err, ErrInvalidURL) {
+		t.Errorf("length limit not applied: %v", err)
+	}
+}
+
+func TestValidateAlias(t *testing.T) {
+	for _, a := range []string{"abc", "my-link", "A_b-9", strings.Repeat("x", 64)} {
+		if err := ValidateAlias(a); err != nil {
+			t.Errorf("ValidateAlias(%q) = %v", a, err)
+		}
+	}
+	for _, a := range []string{"", "ab", strings.Repeat("x", 65), "a/b", "a b", "héllo", "a.b", "api", "API", "Admin", "metrics", "healthz", "readyz", "static", "internal"} {
+		if err := ValidateAlias(a); !errors.Is(err, ErrInvalidAlias) {
+			t.Errorf("ValidateAlias(%q) = %v, want ErrInvalidAlias", a, err)
+		}
+	}
+}
+
+func TestReadBlocklist(t *testing.T) {
+	bl, err := ReadBlocklist(strings.NewReader("# comment\n\nEvil.Example\n*.bad.example\nbücher.example\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"evil.example", "bad.example", "xn--bcher-kva.example"} {
+		if _, ok := bl[d]; !ok {
+			t.Errorf("%s missing from %v", d, bl)
+		}
+	}
+	if _, err := ReadBlocklist(strings.NewReader("not a domain!\n")); err == nil {
+		t.Error("invalid domain accepted")
+	}
+}
+
+func TestValidateTags(t *testing.T) {
+	if err := ValidateTags([]string{"a", "b c"}); err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, 33)
+	for i := range many {
+		many[i] = "t"
+	}
+	for _, tags := range [][]string{many, {""}, {strings.Repeat("x", 65)}, {"a\nb"}} {
+		if err := ValidateTags(tags); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("ValidateTags(%q) = %v", tags, err)
+		}
+	}
+}
+
+func FuzzNormalizeURL(f *testing.F) {
+	for _, s := range []string{"https://example.com/a?b#c", "javascript:x", "https://a@b", "http://[::1]:80/", "https://bücher.example"} {
+		f.Add(s)
+	}
+	p := URLPolicy{}
+	f.Fuzz(func(t *testing.T, raw string) {
+		out, err := p.NormalizeURL(raw)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidURL) {
+				t.Fatalf("error %v does not wrap ErrInvalidURL", err)
+			}
+			return
+		}
+		// What we store is itself valid, stable under normalisation, and
+		// safe to put in a Location header.
+		again, err := p.NormalizeURL(out)
+		if err != nil || again != out {
+			t.Fatalf("NormalizeURL(%q) = %q, which normalises to %q, %v", raw, out, again, err)
+		}
+		if !strings.HasPrefix(out, "http://") && !strings.HasPrefix(out, "https://") {
+			t.Fatalf("stored %q", out)
+		}
+		if strings.ContainsAny(out, "\r\n\x00 ") {
+			t.Fatalf("stored URL %q has control characters or spaces", out)
+		}
+	})
+}
+
+func FuzzValidateAlias(f *testing.F) {
+	for _, s := range []string{"abc", "api", "a/b", "xx"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, a string) {
+		if err := ValidateAlias(a); err != nil {
+			if !errors.Is(err, ErrInvalidAlias) {
+				t.Fatalf("error %v does not wrap ErrInvalidAlias", err)
+			}
+			return
+		}
+		if !ValidCode(a) || len(a) < MinAliasLength || IsReserved(a) {
+			t.Fatalf("accepted alias %q", a)
+		}
+	})
+}
