@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binPath is the linknode binary built once for the process tests.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "linknode-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "linknode")
+	build := exec.Command("go", "build", "-o", binPath, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build linknode:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is one linknode process on loopback ports.
+type proc struct {
+	cmd     *exec.Cmd
+	base    string
+	logPath string
+	exited  chan struct{}
+	waitErr error
+}
+
+type procAddrs struct{ http, raft, gossip string }
+
+func newAddrs(tb testing.TB) procAddrs {
+	return procAddrs{http: freeAddr(tb), raft: freeAddr(tb), gossip: freeAddr(tb)}
+}
+
+// startProc starts linknode on dataDir and waits until /readyz says ready.
+func startProc(tb testing.TB, dataDir string, a procAddrs) *proc {
+	tb.Helper()
+	logPath := filepath.Join(tb.TempDir(), "linknode.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(binPath, "-data-dir", dataDir, "-http-addr", a.http, "-raft-addr", a.raft,
+		"-gossip-addr", a.gossip, "-fast-raft", "-log-level", "info")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	p := &proc{cmd: cmd, base: "http://" + a.http, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	tb.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill() // only the process this test started
+			<-p.exited
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-p.exited:
+			tb.Fatalf("linknode exited during start: %v\n%s", p.waitErr, p.logs())
+		default:
+		}
+		if resp, err := http.Get(p.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("linknode not ready after 60s\n%s", p.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *proc) logs() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill(tb testing.TB) {
+	tb.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		tb.Fatal(err)
+	}
+	<-p.exited
+}
+
+var client = &http.Client{
+	Timeout:       10 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func call(method, url, body string) (int, map[string]any, http.Header, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, resp.Header, err
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m, resp.Header, nil
+}
+
+// TestAcknowledgedWritesSurviveKill9 runs the real binary, writes through it
+// from several clients, SIGKILLs it in the middle of the writes, restarts it
+// on the same data and checks every acknowledged create and update. Three
+// crash cycles; codes must never repeat across them.
+func TestAcknowledgedWritesSurviveKill9(t *testing.T) {
+	dataDir := t.TempDir()
+	addrs := newAddrs(t)
+
+	var mu sync.Mutex
+	acked := map[string]expect{}
+	allCodes := map[string]int{} // code → cycle that first saw it
+
+	for cycle := 0; cycle < 3; cycle++ {
+		p := startProc(t, dataDir, addrs)
+		// Everything acknowledged before must be there, exactly.
+		mu.Lock()
+		checkAcked(t, p, acked)
+		mu.Unlock()
+
+		var stop sync.WaitGroup
+		var killed bool
+		var nAcked int
+		for w := 0; w < 8; w++ {
+			stop.Add(1)
+			go func() {
+				defer stop.Done()
+				for i := 0; i < 2000; i++ {
+					url := fmt.Sprintf("https://example.com/c%d/w%d/%d", cycle, w, i)
+					body := fmt.Sprintf(`{"url":%q}`, url)
+					if i%5 == 0 {
+						body = fmt.Sprintf(`{"url":%q,"alias":"a-%d-%d-%d"}`, url, cycle, w, i)
+					}
+					status, m, _, err := call("POST", p.base+"/api/v1/links", body)
+					if err != nil || status != 201 {
+						mu.Lock()
+						k := killed
+						mu.Unlock()
+						if !k {
+							t.Errorf("create before the kill failed: %d %v %v", status, m, err)
+						}
+						return
+					}
+					code := m["code"].(string)
+					mu.Lock()
+					if prev, dup := allCodes[code]; dup {
+						t.Errorf("code %s issued again (first in cycle %d)", code, prev)
+					}
+					allCodes[code] = cycle
+					acked[code] = expect{urls: []string{url}}
+					nAcked++
+					mu.Unlock()
+					if i%3 == 0 {
+						newURL := url + "?v=2"
+						mu.Lock()
+						acked[code] = expect{urls: []string{url, newURL}} // unknown until answered
+						mu.Unlock()
+						status, _, _, err := call("PATCH", p.base+"/api/v1/links/"+code, fmt.Sprintf(`{"url":%q}`, newURL))
+						if err == nil && status == 200 {
+							mu.Lock()
+							acked[code] = expect{urls: []string{newURL}}
+							mu.Unlock()
+						}
+					}
+				}
+			}()
+		}
+		// Kill once enough writes are acknowledged, with writers in flight.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			mu.Lock()
+			n := nAcked
+			mu.Unlock()
+			if n >= 150 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d writes acknowledged in 60s\n%s", n, p.logs())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		mu.Lock()
+		killed = true
+		mu.Unlock()
+		p.kill(t)
+		stop.Wait()
+		t.Logf("cycle %d: %d writes acknowledged before SIGKILL, %d in total", cycle, nAcked, len(acked))
+	}
+	p := startProc(t, dataDir, addrs)
+	checkAcked(t, p, acked)
+}
+
+// expect is what a code may hold after a crash: the acknowledged URL, or
+// either URL while an update's outcome is unknown.
+type expect struct {
+	urls []string
+}
+
+func checkAcked(t *testing.T, p *proc, acked map[string]expect) {
+	t.Helper()
+	for code, e := range acked {
+		status, m, _, err := call("GET", p.base+"/api/v1/links/"+code+"?consistent=true", "")
+		if err != nil || status != 200 {
+			t.Fatalf("acknowledged %s lost: %d %v %v", code, status, m, err)
+		}
+		got := m["url"].(string)
+		if !contains(e.urls, got) {
+			t.Fatalf("%s has url %s, want one of %v", code, got, e.urls)
+		}
+		status, _, h, err := call("GET", p.base+"/"+code, "")
+		if err != nil || status != 302 || h.Get("Location") != got {
+			t.Fatalf("redirect of %s: %d %v %v", code, status, h, err)
+		}
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSIGTERMDrainsAndExits: a clean stop within the shutdown budget, exit
+// status 0, data intact on restart; and the raft metrics bridge works in the
+// real process.
+func TestSIGTERMDrainsAndExits(t *testing.T) {
+	dataDir := t.TempDir()
+	addrs := newAddrs(t)
+	p := startProc(t, dataDir, addrs)
+	status, m, _, err := call("POST", p.base+"/api/v1/links", `{"url":"https://example.com/term","alias":"term-test"}`)
+	if err != nil || status != 201 {
+		t.Fatalf("create: %d %v %v", status, m, err)
+	}
+	if status, _, _, err := call("GET", p.base+"/term-test", ""); err != nil || status != 302 {
+		t.Fatalf("redirect: %d %v", status, err)
+	}
+	resp, err := http.Get(p.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"linkraft_raft_", "linkraft_raft_boltdb_", "linkraft_redirect_duration_seconds", "linkraft_apply_duration_seconds"} {
+		if !bytes.Contains(metricsBody, []byte(want)) {
+			t.Errorf("/metrics of the process lacks %s", want)
+		}
+	}
+
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10s after SIGTERM\n%s", p.logs())
+	}
+	if p.waitErr != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", p.waitErr, p.logs())
+	}
+	t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(p.logs(), "msg=stopped") {
+		t.Fatalf("no clean-stop log line\n%s", p.logs())
+	}
+	p = startProc(t, dataDir, addrs)
+	status, m, h, err := call("GET", p.base+"/term-test", "")
+	if err != nil || status != 302 || h.Get("Location") != "https://example.com/term" {
+		t.Fatalf("after restart: %d %v %v", status, m, err)
+	}
+}
