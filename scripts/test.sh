@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The project's test command: formatting, vet, every test with the race
+# detector, then each fuzz target briefly. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-5s}
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+go vet -tags hashicorpmetrics ./...
+
+go test -race -count=1 -timeout 15m ./...
+
+# Fuzz targets, each for $FUZZTIME (one target per invocation is all go test
+# allows).
+fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" "$1"; }
+fuzz ./idrange FuzzBase62RoundTrip
+fuzz ./idrange FuzzBase62Decode
+fuzz ./idrange FuzzPermutation
+fuzz ./link FuzzNormalizeURL
+fuzz ./link FuzzValidateAlias
+fuzz ./fsm FuzzDecode
+echo "all tests passed"
