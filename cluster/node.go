@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
@@ -75,6 +76,7 @@ type Node struct {
 	mux       *transport.Mux
 	muxCancel context.CancelFunc
 	muxDone   chan struct{}
+	muxErr    atomic.Pointer[error] // set if the peer port stopped serving
 
 	meta     *shard.Group
 	metaFSM  *fsm.MetaFSM
@@ -214,6 +216,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		defer close(n.muxDone)
 		if err := n.mux.Serve(muxCtx); err != nil {
 			n.log.Error("peer port stopped", "err", err)
+			n.muxErr.Store(&err)
 		}
 	}()
 
@@ -314,6 +317,8 @@ func (n *Node) loadSettings(ctx context.Context) error {
 			CodeMode:          string(n.cfg.CodeMode),
 			CodeKey:           key,
 			CreatedAt:         time.Now().UTC(),
+			RingVNodes:        shard.DefaultVNodes,
+			RingHasher:        shard.DefaultHasher,
 		}
 		resp, _, err := n.meta.Apply(ctx, (&fsm.SetSettings{Settings: want}).Encode())
 		if err != nil {
@@ -329,7 +334,10 @@ func (n *Node) loadSettings(ctx context.Context) error {
 			n.log.Warn("code mode is fixed at bootstrap; flag ignored", "stored", s.CodeMode, "flag", n.cfg.CodeMode)
 		}
 	}
-	ring, err := shard.NewRing(shard.RingConfig{Shards: int(s.Shards), PartitionCount: int(s.PartitionCount), Load: s.Load})
+	ring, err := shard.NewRing(shard.RingConfig{
+		Shards: int(s.Shards), PartitionCount: int(s.PartitionCount), Load: s.Load,
+		VNodes: int(s.RingVNodes), Hasher: s.RingHasher,
+	})
 	if err != nil {
 		return err
 	}

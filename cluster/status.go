@@ -98,6 +98,9 @@ func (n *Node) Ready() error {
 		}
 		return nil
 	}
+	if e := n.muxErr.Load(); e != nil {
+		return fmt.Errorf("%w: peer port stopped: %w", ErrNotReady, *e)
+	}
 	if err := check("meta", n.meta); err != nil {
 		return err
 	}

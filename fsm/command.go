@@ -89,6 +89,10 @@ type Settings struct {
 	CodeMode          string
 	CodeKey           []byte
 	CreatedAt         time.Time
+	// RingVNodes and RingHasher complete the ring parameters (virtual
+	// nodes per shard, hash function name).
+	RingVNodes uint32
+	RingHasher string
 }
 
 // SetSettings stores the cluster settings if none are stored yet.
@@ -130,6 +134,8 @@ const (
 	fSetCodeMode  = 6
 	fSetCodeKey   = 7
 	fSetCreatedAt = 8
+	fSetVNodes    = 9
+	fSetHasher    = 10
 
 	fLeaseNode = 1
 	fLeaseN    = 2
@@ -447,6 +453,8 @@ func appendSettings(b []byte, s *Settings) []byte {
 	b = appendString(b, fSetCodeMode, s.CodeMode)
 	b = appendBytes(b, fSetCodeKey, s.CodeKey)
 	b = appendTime(b, fSetCreatedAt, s.CreatedAt)
+	b = appendUint(b, fSetVNodes, uint64(s.RingVNodes))
+	b = appendString(b, fSetHasher, s.RingHasher)
 	return b
 }
 
@@ -478,6 +486,10 @@ func decodeSettings(body []byte) (*Settings, error) {
 			s.CodeKey = append([]byte(nil), r.bytes(typ, num)...)
 		case fSetCreatedAt:
 			s.CreatedAt = r.time(typ, num)
+		case fSetVNodes:
+			s.RingVNodes = uint32(r.uint(typ, num))
+		case fSetHasher:
+			s.RingHasher = r.str(typ, num)
 		default:
 			r.skip(num, typ)
 		}

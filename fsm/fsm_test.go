@@ -269,7 +269,7 @@ func TestMetaSettingsAndLeases(t *testing.T) {
 		t.Fatalf("settings before bootstrap: %+v", s)
 	}
 	set := Settings{ClusterID: "c1", Shards: 8, PartitionCount: 271, ReplicationFactor: 3, Load: 1.25,
-		CodeMode: "permuted", CodeKey: []byte("0123456789abcdef"), CreatedAt: t0}
+		CodeMode: "permuted", CodeKey: []byte("0123456789abcdef"), CreatedAt: t0, RingVNodes: 20, RingHasher: "xxhash64"}
 	r := applyAt(t, m, 1, (&SetSettings{Settings: set}).Encode()).(*SettingsResult)
 	if d := cmp.Diff(&set, r.Settings); d != "" {
 		t.Fatal(d)
@@ -340,4 +340,54 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the command:\n%s", d)
 		}
 	})
+}
+
+// TestRestoreWhileSnapshotOpen: raft may stream a snapshot while a restore
+// arrives. Restore must not wait for that snapshot, and the snapshot must
+// still stream the state it was taken from.
+func TestRestoreWhileSnapshotOpen(t *testing.T) {
+	src := mustShard(t, ShardConfig{})
+	applyAt(t, src, 1, (&CreateIfAbsent{Code: "new", URL: "https://new.example", Now: t0}).Encode())
+	newSnap, _ := src.Snapshot()
+	newSink := &memSink{}
+	if err := newSnap.Persist(newSink); err != nil {
+		t.Fatal(err)
+	}
+	newSnap.Release()
+
+	dst := mustShard(t, ShardConfig{})
+	applyAt(t, dst, 1, (&CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
+	held, err := dst.Snapshot() // not released until after the restore
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- dst.Restore(io.NopCloser(bytes.NewReader(newSink.Bytes()))) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Restore blocked behind an open snapshot")
+	}
+	if _, err := dst.Get("new"); err != nil {
+		t.Fatalf("restored state missing: %v", err)
+	}
+	// The held snapshot still streams the pre-restore file.
+	sink := &memSink{}
+	if err := held.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	held.Release()
+	check := mustShard(t, ShardConfig{})
+	if err := check.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check.Get("old"); err != nil {
+		t.Fatalf("held snapshot lost its state: %v", err)
+	}
+	if _, err := check.Get("new"); !errors.Is(err, link.ErrNotFound) {
+		t.Fatalf("held snapshot saw the restore: %v", err)
+	}
 }

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/link"
 )
 
 var (
@@ -36,10 +37,11 @@ type store struct {
 
 	// mu guards the db pointer against Restore's swap and Close. Readers
 	// and ApplyBatch hold it shared (bbolt serialises its own writers);
-	// Restore and Close hold it exclusively.
+	// Restore and Close hold it exclusively, and only for the swap.
 	mu      sync.RWMutex
 	db      *bolt.DB
-	applied atomic.Uint64 // written only from the FSM goroutine
+	snaps   *sync.WaitGroup // open snapshot transactions on db
+	applied atomic.Uint64   // written only from the FSM goroutine
 }
 
 func boltOptions() *bolt.Options {
@@ -60,12 +62,24 @@ func openStore(path string, buckets [][]byte, apply applyFunc) (*store, error) {
 }
 
 func (s *store) open() error {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
+	db, applied, err := s.openDB()
+	if err != nil {
 		return err
+	}
+	s.db, s.snaps = db, new(sync.WaitGroup)
+	s.applied.Store(applied)
+	return nil
+}
+
+// openDB opens the file at s.path, creates the buckets, and reads the
+// applied index.
+func (s *store) openDB() (*bolt.DB, uint64, error) {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
+		return nil, 0, err
 	}
 	db, err := bolt.Open(s.path, 0o600, boltOptions())
 	if err != nil {
-		return fmt.Errorf("open %s: %w", s.path, err)
+		return nil, 0, fmt.Errorf("open %s: %w", s.path, err)
 	}
 	var applied uint64
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -81,11 +95,9 @@ func (s *store) open() error {
 	})
 	if err != nil {
 		_ = db.Close()
-		return fmt.Errorf("init %s: %w", s.path, err)
+		return nil, 0, fmt.Errorf("init %s: %w", s.path, err)
 	}
-	s.db = db
-	s.applied.Store(applied)
-	return nil
+	return db, applied, nil
 }
 
 // AppliedIndex returns the last Raft index whose effects are on disk.
@@ -98,21 +110,26 @@ func (s *store) view(fn func(tx *bolt.Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.db == nil {
-		return errors.New("fsm: closed")
+		return ErrClosed
 	}
 	return s.db.View(fn)
 }
 
-// Close closes the bbolt file.
+// ErrClosed is returned by reads after Close. It wraps link.ErrUnavailable:
+// a request that races shutdown may be retried elsewhere.
+var ErrClosed = fmt.Errorf("%w: fsm closed", link.ErrUnavailable)
+
+// Close closes the bbolt file once open snapshots are released.
 func (s *store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.db == nil {
+	db, snaps := s.db, s.snaps
+	s.db = nil
+	s.mu.Unlock()
+	if db == nil {
 		return nil
 	}
-	err := s.db.Close()
-	s.db = nil
-	return err
+	snaps.Wait()
+	return db.Close()
 }
 
 // Apply implements raft.FSM for a single entry.
@@ -179,17 +196,22 @@ func (s *store) Snapshot() (raft.FSMSnapshot, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.db == nil {
-		return nil, errors.New("fsm: closed")
+		return nil, ErrClosed
 	}
 	tx, err := s.db.Begin(false)
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{tx: tx}, nil
+	s.snaps.Add(1)
+	return &snapshot{tx: tx, done: s.snaps.Done}, nil
 }
 
+// snapshot holds a read transaction of the file that was current when it was
+// taken; that file stays open until Release, even if Restore replaced it.
 type snapshot struct {
-	tx *bolt.Tx
+	tx   *bolt.Tx
+	done func()
+	once sync.Once
 }
 
 // Persist streams the bbolt file as of the snapshot.
@@ -202,7 +224,12 @@ func (sn *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 // Release ends the read transaction.
-func (sn *snapshot) Release() { _ = sn.tx.Rollback() }
+func (sn *snapshot) Release() {
+	sn.once.Do(func() {
+		_ = sn.tx.Rollback()
+		sn.done()
+	})
+}
 
 // Restore implements raft.FSM: the stream becomes a temp file, is fsynced,
 // checked, and replaces the current file.
@@ -232,14 +259,10 @@ func (s *store) Restore(rc io.ReadCloser) error {
 	}
 	_ = check.Close()
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.db != nil {
-		if err := s.db.Close(); err != nil {
-			return err
-		}
-		s.db = nil
-	}
+	// Rename the new file over the path and open it. The old file stays
+	// open (its inode lives on) until every snapshot taken from it is
+	// released: closing it now would wait for a snapshot that raft's
+	// snapshot goroutine may be streaming, and raft waits for Restore.
 	if err := os.Rename(tmpName, s.path); err != nil {
 		return err
 	}
@@ -247,8 +270,20 @@ func (s *store) Restore(rc io.ReadCloser) error {
 		_ = d.Sync()
 		_ = d.Close()
 	}
-	if err := s.open(); err != nil {
-		return err
+	db, applied, err := s.openDB()
+	if err != nil {
+		return fmt.Errorf("restore: open restored file: %w", err)
+	}
+	s.mu.Lock()
+	oldDB, oldSnaps := s.db, s.snaps
+	s.db, s.snaps = db, new(sync.WaitGroup)
+	s.applied.Store(applied)
+	s.mu.Unlock()
+	if oldDB != nil {
+		go func() {
+			oldSnaps.Wait()
+			_ = oldDB.Close()
+		}()
 	}
 	if s.onRestore != nil {
 		s.onRestore()

@@ -101,7 +101,7 @@ func (s *Server) validateCreate(b *createBody) (cluster.CreateRequest, error) {
 		return req, err
 	}
 	req.URL = u
-	if b.Alias != nil && *b.Alias != "" {
+	if b.Alias != nil {
 		if err := link.ValidateAlias(*b.Alias); err != nil {
 			return req, err
 		}
@@ -132,10 +132,10 @@ func (s *Server) validateCreate(b *createBody) (cluster.CreateRequest, error) {
 	}
 	req.Tags = b.Tags
 	if b.MaxVisits != nil {
-		if *b.MaxVisits == 0 {
-			return req, field("max_visits", "must be at least 1 (omit it for no limit)", link.ErrInvalidInput)
-		}
-		req.MaxVisits = *b.MaxVisits
+		// Visit limits need click counting (the analytics capability);
+		// accepting one that is not enforced would hand out unlimited
+		// "one-time" links.
+		return req, field("max_visits", "is not supported yet", link.ErrInvalidInput)
 	}
 	return req, nil
 }

@@ -52,7 +52,6 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	case http.StatusFound, http.StatusTemporaryRedirect:
 		h.Set("Cache-Control", "private, max-age=90")
 	}
-	h.Set("Referrer-Policy", "unsafe-url")
 	w.WriteHeader(l.Redirect)
 	return l.Redirect
 }

@@ -130,13 +130,30 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 		return "", bad("has an empty port")
 	}
 	var asciiHost string
-	if ip := net.ParseIP(host); ip != nil {
-		asciiHost = strings.ToLower(host)
+	ip := net.ParseIP(host)
+	if ip != nil {
+		if strings.Contains(host, "%") {
+			return "", bad("has an IPv6 zone")
+		}
+		asciiHost = ip.String()
+		if ip.To4() == nil {
+			asciiHost = strings.ToLower(host)
+		}
 	} else {
+		if numericLastLabel(host) {
+			// Browsers read "2130706433", "0x7f.1" or "127.1" as IPv4
+			// addresses; only the dotted-quad form is accepted, so host
+			// checks cannot be dodged.
+			return "", bad("has a numeric host that is not a dotted-quad IPv4 address")
+		}
 		asciiHost, err = idna.Lookup.ToASCII(strings.TrimSuffix(host, "."))
 		if err != nil || asciiHost == "" {
 			return "", bad("has an invalid host name")
 		}
+		asciiHost = strings.ToLower(asciiHost)
+	}
+	if (ip != nil && (ip.IsLoopback() || ip.IsUnspecified())) || asciiHost == "localhost" || strings.HasSuffix(asciiHost, ".localhost") {
+		return "", bad("may not point at a loopback address")
 	}
 	if p.isOwnHost(asciiHost) {
 		return "", bad("may not point at this service")
@@ -162,16 +179,63 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 
 func (p URLPolicy) isOwnHost(host string) bool {
 	for _, h := range p.OwnHosts {
-		if strings.EqualFold(h, host) {
+		if canonicalHost(h) == host {
 			return true
 		}
 	}
 	return false
 }
 
+// canonicalHost is the form NormalizeURL compares hosts in: an IP in
+// net.IP's string form, a name lowercased in punycode without a final dot.
+func canonicalHost(h string) string {
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if ip := net.ParseIP(h); ip != nil {
+		if ip.To4() != nil {
+			return ip.String()
+		}
+		return strings.ToLower(h)
+	}
+	if a, err := idna.Lookup.ToASCII(strings.TrimSuffix(h, ".")); err == nil {
+		return strings.ToLower(a)
+	}
+	return strings.ToLower(h)
+}
+
+// numericLastLabel reports a host whose last label is a number (decimal or
+// 0x-hex): the WHATWG URL parser treats such a host as an IPv4 address.
+func numericLastLabel(host string) bool {
+	h := strings.TrimSuffix(host, ".")
+	if i := strings.LastIndexByte(h, '.'); i >= 0 {
+		h = h[i+1:]
+	}
+	if h == "" {
+		return false
+	}
+	if strings.HasPrefix(h, "0x") || strings.HasPrefix(h, "0X") {
+		h = h[2:]
+		for _, c := range h {
+			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, c := range h {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 func (p URLPolicy) blocked(host string) bool {
 	if len(p.Blocklist) == 0 {
 		return false
+	}
+	if net.ParseIP(host) != nil {
+		_, ok := p.Blocklist[host]
+		return ok
 	}
 	h := host
 	for {
@@ -200,11 +264,15 @@ func ReadBlocklist(r io.Reader) (map[string]struct{}, error) {
 			continue
 		}
 		d = strings.TrimPrefix(d, "*.")
+		if net.ParseIP(d) != nil {
+			out[canonicalHost(d)] = struct{}{}
+			continue
+		}
 		a, err := idna.Lookup.ToASCII(strings.TrimSuffix(d, "."))
 		if err != nil || a == "" {
 			return nil, fmt.Errorf("blocklist line %d: invalid domain %q", line, d)
 		}
-		out[a] = struct{}{}
+		out[strings.ToLower(a)] = struct{}{}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read blocklist: %w", err)

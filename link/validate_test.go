@@ -7,12 +7,12 @@ import (
 )
 
 func TestNormalizeURL(t *testing.T) {
-	p := URLPolicy{OwnHosts: []string{"sho.rt"}, Blocklist: map[string]struct{}{"evil.example": {}}}
+	p := URLPolicy{OwnHosts: []string{"sho.rt", "Bücher.example", "198.51.100.7"}, Blocklist: map[string]struct{}{"evil.example": {}, "203.0.113.9": {}}}
 	ok := map[string]string{
 		"https://example.com":                  "https://example.com",
 		"HTTPS://Example.COM/Path?Q=1#frag":    "https://example.com/Path?Q=1#frag",
 		"http://example.com:8080/a%20b":        "http://example.com:8080/a%20b",
-		"https://bücher.example/straße":        "https://xn--bcher-kva.example/stra%C3%9Fe",
+		"https://bücher.de/straße":             "https://xn--bcher-kva.de/stra%C3%9Fe",
 		"https://[2001:db8::1]:443/x":          "https://[2001:db8::1]:443/x",
 		"https://192.0.2.1/":                   "https://192.0.2.1/",
 		"https://notevil.example/":             "https://notevil.example/",
@@ -31,6 +31,9 @@ func TestNormalizeURL(t *testing.T) {
 		"https://example.com/\x00", "https://example.com/\u202e", "https://sho.rt/abc", "https://SHO.RT/abc",
 		"https://evil.example/", "https://sub.evil.example/x", "https://example.com:/", "http://[::1", "https://exa\tmple.com",
 		"https://" + strings.Repeat("a", DefaultMaxURLLength) + ".com/",
+		"http://127.0.0.1:8080/", "http://[::1]/", "http://localhost/", "http://app.localhost/", "http://0.0.0.0/",
+		"http://2130706433/", "http://0x7f.1/", "http://127.1/", "http://1.2.3.0x4/",
+		"https://xn--bcher-kva.example/", "https://bücher.example/", "https://198.51.100.7/", "https://203.0.113.9/",
 	}
 	for _, in := range bad {
 		if got, err := p.NormalizeURL(in); !errors.Is(err, ErrInvalidURL) {

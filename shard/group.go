@@ -81,12 +81,15 @@ type Group struct {
 	transport *raft.NetworkTransport
 	log       *slog.Logger
 
-	notifyCh  chan bool
-	readyTerm atomic.Bool // leader, and a barrier of this term has applied
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	notifyCh chan bool
+	// barrierTerm is the term in which this node, as leader, last applied a
+	// barrier; 0 when not leader. Consistent reads need it to equal the
+	// current term.
+	barrierTerm atomic.Uint64
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // OpenGroup opens the group's stores and starts its raft.Raft. A group with
@@ -185,7 +188,8 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 // monitorLeadership follows the reliable leadership channel. On gaining
 // leadership it commits a barrier, so that everything of earlier terms is
 // applied before the group serves consistent reads (Consul's
-// establishLeadership step).
+// establishLeadership step). A failed barrier is retried while this node
+// still leads.
 func (g *Group) monitorLeadership() {
 	defer g.wg.Done()
 	for {
@@ -193,36 +197,37 @@ func (g *Group) monitorLeadership() {
 		case <-g.stop:
 			return
 		case leader := <-g.notifyCh:
-			g.readyTerm.Store(false)
+			g.barrierTerm.Store(0)
 			if !leader {
 				g.log.Info("lost leadership")
 				continue
 			}
 			g.log.Info("gained leadership")
-			if err := g.raft.Barrier(30 * time.Second).Error(); err != nil {
-				g.log.Warn("barrier after gaining leadership failed", "err", err)
-				continue
-			}
-			if g.raft.State() == raft.Leader {
-				g.readyTerm.Store(true)
-			}
+			g.establishLeadership()
 		}
 	}
 }
 
-// HasState reports whether the group has any Raft state on disk.
-func HasState(dir string) (bool, error) {
-	p := filepath.Join(dir, "raft.db")
-	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-		return false, nil
+func (g *Group) establishLeadership() {
+	backoff := 50 * time.Millisecond
+	for {
+		if g.raft.State() != raft.Leader {
+			return
+		}
+		term := g.raft.CurrentTerm()
+		err := g.raft.Barrier(10 * time.Second).Error()
+		if err == nil && g.raft.State() == raft.Leader && g.raft.CurrentTerm() == term {
+			g.barrierTerm.Store(term)
+			return
+		}
+		g.log.Warn("barrier after gaining leadership failed; retrying", "err", err)
+		select {
+		case <-g.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: p, BoltOptions: &bolt.Options{Timeout: time.Second, ReadOnly: true}})
-	if err != nil {
-		return false, err
-	}
-	defer store.Close()
-	last, err := store.LastIndex()
-	return last > 0, err
 }
 
 // Server is one voter of a group's initial configuration.
@@ -265,10 +270,15 @@ func (g *Group) WaitLeader(ctx context.Context) error {
 	return poll(ctx, func() bool { a, _ := g.raft.LeaderWithID(); return a != "" })
 }
 
-// WaitReady blocks until this node leads the group and its first barrier has
-// applied, or ctx ends.
+// WaitReady blocks until this node leads the group and a barrier of the
+// current term has applied, or ctx ends.
 func (g *Group) WaitReady(ctx context.Context) error {
-	return poll(ctx, g.readyTerm.Load)
+	return poll(ctx, g.leaderReady)
+}
+
+func (g *Group) leaderReady() bool {
+	t := g.barrierTerm.Load()
+	return t != 0 && t == g.raft.CurrentTerm() && g.raft.State() == raft.Leader
 }
 
 // CaughtUp reports whether the FSM has applied every entry this node knows
@@ -353,17 +363,34 @@ func translate(err error) error {
 	return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
 }
 
-// VerifyRead makes the next local read linearizable: this node must lead the
-// group, have applied a barrier of its current term, still hold leadership
-// after the read point was fixed (a heartbeat round to a quorum), and have
-// applied everything committed up to that point. It returns
-// link.ErrNotLeader on a follower.
+// DefaultReadTimeout bounds a VerifyRead whose context has no deadline.
+const DefaultReadTimeout = 5 * time.Second
+
+// VerifyRead makes the next local read linearizable (rqlite's recipe): this
+// node must lead the group in a term whose barrier has applied (so every
+// entry of earlier terms is in the FSM); the commit index is taken as the
+// read point; a heartbeat round to a quorum confirms leadership after that
+// (VerifyLeader); the term must not have changed meanwhile; and the FSM must
+// have applied everything up to the read point. It returns link.ErrNotLeader
+// when this node does not lead (or stops leading), link.ErrUnavailable on
+// timeout.
 func (g *Group) VerifyRead(ctx context.Context) error {
-	if g.raft.State() != raft.Leader {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultReadTimeout)
+		defer cancel()
+	}
+	notLeader := func() bool { return g.raft.State() != raft.Leader }
+	if notLeader() {
 		return link.ErrNotLeader
 	}
-	if err := g.WaitReady(ctx); err != nil {
+	// A new leader's barrier is usually one commit away.
+	if err := pollUnless(ctx, g.leaderReady, notLeader); err != nil {
 		return err
+	}
+	term := g.raft.CurrentTerm()
+	if g.barrierTerm.Load() != term {
+		return link.ErrNotLeader
 	}
 	readIndex := g.raft.CommitIndex()
 	f := g.raft.VerifyLeader()
@@ -377,7 +404,27 @@ func (g *Group) VerifyRead(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
 	}
+	if g.raft.CurrentTerm() != term {
+		return link.ErrNotLeader
+	}
 	return poll(ctx, func() bool { return g.appliedThrough(readIndex) })
+}
+
+// pollUnless polls cond like poll, but fails with link.ErrNotLeader as soon
+// as abort holds.
+func pollUnless(ctx context.Context, cond, abort func() bool) error {
+	var lost bool
+	err := poll(ctx, func() bool {
+		if abort() {
+			lost = true
+			return true
+		}
+		return cond()
+	})
+	if lost {
+		return link.ErrNotLeader
+	}
+	return err
 }
 
 // Stats returns raft's status map (state, term, indexes, last contact).

@@ -20,13 +20,19 @@ type RingConfig struct {
 	// Load bounds a member's partitions to ceil(partitions/members × Load)
 	// (default 1.25; must be ≥ 1).
 	Load float64
+	// VNodes is the number of virtual nodes per shard (consistent's
+	// ReplicationFactor; default 20).
+	VNodes int
+	// Hasher names the hash function; only "xxhash64" (the default) exists.
+	Hasher string
 }
 
 // Ring defaults, as buraksezer/consistent documents them.
 const (
 	DefaultPartitionCount = 271
 	DefaultLoad           = 1.25
-	replicationFactor     = 20 // virtual nodes per member; part of placement
+	DefaultVNodes         = 20
+	DefaultHasher         = "xxhash64"
 )
 
 // Ring maps a code to a shard id with buraksezer/consistent v1.1.0 (members =
@@ -55,6 +61,18 @@ func NewRing(cfg RingConfig) (r *Ring, err error) {
 	if cfg.Load == 0 {
 		cfg.Load = DefaultLoad
 	}
+	if cfg.VNodes == 0 {
+		cfg.VNodes = DefaultVNodes
+	}
+	if cfg.Hasher == "" {
+		cfg.Hasher = DefaultHasher
+	}
+	if cfg.Hasher != DefaultHasher {
+		return nil, fmt.Errorf("shard ring: unknown hasher %q", cfg.Hasher)
+	}
+	if cfg.VNodes < 1 || cfg.VNodes > 1000 {
+		return nil, fmt.Errorf("shard ring: virtual nodes must be 1 to 1000, got %d", cfg.VNodes)
+	}
 	if cfg.Shards < 1 || cfg.Shards > 4096 {
 		return nil, fmt.Errorf("shard ring: shards must be 1 to 4096, got %d", cfg.Shards)
 	}
@@ -76,7 +94,7 @@ func NewRing(cfg RingConfig) (r *Ring, err error) {
 	c := consistent.New(members, consistent.Config{
 		Hasher:            hasher{},
 		PartitionCount:    cfg.PartitionCount,
-		ReplicationFactor: replicationFactor,
+		ReplicationFactor: cfg.VNodes,
 		Load:              cfg.Load,
 	})
 	owner := make([]int, cfg.PartitionCount)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -59,6 +60,9 @@ type Shard struct {
 	fsm   *fsm.ShardFSM
 	cache *otter.Cache[string, entry]
 	obs   Observer
+	// restores counts snapshot restores; a read that spans one must not
+	// fill the cache.
+	restores atomic.Uint64
 }
 
 // entry is a cached answer: a link (tombstones included) or, with l == nil,
@@ -109,7 +113,7 @@ func Open(cfg Config) (*Shard, error) {
 	f, err := fsm.NewShardFSM(fsm.ShardConfig{
 		Path:      filepath.Join(cfg.Dir, "state.db"),
 		OnChange:  s.applied,
-		OnRestore: func() { s.cache.InvalidateAll() },
+		OnRestore: func() { s.restores.Add(1); s.cache.InvalidateAll() },
 	})
 	if err != nil {
 		return nil, err
@@ -135,14 +139,30 @@ func Open(cfg Config) (*Shard, error) {
 // applied is the FSM's OnChange hook: the cache learns every change in apply
 // order, so a replica never serves a link older than its own state.
 func (s *Shard) applied(l *link.Link) {
-	s.remember(l.Code, entry{l: l, version: l.Version})
+	e := entry{l: l, version: l.Version}
+	s.cache.Compute(l.Code, func(old entry, found bool) (entry, otter.ComputeOp) {
+		if found && !e.newer(old) {
+			return old, otter.CancelOp
+		}
+		return e, otter.WriteOp
+	})
 }
 
-// remember caches e unless the cache already holds a newer answer (a reader
-// that loaded an old state must not overwrite what apply just wrote).
-func (s *Shard) remember(code string, e entry) {
+// fill caches what a reader loaded from the file. The reader noted the
+// applied index and the restore count before its read transaction. If the
+// cache holds an entry, the newer version wins. If it holds none, the entry
+// written by a concurrent apply may already have been evicted, so the
+// loaded state is cached only if nothing was applied or restored since the
+// read began; otherwise it is simply not cached.
+func (s *Shard) fill(code string, e entry, appliedBefore, restoresBefore uint64) {
 	s.cache.Compute(code, func(old entry, found bool) (entry, otter.ComputeOp) {
-		if found && !e.newer(old) {
+		if found {
+			if e.newer(old) && s.restores.Load() == restoresBefore {
+				return e, otter.WriteOp
+			}
+			return old, otter.CancelOp
+		}
+		if s.fsm.AppliedIndex() != appliedBefore || s.restores.Load() != restoresBefore {
 			return old, otter.CancelOp
 		}
 		return e, otter.WriteOp
@@ -170,14 +190,15 @@ func (s *Shard) Lookup(code string) (*link.Link, error) {
 		return e.l, nil
 	}
 	s.obs.CacheMiss(s.id)
-	version := s.fsm.AppliedIndex() // before the read: a lower bound of its state
+	restores := s.restores.Load()
+	applied := s.fsm.AppliedIndex() // before the read: a lower bound of its state
 	l, err := s.fsm.Get(code)
 	switch {
 	case err == nil:
-		s.remember(code, entry{l: l, version: l.Version})
+		s.fill(code, entry{l: l, version: l.Version}, applied, restores)
 		return l, nil
 	case errors.Is(err, link.ErrNotFound):
-		s.remember(code, entry{version: version})
+		s.fill(code, entry{version: applied}, applied, restores)
 		return nil, err
 	}
 	return nil, err

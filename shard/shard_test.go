@@ -44,7 +44,7 @@ func TestRingPinsPlacement(t *testing.T) {
 }
 
 func TestRingRejectsBadConfig(t *testing.T) {
-	for _, cfg := range []RingConfig{{Shards: 0}, {Shards: 8, PartitionCount: 4}, {Shards: 8, Load: 0.5}, {Shards: 5000}} {
+	for _, cfg := range []RingConfig{{Shards: 0}, {Shards: 8, PartitionCount: 4}, {Shards: 8, Load: 0.5}, {Shards: 5000}, {Shards: 8, Hasher: "md5"}, {Shards: 8, VNodes: -1}} {
 		if _, err := NewRing(cfg); err == nil {
 			t.Errorf("NewRing(%+v) accepted", cfg)
 		}

@@ -72,10 +72,11 @@ type Mux struct {
 	backlog       int
 	log           *slog.Logger
 
-	mu     sync.Mutex
-	layers map[key]*Layer
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	layers  map[key]*Layer
+	pending map[net.Conn]struct{} // accepted, header not yet read
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 type key struct {
@@ -105,7 +106,7 @@ func New(cfg Config) (*Mux, error) {
 	}
 	return &Mux{
 		ln: cfg.Listener, advertise: cfg.Advertise, headerTimeout: cfg.HeaderTimeout,
-		backlog: cfg.Backlog, log: cfg.Logger, layers: make(map[key]*Layer),
+		backlog: cfg.Backlog, log: cfg.Logger, layers: make(map[key]*Layer), pending: make(map[net.Conn]struct{}),
 	}, nil
 }
 
@@ -135,7 +136,15 @@ func (m *Mux) Serve(ctx context.Context) error {
 			return err
 		}
 		delay = 0
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			_ = conn.Close()
+			return nil
+		}
+		m.pending[conn] = struct{}{}
 		m.wg.Add(1)
+		m.mu.Unlock()
 		go func() {
 			defer m.wg.Done()
 			m.route(conn)
@@ -146,6 +155,9 @@ func (m *Mux) Serve(ctx context.Context) error {
 func (m *Mux) route(conn net.Conn) {
 	_ = conn.SetReadDeadline(time.Now().Add(m.headerTimeout))
 	k, err := readHeader(conn)
+	m.mu.Lock()
+	delete(m.pending, conn)
+	m.mu.Unlock()
 	if err != nil {
 		m.log.Debug("peer connection without a valid header", "remote", conn.RemoteAddr(), "err", err)
 		_ = conn.Close()
@@ -160,12 +172,8 @@ func (m *Mux) route(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
-	select {
-	case l.ch <- conn:
-	case <-l.done:
-		_ = conn.Close()
-	default:
-		m.log.Warn("peer backlog full, dropping connection", "kind", k.kind, "group", k.group)
+	if !l.deliver(conn) {
+		m.log.Warn("peer connection dropped: layer closed or backlog full", "kind", k.kind, "group", k.group)
 		_ = conn.Close()
 	}
 }
@@ -213,6 +221,11 @@ func (m *Mux) Close() error {
 	for _, l := range m.layers {
 		layers = append(layers, l)
 	}
+	// Connections still sending their header would hold Close up for the
+	// header timeout.
+	for c := range m.pending {
+		_ = c.Close()
+	}
 	m.mu.Unlock()
 	err := m.ln.Close()
 	for _, l := range layers {
@@ -246,6 +259,25 @@ type Layer struct {
 	ch   chan net.Conn
 	done chan struct{}
 	once sync.Once
+
+	mu     sync.Mutex // orders deliver against Close's drain
+	closed bool
+}
+
+// deliver queues conn for Accept; false if the layer is closed or its
+// backlog is full.
+func (l *Layer) deliver(conn net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	select {
+	case l.ch <- conn:
+		return true
+	default:
+		return false
+	}
 }
 
 // Accept returns the next connection routed to this layer.
@@ -266,6 +298,9 @@ func (l *Layer) Close() error {
 			delete(l.mux.layers, l.key)
 		}
 		l.mux.mu.Unlock()
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
 		close(l.done)
 		for {
 			select {

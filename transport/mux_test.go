@@ -122,3 +122,41 @@ func TestCloseUnblocksAccept(t *testing.T) {
 		t.Fatalf("Layer after Close: %v", err)
 	}
 }
+
+func TestCloseDoesNotWaitForSilentPeers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Listener: ln, HeaderTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go m.Serve(context.Background())
+	silent, err := net.Dial("tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// Wait until the mux has accepted it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		n := len(m.pending)
+		m.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("connection never accepted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan struct{})
+	go func() { m.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a peer that never sent its header")
+	}
+}

@@ -1,0 +1,39 @@
+// Package shard owns the pieces of one shard and the ring that picks it.
+//
+// Ring maps a code to a shard id with buraksezer/consistent v1.1.0 (members
+// are shard ids, never nodes; xxhash64; 271 partitions, load 1.25 by default).
+// The parameters are written into the meta group at bootstrap, so the answer
+// never depends on gossip or on the node asking; a test pins known answers.
+//
+// Group is one hashicorp/raft group. Its Raft configuration, and why:
+//
+//   - Timers: hashicorp/raft's defaults (DefaultTiming: 1 s heartbeat and
+//     election timeout, 500 ms leader lease, 50 ms commit timeout). Every
+//     group runs its own heartbeats, so a node with N groups sends N times the
+//     heartbeat traffic; the defaults keep that at 5–10 RPC/s per follower per
+//     group. Tests use shorter timers.
+//   - NoSnapshotRestoreOnStart: the FSM is a durable bbolt file that stores
+//     its applied index in the same transaction as the data, so a restart
+//     replays only the entries after it instead of rebuilding from a
+//     snapshot.
+//   - SnapshotThreshold 8192, SnapshotInterval 120 s, TrailingLogs 10240
+//     (raft's defaults): a snapshot is a stream of the bbolt file, cheap to
+//     take; 10240 trailing entries let a follower that was briefly away catch
+//     up from the log instead of a snapshot.
+//   - Log and stable store: raft-boltdb/v2 (one raft.db per group) with the
+//     hashmap freelist and NoFreelistSync, never NoSync, behind a 512-entry
+//     LogCache. File snapshot store keeping 2 snapshots.
+//   - Transport: a raft.NetworkTransport per group (MaxPool 2, 10 s I/O
+//     timeout) over the group's layer of the node's single peer port
+//     (package transport).
+//   - BatchingFSM: concurrent Apply calls are group-committed by raft, and a
+//     batch of up to 64 committed entries is one bbolt transaction (one
+//     fsync) in the FSM.
+//
+// Shard is a link shard: a Group whose FSM is fsm.ShardFSM, plus a W-TinyLFU
+// cache (otter) in front of the bbolt file. Apply keeps the cache current:
+// every committed change is written into it with its Raft index, and a
+// reader that loaded an older state cannot overwrite a newer entry. Unknown
+// codes are cached briefly (NegativeTTL) so a flood of random codes does not
+// become a flood of bbolt reads.
+package shard
