@@ -12,17 +12,10 @@ import (
 	"github.com/linkraft/linkraft/shard"
 )
 
-var fastTiming = shard.Timing{
-	HeartbeatTimeout:   200 * time.Millisecond,
-	ElectionTimeout:    200 * time.Millisecond,
-	LeaderLeaseTimeout: 100 * time.Millisecond,
-	CommitTimeout:      5 * time.Millisecond,
-}
-
 func openNode(tb testing.TB, cfg Config) *Node {
 	tb.Helper()
 	cfg.RaftAddr = "127.0.0.1:0"
-	cfg.Timing = fastTiming
+	cfg.Timing = shard.FastTiming
 	n, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -122,7 +115,7 @@ func TestNodeIDMustMatchDataDir(t *testing.T) {
 	dir := t.TempDir()
 	n := openNode(t, Config{DataDir: dir, NodeID: "n1", Shards: 1})
 	n.Close()
-	n2, err := New(Config{DataDir: dir, NodeID: "n2", RaftAddr: "127.0.0.1:0", Shards: 1, Timing: fastTiming})
+	n2, err := New(Config{DataDir: dir, NodeID: "n2", RaftAddr: "127.0.0.1:0", Shards: 1, Timing: shard.FastTiming})
 	if err != nil {
 		t.Fatal(err)
 	}

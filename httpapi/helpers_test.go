@@ -18,13 +18,6 @@ import (
 	"github.com/linkraft/linkraft/shard"
 )
 
-var fastTiming = shard.Timing{
-	HeartbeatTimeout:   200 * time.Millisecond,
-	ElectionTimeout:    200 * time.Millisecond,
-	LeaderLeaseTimeout: 100 * time.Millisecond,
-	CommitTimeout:      5 * time.Millisecond,
-}
-
 // testNode is a real single-node cluster (Raft, bbolt, peer port on
 // loopback) behind the real HTTP handler.
 type testNode struct {
@@ -38,7 +31,7 @@ func startNode(tb testing.TB, policy link.URLPolicy) *testNode {
 	tb.Helper()
 	m := metrics.New()
 	n, err := cluster.New(cluster.Config{
-		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: fastTiming, Observer: m,
+		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: shard.FastTiming, Observer: m,
 		IDBlockSize: 64,
 	})
 	if err != nil {

@@ -46,6 +46,16 @@ var DefaultTiming = Timing{
 	CommitTimeout:      50 * time.Millisecond,
 }
 
+// FastTiming elects a leader in a few hundred milliseconds. It is for tests
+// and local experiments on one machine (linknode -fast-raft), not for
+// clusters on a real network: 200 ms of silence starts an election.
+var FastTiming = Timing{
+	HeartbeatTimeout:   200 * time.Millisecond,
+	ElectionTimeout:    200 * time.Millisecond,
+	LeaderLeaseTimeout: 100 * time.Millisecond,
+	CommitTimeout:      5 * time.Millisecond,
+}
+
 // GroupConfig configures one Raft group.
 type GroupConfig struct {
 	// Name identifies the group in logs and metrics ("meta", "shard-3").

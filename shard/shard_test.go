@@ -51,13 +51,6 @@ func TestRingRejectsBadConfig(t *testing.T) {
 	}
 }
 
-var fastTiming = Timing{
-	HeartbeatTimeout:   200 * time.Millisecond,
-	ElectionTimeout:    200 * time.Millisecond,
-	LeaderLeaseTimeout: 100 * time.Millisecond,
-	CommitTimeout:      5 * time.Millisecond,
-}
-
 func mustMux(tb testing.TB) *transport.Mux {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -79,7 +72,7 @@ func mustShard(tb testing.TB, m *transport.Mux, nodeID, dir string, id int) *Sha
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := Open(Config{ID: id, NodeID: nodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer}, Timing: fastTiming})
+	s, err := Open(Config{ID: id, NodeID: nodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer}, Timing: FastTiming})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -61,14 +61,6 @@ func (m *Main) HTTPAddr() string { return m.httpLn.Addr().String() }
 // Node returns the cluster node (after Run).
 func (m *Main) Node() *cluster.Node { return m.node }
 
-// fastTiming is for tests: elections in a few hundred milliseconds.
-var fastTiming = shard.Timing{
-	HeartbeatTimeout:   300 * time.Millisecond,
-	ElectionTimeout:    300 * time.Millisecond,
-	LeaderLeaseTimeout: 150 * time.Millisecond,
-	CommitTimeout:      5 * time.Millisecond,
-}
-
 // Run starts the node and serves HTTP; it returns once the node is open and
 // the HTTP listener is bound.
 func (m *Main) Run(ctx context.Context) error {
@@ -113,7 +105,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Observer: m.metrics, Logger: m.log,
 	}
 	if cfg.FastRaft {
-		ncfg.Timing = fastTiming
+		ncfg.Timing = shard.FastTiming
 	}
 	node, err := cluster.New(ncfg)
 	if err != nil {
