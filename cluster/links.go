@@ -8,7 +8,6 @@ import (
 
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/link"
-	"github.com/linkraft/linkraft/shard"
 )
 
 // CreateRequest is a validated create: URL normalised, alias checked, expiry
@@ -37,14 +36,6 @@ type Patch struct {
 // maxGeneratedAttempts bounds how many IDs one create may consume when
 // generated codes clash with aliases or reserved words.
 const maxGeneratedAttempts = 64
-
-func (n *Node) shardFor(code string) (*shard.Shard, error) {
-	id := n.ring.Locate(code)
-	if id >= len(n.shards) || n.shards[id] == nil {
-		return nil, errNotHosted
-	}
-	return n.shards[id], nil
-}
 
 // Create stores a new link. With an alias it fails with link.ErrAliasTaken
 // if the alias is in use (tombstones included); without one it takes IDs
@@ -90,28 +81,46 @@ func (n *Node) Create(ctx context.Context, req CreateRequest) (*link.Link, error
 	return nil, fmt.Errorf("%w: no free code after %d ids", link.ErrUnavailable, maxGeneratedAttempts)
 }
 
+// applyCreate proposes a create on the code's shard leader. The nonce makes
+// it idempotent, so a create whose outcome is unknown (the leader failed,
+// the forwarded call timed out) is retried with the same code and nonce until
+// ctx ends: the retry returns the link the first attempt made, or makes it.
 func (n *Node) applyCreate(ctx context.Context, cmd *fsm.CreateIfAbsent) (*link.Link, error) {
-	s, err := n.shardFor(cmd.Code)
-	if err != nil {
-		return nil, err
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	data := cmd.Encode()
+	group := shardGroupID(n.ring.Locate(cmd.Code))
+	for {
+		r, err := n.applyGroup(ctx, group, data, 0)
+		if err == nil {
+			return r.link, nil
+		}
+		if !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
+			return nil, err
+		}
+		n.log.Debug("create outcome unknown; retrying with the same nonce", "code", cmd.Code, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(retryPause):
+		}
 	}
-	return s.Apply(ctx, cmd.Encode())
+}
+
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // Get returns the live link for code; tombstones are link.ErrNotFound. With
 // consistent it is a linearizable read on the shard leader; otherwise it
-// reads this node's replica.
+// reads this node's replica, asking the leader about codes it lacks.
 func (n *Node) Get(ctx context.Context, code string, consistent bool) (*link.Link, error) {
-	s, err := n.shardFor(code)
-	if err != nil {
-		return nil, err
-	}
-	var l *link.Link
-	if consistent {
-		l, err = s.LookupConsistent(ctx, code)
-	} else {
-		l, err = s.Lookup(code)
-	}
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := n.lookupShard(ctx, n.ring.Locate(code), code, consistent, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -121,14 +130,12 @@ func (n *Node) Get(ctx context.Context, code string, consistent bool) (*link.Lin
 	return l, nil
 }
 
-// Resolve is the redirect path: the link for code from this node's state,
-// tombstones included (the caller answers 410 for them).
+// Resolve is the redirect path: the link for code as this node sees it,
+// tombstones included (the caller answers 410 for them). See lookupShard.
 func (n *Node) Resolve(ctx context.Context, code string) (*link.Link, error) {
-	s, err := n.shardFor(code)
-	if err != nil {
-		return nil, err
-	}
-	return s.Lookup(code)
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return n.lookupShard(ctx, n.ring.Locate(code), code, false, 0)
 }
 
 // Update applies a patch to a live link.
@@ -157,20 +164,20 @@ func (n *Node) Update(ctx context.Context, code string, p Patch) (*link.Link, er
 		u.Set |= fsm.SetTags
 		u.Tags = *p.Tags
 	}
-	s, err := n.shardFor(code)
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r, err := n.applyGroup(ctx, shardGroupID(n.ring.Locate(code)), u.Encode(), 0)
 	if err != nil {
 		return nil, err
 	}
-	return s.Apply(ctx, u.Encode())
+	return r.link, nil
 }
 
 // Delete turns a live link into a tombstone.
 func (n *Node) Delete(ctx context.Context, code string) error {
-	s, err := n.shardFor(code)
-	if err != nil {
-		return err
-	}
-	_, err = s.Apply(ctx, (&fsm.Delete{Code: code, Now: time.Now().UTC()}).Encode())
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := n.applyGroup(ctx, shardGroupID(n.ring.Locate(code)), (&fsm.Delete{Code: code, Now: time.Now().UTC()}).Encode(), 0)
 	return err
 }
 
@@ -179,9 +186,9 @@ func (n *Node) Delete(ctx context.Context, code string) error {
 // shard in code order, until fn returns false.
 func (n *Node) ForEachLink(fn func(l *link.Link) bool) error {
 	stop := false
-	for _, s := range n.shards {
-		if s == nil || stop {
-			continue
+	for _, s := range n.localShards() {
+		if stop {
+			break
 		}
 		err := s.FSM().Scan("", func(l *link.Link) bool {
 			if !fn(l) {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,11 +37,20 @@ type Config struct {
 	// AdvertiseHost is the host peers use to reach this node; empty means
 	// the bind host, or 127.0.0.1 when the bind host is unspecified.
 	AdvertiseHost string
-	// HTTPAddr and GossipAddr are reported in the cluster status.
-	HTTPAddr   string
+	// HTTPAddr is reported to other nodes and in the cluster status.
+	HTTPAddr string
+	// GossipAddr is memberlist's bind address; empty runs without gossip
+	// (a single node that nobody can join).
 	GossipAddr string
-	// BootstrapExpect is how many nodes form the first cluster. Only 1 is
-	// supported so far.
+	// GossipKey is an optional base64 memberlist encryption key (16, 24 or
+	// 32 bytes).
+	GossipKey string
+	// FastGossip uses memberlist's local-network timers (tests).
+	FastGossip bool
+	// Join lists gossip addresses of existing nodes to contact.
+	Join []string
+	// BootstrapExpect is how many nodes form the first cluster (1 = this
+	// node alone).
 	BootstrapExpect int
 	// Shards is the shard count, fixed at bootstrap (default 8).
 	Shards int
@@ -57,6 +67,9 @@ type Config struct {
 	CacheSize   int
 	CacheTTL    time.Duration
 	NegativeTTL time.Duration
+	// ReconcileInterval is how often leaders reconcile membership and
+	// placement (default 1 s; gossip events trigger it sooner).
+	ReconcileInterval time.Duration
 	// Observer receives shard measurements (may be nil).
 	Observer shard.Observer
 	// Logger receives the node's logs.
@@ -68,7 +81,12 @@ const metaGroupID = 0
 
 func shardGroupID(s int) uint64 { return uint64(s) + 1 }
 
-// Node is one linknode: its peer port, the meta group and its shards.
+// maxMetaVoters bounds the voters of the meta group; other nodes follow it
+// as non-voters so that every node has the placement locally.
+const maxMetaVoters = 5
+
+// Node is one linknode: its peer port, gossip, the meta group and the
+// shards placed on it.
 type Node struct {
 	cfg Config
 	log *slog.Logger
@@ -77,6 +95,15 @@ type Node struct {
 	muxCancel context.CancelFunc
 	muxDone   chan struct{}
 	muxErr    atomic.Pointer[error] // set if the peer port stopped serving
+	gossip    *gossip
+	rpc       rpcClient
+
+	// lifetime ends when Close starts; background loops and RPC handlers
+	// watch it.
+	lifetime context.Context
+	stopAll  context.CancelFunc
+	bg       sync.WaitGroup // background loops
+	rpcWG    sync.WaitGroup // the RPC server
 
 	meta     *shard.Group
 	metaFSM  *fsm.MetaFSM
@@ -84,6 +111,8 @@ type Node struct {
 	ring     *shard.Ring
 	coder    *idrange.Coder
 	alloc    *idrange.Allocator
+
+	shardsMu sync.RWMutex
 	shards   []*shard.Shard // index = shard id; nil if not hosted here
 
 	closeOnce sync.Once
@@ -101,8 +130,14 @@ func New(cfg Config) (*Node, error) {
 	if cfg.BootstrapExpect == 0 {
 		cfg.BootstrapExpect = 1
 	}
-	if cfg.BootstrapExpect != 1 {
-		return nil, fmt.Errorf("cluster: bootstrap-expect %d: multi-node clusters are not implemented yet; use 1", cfg.BootstrapExpect)
+	if cfg.BootstrapExpect < 1 || cfg.BootstrapExpect > 64 {
+		return nil, fmt.Errorf("cluster: bootstrap-expect must be 1 to 64, got %d", cfg.BootstrapExpect)
+	}
+	if (cfg.BootstrapExpect > 1 || len(cfg.Join) > 0) && cfg.GossipAddr == "" {
+		return nil, errors.New("cluster: a multi-node cluster needs a gossip address")
+	}
+	if _, err := parseGossipKey(cfg.GossipKey); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if cfg.Shards == 0 {
 		cfg.Shards = 8
@@ -122,10 +157,19 @@ func New(cfg Config) (*Node, error) {
 	if _, err := idrange.NewCoder(cfg.CodeMode, make([]byte, idrange.KeySize)); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	if cfg.ReconcileInterval <= 0 {
+		cfg.ReconcileInterval = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Node{cfg: cfg, log: cfg.Logger}, nil
+	for _, c := range cfg.NodeID {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return nil, fmt.Errorf("cluster: node id %q may contain only A-Z a-z 0-9 - _ .", cfg.NodeID)
+		}
+	}
+	lifetime, stop := context.WithCancel(context.Background())
+	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop}, nil
 }
 
 // nodeID returns the configured ID, or the one stored in the data dir, or a
@@ -177,9 +221,11 @@ func writeFileSync(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// Open starts the node: the peer port, the meta group (bootstrapped on first
-// start), the cluster settings, the shards, and the ID allocator. It returns
-// once every group hosted here has a leader, or ctx ends.
+// Open starts the node: the peer port and internal RPC, gossip, the meta
+// group (formed on first start, see form), the cluster settings and
+// placement (written by the meta leader), the shards placed here, and the
+// ID allocator. It returns once the settings are known and every group
+// hosted here has a leader, or ctx ends.
 func (n *Node) Open(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -219,22 +265,62 @@ func (n *Node) Open(ctx context.Context) (err error) {
 			n.muxErr.Store(&err)
 		}
 	}()
+	rpcLayer, err := n.mux.Layer(transport.KindRPC, 0)
+	if err != nil {
+		return err
+	}
+	n.rpcWG.Add(1)
+	go n.serveRPC(rpcLayer)
 
-	self := []shard.Server{{ID: id, Address: advertise}}
-	if err := n.openMeta(ctx, self); err != nil {
+	if err := n.openMeta(); err != nil {
 		return err
 	}
-	if err := n.loadSettings(ctx); err != nil {
+	if n.cfg.GossipAddr != "" {
+		key, _ := parseGossipKey(n.cfg.GossipKey)
+		n.gossip, err = startGossip(gossipConfig{
+			NodeID: id, BindAddr: n.cfg.GossipAddr, AdvertiseHost: n.cfg.AdvertiseHost, SecretKey: key,
+			Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.metaHasState()},
+			Fast: n.cfg.FastGossip, Logger: n.log,
+		})
+		if err != nil {
+			return err
+		}
+		if len(n.cfg.Join) > 0 {
+			n.bg.Add(1)
+			go n.joinLoop()
+		}
+	}
+	if err := n.form(ctx, advertise); err != nil {
 		return err
 	}
-	if err := n.openShards(ctx, self); err != nil {
+	if err := n.meta.WaitLeader(ctx); err != nil {
+		return fmt.Errorf("cluster: meta group has no leader: %w", err)
+	}
+	if n.gossip != nil {
+		n.gossip.setBootstrapped()
+	}
+	n.bg.Add(1)
+	go n.leaderLoop()
+
+	if err := n.waitSettings(ctx); err != nil {
 		return err
+	}
+	if err := n.syncShards(); err != nil {
+		return err
+	}
+	n.bg.Add(1)
+	go n.placementLoop()
+	for _, s := range n.localShards() {
+		if err := s.Group().WaitLeader(ctx); err != nil {
+			return fmt.Errorf("cluster: shard %d has no leader: %w", s.ID(), err)
+		}
 	}
 	n.alloc, err = idrange.NewAllocator(idrange.AllocatorConfig{Leaser: idrange.LeaserFunc(n.leaseRange), BlockSize: n.cfg.IDBlockSize})
 	if err != nil {
 		return err
 	}
-	n.log.Info("node open", "raft_addr", advertise, "shards", n.settings.Shards, "code_mode", n.settings.CodeMode, "cluster_id", n.settings.ClusterID)
+	n.log.Info("node open", "raft_addr", advertise, "shards", n.settings.Shards, "hosted", len(n.localShards()),
+		"code_mode", n.settings.CodeMode, "cluster_id", n.settings.ClusterID)
 	return nil
 }
 
@@ -252,12 +338,12 @@ func advertiseAddr(bound, host string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-func (n *Node) openGroupDir(parts ...string) string {
+func (n *Node) groupDir(parts ...string) string {
 	return filepath.Join(append([]string{n.cfg.DataDir}, parts...)...)
 }
 
-func (n *Node) openMeta(ctx context.Context, self []shard.Server) error {
-	dir := n.openGroupDir("meta")
+func (n *Node) openMeta() error {
+	dir := n.groupDir("meta")
 	f, err := fsm.NewMetaFSM(filepath.Join(dir, "state.db"))
 	if err != nil {
 		return err
@@ -277,87 +363,167 @@ func (n *Node) openMeta(ctx context.Context, self []shard.Server) error {
 		return err
 	}
 	n.meta, n.metaFSM = g, f
-	// A no-op when the group has state: a restarted node never bootstraps.
-	if err := g.Bootstrap(self); err != nil {
-		return fmt.Errorf("cluster: bootstrap meta group: %w", err)
-	}
-	if err := g.WaitLeader(ctx); err != nil {
-		return fmt.Errorf("cluster: meta group has no leader: %w", err)
-	}
 	return nil
 }
 
-// loadSettings reads the cluster settings from the meta FSM; on first start
-// the meta leader proposes them. Flags that differ from stored settings are
-// reported and ignored: shard count, ring and code mode are fixed at
-// bootstrap.
-func (n *Node) loadSettings(ctx context.Context) error {
-	s, err := n.metaFSM.Settings()
-	if err != nil {
-		return err
+// metaHasState reports whether this node's meta group has ever had a
+// configuration: it belongs to a formed cluster.
+func (n *Node) metaHasState() bool {
+	return n.meta.Raft().LastIndex() > 0
+}
+
+// joinLoop contacts the -join addresses until one answers, then keeps
+// retrying in the background only while this node sees nobody else.
+func (n *Node) joinLoop() {
+	defer n.bg.Done()
+	backoff := 200 * time.Millisecond
+	for {
+		joined, err := n.gossip.ml.Join(n.cfg.Join)
+		if joined > 0 {
+			n.log.Info("joined gossip", "contacted", joined)
+			return
+		}
+		n.log.Debug("gossip join failed; retrying", "err", err)
+		select {
+		case <-n.lifetime.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
-	if s == nil {
-		if err := n.meta.WaitReady(ctx); err != nil {
-			return fmt.Errorf("cluster: meta group not ready for bootstrap: %w", err)
+}
+
+// form makes sure the meta group has a configuration. A node with state
+// never bootstraps again. A single node (bootstrap-expect 1, no -join)
+// bootstraps alone. Otherwise the node waits until gossip shows either a
+// formed cluster (a member whose meta group has state: then this node waits
+// to be added by the meta leader) or bootstrap-expect nodes that are all
+// new: then each of the bootstrap-expect nodes with the lowest IDs
+// bootstraps the meta group with those nodes as voters. Every one of them
+// computes the identical configuration, which hashicorp/raft allows.
+func (n *Node) form(ctx context.Context, advertise string) error {
+	if n.metaHasState() {
+		return nil
+	}
+	if n.cfg.BootstrapExpect == 1 && len(n.cfg.Join) == 0 {
+		return n.meta.Bootstrap([]shard.Server{{ID: n.cfg.NodeID, Address: advertise}})
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	logged := time.Time{}
+	for {
+		if n.metaHasState() {
+			return nil // added by a leader, or bootstrapped by a raced peer's log
 		}
-		key := make([]byte, idrange.KeySize)
-		if _, err := rand.Read(key); err != nil {
-			return err
+		members := n.gossip.members()
+		var fresh []Member
+		formed := false
+		for _, m := range members {
+			if !m.Alive {
+				continue
+			}
+			if m.Bootstrapped {
+				formed = true
+			}
+			fresh = append(fresh, m)
 		}
-		var cid [8]byte
-		if _, err := rand.Read(cid[:]); err != nil {
-			return err
+		if formed {
+			if time.Since(logged) > 5*time.Second {
+				n.log.Info("joining a formed cluster; waiting to be added by the meta leader")
+				logged = time.Now()
+			}
+		} else if len(fresh) >= n.cfg.BootstrapExpect {
+			voters := fresh[:n.cfg.BootstrapExpect]
+			var servers []shard.Server
+			self := false
+			for _, m := range voters {
+				servers = append(servers, shard.Server{ID: m.ID, Address: m.RaftAddr})
+				self = self || m.ID == n.cfg.NodeID
+			}
+			if self {
+				n.log.Info("bootstrapping the meta group", "voters", len(servers))
+				return n.meta.Bootstrap(servers)
+			}
+		} else if time.Since(logged) > 5*time.Second {
+			n.log.Info("waiting for nodes to form the cluster", "seen", len(fresh), "expect", n.cfg.BootstrapExpect)
+			logged = time.Now()
 		}
-		want := fsm.Settings{
-			ClusterID:         hex.EncodeToString(cid[:]),
-			Shards:            uint32(n.cfg.Shards),
-			PartitionCount:    shard.DefaultPartitionCount,
-			ReplicationFactor: uint32(n.cfg.ReplicationFactor),
-			Load:              shard.DefaultLoad,
-			CodeMode:          string(n.cfg.CodeMode),
-			CodeKey:           key,
-			CreatedAt:         time.Now().UTC(),
-			RingVNodes:        shard.DefaultVNodes,
-			RingHasher:        shard.DefaultHasher,
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: formation: %w: %w", link.ErrUnavailable, ctx.Err())
+		case <-t.C:
+		case <-n.gossip.events:
 		}
-		resp, _, err := n.meta.Apply(ctx, (&fsm.SetSettings{Settings: want}).Encode())
+	}
+}
+
+// waitSettings waits until the meta FSM holds the cluster settings and a
+// placement (the meta leader writes them), then builds the ring and coder.
+func (n *Node) waitSettings(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s, err := n.metaFSM.Settings()
 		if err != nil {
-			return fmt.Errorf("cluster: store settings: %w", err)
+			return err
 		}
-		s = resp.(*fsm.SettingsResult).Settings
-		n.log.Info("cluster bootstrapped", "cluster_id", s.ClusterID, "shards", s.Shards, "code_mode", s.CodeMode)
-	} else {
-		if int(s.Shards) != n.cfg.Shards {
-			n.log.Warn("shard count is fixed at bootstrap; flag ignored", "stored", s.Shards, "flag", n.cfg.Shards)
+		p, err := n.metaFSM.Placement()
+		if err != nil {
+			return err
 		}
-		if s.CodeMode != string(n.cfg.CodeMode) {
-			n.log.Warn("code mode is fixed at bootstrap; flag ignored", "stored", s.CodeMode, "flag", n.cfg.CodeMode)
+		if s != nil && p != nil {
+			if int(s.Shards) != n.cfg.Shards {
+				n.log.Warn("shard count is fixed at bootstrap; flag ignored", "stored", s.Shards, "flag", n.cfg.Shards)
+			}
+			if s.CodeMode != string(n.cfg.CodeMode) {
+				n.log.Warn("code mode is fixed at bootstrap; flag ignored", "stored", s.CodeMode, "flag", n.cfg.CodeMode)
+			}
+			ring, err := shard.NewRing(shard.RingConfig{
+				Shards: int(s.Shards), PartitionCount: int(s.PartitionCount), Load: s.Load,
+				VNodes: int(s.RingVNodes), Hasher: s.RingHasher,
+			})
+			if err != nil {
+				return err
+			}
+			coder, err := idrange.NewCoder(idrange.Mode(s.CodeMode), s.CodeKey)
+			if err != nil {
+				return err
+			}
+			n.settings, n.ring, n.coder = s, ring, coder
+			n.shardsMu.Lock()
+			if n.shards == nil {
+				n.shards = make([]*shard.Shard, s.Shards)
+			}
+			n.shardsMu.Unlock()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: no cluster settings from the meta group: %w: %w", link.ErrUnavailable, ctx.Err())
+		case <-t.C:
 		}
 	}
-	ring, err := shard.NewRing(shard.RingConfig{
-		Shards: int(s.Shards), PartitionCount: int(s.PartitionCount), Load: s.Load,
-		VNodes: int(s.RingVNodes), Hasher: s.RingHasher,
-	})
-	if err != nil {
-		return err
-	}
-	coder, err := idrange.NewCoder(idrange.Mode(s.CodeMode), s.CodeKey)
-	if err != nil {
-		return err
-	}
-	n.settings, n.ring, n.coder = s, ring, coder
-	return nil
 }
 
-func (n *Node) openShards(ctx context.Context, self []shard.Server) error {
-	n.shards = make([]*shard.Shard, n.settings.Shards)
-	for i := range n.shards {
+// syncShards opens every shard the placement puts on this node that is not
+// open yet. With the first placement (version 1) each placed node
+// bootstraps the shard group with the identical configuration; later
+// placements add replicas through the shard leader instead.
+func (n *Node) syncShards() error {
+	p, err := n.metaFSM.Placement()
+	if err != nil || p == nil {
+		return err
+	}
+	for i, nodes := range p.Shards {
+		if i >= int(n.settings.Shards) || !slices.Contains(nodes, n.cfg.NodeID) || n.localShard(i) != nil {
+			continue
+		}
 		layer, err := n.mux.Layer(transport.KindRaft, shardGroupID(i))
 		if err != nil {
 			return err
 		}
 		s, err := shard.Open(shard.Config{
-			ID: i, NodeID: n.cfg.NodeID, Dir: n.openGroupDir("shards", strconv.Itoa(i)),
+			ID: i, NodeID: n.cfg.NodeID, Dir: n.groupDir("shards", strconv.Itoa(i)),
 			Stream: transport.RaftLayer{Layer: layer}, Timing: n.cfg.Timing,
 			CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
 			Observer: n.cfg.Observer, Logger: n.log,
@@ -366,31 +532,119 @@ func (n *Node) openShards(ctx context.Context, self []shard.Server) error {
 			layer.Close()
 			return fmt.Errorf("cluster: open shard %d: %w", i, err)
 		}
+		n.shardsMu.Lock()
 		n.shards[i] = s
-		if err := s.Group().Bootstrap(self); err != nil {
-			return fmt.Errorf("cluster: bootstrap shard %d: %w", i, err)
+		n.shardsMu.Unlock()
+		if p.Version == 1 && s.Group().Raft().LastIndex() == 0 {
+			servers, err := n.serversFor(nodes)
+			if err != nil {
+				return fmt.Errorf("cluster: bootstrap shard %d: %w", i, err)
+			}
+			if err := s.Group().Bootstrap(servers); err != nil {
+				return fmt.Errorf("cluster: bootstrap shard %d: %w", i, err)
+			}
 		}
-	}
-	for _, s := range n.shards {
-		if err := s.Group().WaitLeader(ctx); err != nil {
-			return fmt.Errorf("cluster: shard %d has no leader: %w", s.ID(), err)
-		}
+		n.log.Info("shard opened", "shard", i, "replicas", nodes)
 	}
 	return nil
 }
 
-// leaseRange leases count IDs through the meta group.
+// serversFor maps node IDs to Raft servers with the addresses the meta
+// group's configuration holds for them (every node is a meta member).
+func (n *Node) serversFor(ids []string) ([]shard.Server, error) {
+	addrs, err := n.metaAddresses()
+	if err != nil {
+		return nil, err
+	}
+	var out []shard.Server
+	for _, id := range ids {
+		a, ok := addrs[id]
+		if !ok {
+			return nil, fmt.Errorf("node %s is not in the meta group", id)
+		}
+		out = append(out, shard.Server{ID: id, Address: a})
+	}
+	return out, nil
+}
+
+// metaAddresses returns node ID → peer address from the meta group's
+// configuration.
+func (n *Node) metaAddresses() (map[string]string, error) {
+	f := n.meta.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, s := range f.Configuration().Servers {
+		out[string(s.ID)] = string(s.Address)
+	}
+	return out, nil
+}
+
+// placementLoop opens shards as the placement assigns them to this node.
+func (n *Node) placementLoop() {
+	defer n.bg.Done()
+	t := time.NewTicker(n.cfg.ReconcileInterval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.lifetime.Done():
+			return
+		case <-t.C:
+			if err := n.syncShards(); err != nil {
+				n.log.Warn("opening placed shards", "err", err)
+			}
+		}
+	}
+}
+
+// localShard returns shard id if this node hosts it, else nil.
+func (n *Node) localShard(id int) *shard.Shard {
+	n.shardsMu.RLock()
+	defer n.shardsMu.RUnlock()
+	if id < 0 || id >= len(n.shards) {
+		return nil
+	}
+	return n.shards[id]
+}
+
+// localShards returns the shards hosted here.
+func (n *Node) localShards() []*shard.Shard {
+	n.shardsMu.RLock()
+	defer n.shardsMu.RUnlock()
+	var out []*shard.Shard
+	for _, s := range n.shards {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// localGroup returns the Raft group with the peer-port id, if hosted here.
+func (n *Node) localGroup(id uint64) *shard.Group {
+	if id == metaGroupID {
+		return n.meta
+	}
+	if s := n.localShard(int(id) - 1); s != nil {
+		return s.Group()
+	}
+	return nil
+}
+
+// leaseRange leases count IDs through the meta group's leader.
 func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, error) {
-	resp, _, err := n.meta.Apply(ctx, (&fsm.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode())
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	r, err := n.applyGroup(ctx, metaGroupID, (&fsm.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode(), 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	r := resp.(*fsm.LeaseResult)
-	if r.Err != nil {
-		return 0, 0, r.Err
-	}
-	n.log.Debug("leased id range", "start", r.Start, "end", r.End)
-	return r.Start, r.End, nil
+	n.log.Debug("leased id range", "start", r.leaseStart, "end", r.leaseEnd)
+	return r.leaseStart, r.leaseEnd, nil
 }
 
 // ID returns the node's Raft server ID.
@@ -405,20 +659,23 @@ func (n *Node) Settings() fsm.Settings { return *n.settings }
 // ShardOf returns the shard id of code.
 func (n *Node) ShardOf(code string) int { return n.ring.Locate(code) }
 
-// Close stops the allocator, every shard group, the meta group and the peer
-// port, in that order.
+// Close stops the background loops and the allocator, leaves gossip, and
+// stops every shard group, the meta group and the peer port, in that order.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
+		n.stopAll()
+		n.bg.Wait() // no loop may open a shard or propose after this
 		if n.alloc != nil {
 			n.alloc.Close()
 		}
+		if n.gossip != nil {
+			errs = append(errs, n.gossip.close())
+		}
+		shards := n.localShards()
 		var wg sync.WaitGroup
-		shardErrs := make([]error, len(n.shards))
-		for i, s := range n.shards {
-			if s == nil {
-				continue
-			}
+		shardErrs := make([]error, len(shards))
+		for i, s := range shards {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -437,6 +694,8 @@ func (n *Node) Close() error {
 			errs = append(errs, n.mux.Close())
 			<-n.muxDone
 		}
+		n.rpcWG.Wait()
+		n.rpc.close()
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
@@ -453,6 +712,6 @@ func newNonce() uint64 {
 	}
 }
 
-// errNotHosted is returned when a shard is not hosted on this node (multi-node
-// routing comes with the cluster).
-var errNotHosted = fmt.Errorf("%w: shard not hosted on this node", link.ErrUnavailable)
+// errNotHosted is returned by RPC handlers asked about a group this node does
+// not host.
+var errNotHosted = fmt.Errorf("%w: group not hosted on this node", link.ErrUnavailable)

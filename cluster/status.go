@@ -67,13 +67,10 @@ func groupInfo(id string, g *shard.Group) GroupInfo {
 func (n *Node) Status() Status {
 	st := Status{
 		NodeID: n.cfg.NodeID, ClusterID: n.settings.ClusterID, CodeMode: n.settings.CodeMode,
-		Nodes: []NodeInfo{{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAddr, RaftAddr: n.mux.Addr(), GossipAddr: n.cfg.GossipAddr, Status: "alive"}},
+		Nodes: n.nodes(),
 		Meta:  groupInfo("meta", n.meta),
 	}
-	for _, s := range n.shards {
-		if s == nil {
-			continue
-		}
+	for _, s := range n.localShards() {
 		info := groupInfo(strconv.Itoa(s.ID()), s.Group())
 		if c, err := s.FSM().Count(); err == nil {
 			info.Links = &c
@@ -104,13 +101,41 @@ func (n *Node) Ready() error {
 	if err := check("meta", n.meta); err != nil {
 		return err
 	}
-	for _, s := range n.shards {
-		if s == nil {
-			continue
-		}
+	for _, s := range n.localShards() {
 		if err := check("shard "+strconv.Itoa(s.ID()), s.Group()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// nodes lists the members: from gossip when it runs, with those the meta
+// group knows but gossip does not reported as "unknown".
+func (n *Node) nodes() []NodeInfo {
+	self := NodeInfo{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAddr, RaftAddr: n.mux.Addr(), GossipAddr: n.cfg.GossipAddr, Status: "alive"}
+	if n.gossip == nil {
+		return []NodeInfo{self}
+	}
+	self.GossipAddr = n.gossip.Addr()
+	seen := map[string]bool{}
+	var out []NodeInfo
+	for _, m := range n.gossip.members() {
+		st := "alive"
+		if !m.Alive {
+			st = "failed"
+		}
+		seen[m.ID] = true
+		out = append(out, NodeInfo{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, Status: st})
+	}
+	if addrs, err := n.metaAddresses(); err == nil {
+		for id, a := range addrs {
+			if !seen[id] {
+				out = append(out, NodeInfo{ID: id, RaftAddr: a, Status: "unknown"})
+			}
+		}
+	}
+	if len(out) == 0 {
+		return []NodeInfo{self}
+	}
+	return out
 }

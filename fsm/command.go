@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -20,8 +21,9 @@ const (
 	TypeUpdate         CommandType = 2
 	TypeDelete         CommandType = 3
 
-	TypeSetSettings CommandType = 32
-	TypeLeaseRange  CommandType = 33
+	TypeSetSettings  CommandType = 32
+	TypeLeaseRange   CommandType = 33
+	TypeSetPlacement CommandType = 34
 
 	// IgnoreUnknownFlag marks a type that a replica which does not know it
 	// may skip instead of panicking (for commands that only add optional
@@ -106,6 +108,20 @@ type LeaseRange struct {
 	N    uint64
 }
 
+// Placement says which nodes host each shard. Version counts changes;
+// SetPlacement is a compare-and-set on it.
+type Placement struct {
+	Version uint64
+	// Shards[i] lists the node IDs hosting shard i.
+	Shards [][]string
+}
+
+// SetPlacement stores Placement if its Version is the stored version + 1
+// (1 for the first placement).
+type SetPlacement struct {
+	Placement Placement
+}
+
 // MaxLease bounds one LeaseRange.
 const MaxLease = 1 << 24
 
@@ -139,6 +155,9 @@ const (
 
 	fLeaseNode = 1
 	fLeaseN    = 2
+
+	fPlaceVersion = 1
+	fPlaceShard   = 2
 )
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
@@ -536,6 +555,47 @@ func decodeLease(body []byte) (*LeaseRange, error) {
 	return l, nil
 }
 
+func appendPlacement(b []byte, p *Placement) []byte {
+	b = appendUint(b, fPlaceVersion, p.Version)
+	for _, nodes := range p.Shards {
+		b = protowire.AppendTag(b, fPlaceShard, protowire.BytesType)
+		b = protowire.AppendString(b, strings.Join(nodes, ","))
+	}
+	return b
+}
+
+func decodePlacement(body []byte) (*Placement, error) {
+	p := &Placement{}
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		switch num {
+		case fPlaceVersion:
+			p.Version = r.uint(typ, num)
+		case fPlaceShard:
+			var nodes []string
+			if s := r.str(typ, num); s != "" {
+				nodes = strings.Split(s, ",")
+			}
+			p.Shards = append(p.Shards, nodes)
+		default:
+			r.skip(num, typ)
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return p, nil
+}
+
+// Encode returns the Raft entry for s.
+func (s *SetPlacement) Encode() []byte {
+	return appendPlacement([]byte{byte(TypeSetPlacement)}, &s.Placement)
+}
+
 // encodeLink is the stored form of a link in the shard's bbolt file.
 func encodeLink(l *link.Link) []byte {
 	b := make([]byte, 0, 80+len(l.URL))
@@ -625,6 +685,18 @@ func Decode(data []byte) (any, error) {
 		return &SetSettings{Settings: *s}, nil
 	case TypeLeaseRange:
 		return decodeLease(body)
+	case TypeSetPlacement:
+		p, err := decodePlacement(body)
+		if err != nil {
+			return nil, err
+		}
+		return &SetPlacement{Placement: *p}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown command type %d", ErrDecode, data[0])
 }
+
+// EncodeLink returns the stored (and wire) form of a link.
+func EncodeLink(l *link.Link) []byte { return encodeLink(l) }
+
+// DecodeLink parses what EncodeLink returned.
+func DecodeLink(b []byte) (*link.Link, error) { return decodeLink(b) }

@@ -308,6 +308,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add((&Delete{Code: "abc", Now: t0}).Encode())
 	f.Add((&LeaseRange{Node: "n1", N: 5}).Encode())
 	f.Add((&SetSettings{Settings: Settings{Shards: 8, Load: 1.25, CodeKey: []byte{1, 2}}}).Encode())
+	f.Add((&SetPlacement{Placement: Placement{Version: 1, Shards: [][]string{{"n1", "n2"}, {"n3"}}}}).Encode())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmd, err := Decode(data)
 		if err != nil {
@@ -328,6 +329,8 @@ func FuzzDecode(f *testing.F) {
 		case *LeaseRange:
 			again = c.Encode()
 		case *SetSettings:
+			again = c.Encode()
+		case *SetPlacement:
 			again = c.Encode()
 		default:
 			t.Fatalf("Decode returned %T", cmd)
@@ -389,5 +392,34 @@ func TestRestoreWhileSnapshotOpen(t *testing.T) {
 	}
 	if _, err := check.Get("new"); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("held snapshot saw the restore: %v", err)
+	}
+}
+
+func TestMetaPlacementCompareAndSet(t *testing.T) {
+	m, err := NewMetaFSM(filepath.Join(t.TempDir(), "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p1 := Placement{Version: 1, Shards: [][]string{{"n1", "n2", "n3"}, {"n2", "n3", "n1"}}}
+	r := applyAt(t, m, 1, (&SetPlacement{Placement: p1}).Encode()).(*PlacementResult)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// A proposal based on an old version loses.
+	r = applyAt(t, m, 2, (&SetPlacement{Placement: Placement{Version: 1, Shards: [][]string{{"x"}}}}).Encode()).(*PlacementResult)
+	if !errors.Is(r.Err, ErrStalePlacement) || r.Placement.Version != 1 {
+		t.Fatalf("stale placement: %+v", r)
+	}
+	p2 := Placement{Version: 2, Shards: [][]string{{"n1", "n2", "n3", "n4"}, {"n2", "n3", "n1", "n4"}}}
+	if r = applyAt(t, m, 3, (&SetPlacement{Placement: p2}).Encode()).(*PlacementResult); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	got, err := m.Placement()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&p2, got); d != "" {
+		t.Fatal(d)
 	}
 }

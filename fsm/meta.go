@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -12,7 +13,18 @@ var (
 	bucketIDs      = []byte("ids")
 	keyCluster     = []byte("cluster")
 	keyNextID      = []byte("next")
+	keyPlacement   = []byte("placement")
 )
+
+// ErrStalePlacement is returned by SetPlacement when the proposed version
+// does not follow the stored one.
+var ErrStalePlacement = errors.New("placement changed concurrently")
+
+// PlacementResult is the response of SetPlacement: the placement in force.
+type PlacementResult struct {
+	Placement *Placement
+	Err       error
+}
 
 // LeaseResult is the response of a LeaseRange: the IDs [Start, End).
 type LeaseResult struct {
@@ -57,6 +69,12 @@ func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index 
 			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
 		}
 		return f.applyLease(tx, l)
+	case TypeSetPlacement:
+		p, err := decodePlacement(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applyPlacement(tx, p)
 	}
 	return unknownType(f.path, typ, index)
 }
@@ -122,4 +140,41 @@ func (f *MetaFSM) NextID() (uint64, error) {
 		return nil
 	})
 	return next, err
+}
+
+func getPlacement(tx *bolt.Tx) (*Placement, error) {
+	v := tx.Bucket(bucketSettings).Get(keyPlacement)
+	if v == nil {
+		return nil, nil
+	}
+	return decodePlacement(v)
+}
+
+func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *Placement) any {
+	cur, err := getPlacement(tx)
+	if err != nil {
+		panic(fmt.Sprintf("fsm %s: stored placement: %v", f.path, err))
+	}
+	var curVersion uint64
+	if cur != nil {
+		curVersion = cur.Version
+	}
+	if p.Version != curVersion+1 {
+		return &PlacementResult{Placement: cur, Err: ErrStalePlacement}
+	}
+	if err := tx.Bucket(bucketSettings).Put(keyPlacement, appendPlacement(nil, p)); err != nil {
+		panic(fmt.Sprintf("fsm %s: put placement: %v", f.path, err))
+	}
+	return &PlacementResult{Placement: p}
+}
+
+// Placement returns the stored placement, or nil before the first one.
+func (f *MetaFSM) Placement() (*Placement, error) {
+	var p *Placement
+	err := f.view(func(tx *bolt.Tx) error {
+		var err error
+		p, err = getPlacement(tx)
+		return err
+	})
+	return p, err
 }

@@ -181,8 +181,11 @@ func (s *Shard) FSM() *fsm.ShardFSM { return s.fsm }
 // Lookup returns the link for code from this replica: cache, then the local
 // bbolt file. Tombstones are returned as links with Deleted set; an unknown
 // code is link.ErrNotFound. On a follower the answer may lag the leader.
-func (s *Shard) Lookup(code string) (*link.Link, error) {
-	if e, ok := s.cache.GetIfPresent(code); ok {
+// cacheUnknown says whether an unknown code may be remembered as unknown
+// (the caller passes true on the leader only); known links are always
+// cached.
+func (s *Shard) Lookup(code string, cacheUnknown bool) (*link.Link, error) {
+	if e, ok := s.cache.GetIfPresent(code); ok && (e.l != nil || cacheUnknown) {
 		s.obs.CacheHit(s.id)
 		if e.l == nil {
 			return nil, link.ErrNotFound
@@ -198,7 +201,9 @@ func (s *Shard) Lookup(code string) (*link.Link, error) {
 		s.fill(code, entry{l: l, version: l.Version}, applied, restores)
 		return l, nil
 	case errors.Is(err, link.ErrNotFound):
-		s.fill(code, entry{version: applied}, applied, restores)
+		if cacheUnknown {
+			s.fill(code, entry{version: applied}, applied, restores)
+		}
 		return nil, err
 	}
 	return nil, err

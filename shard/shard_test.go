@@ -108,20 +108,20 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	}
 	// Unknown code is negatively cached, then created: the cache must not
 	// keep answering "unknown".
-	if _, err := s.Lookup("new"); !errors.Is(err, link.ErrNotFound) {
+	if _, err := s.Lookup("new", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatal(err)
 	}
 	if _, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: now}).Encode()); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Lookup("new"); err != nil || got.URL != "https://new.example" {
+	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://new.example" {
 		t.Fatalf("lookup after create = %+v, %v", got, err)
 	}
 	// Update goes through to the cache.
 	if _, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.Update{Code: "new", Now: now, Set: fsm.SetURL, URL: "https://v2.example"}).Encode()); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Lookup("new"); got.URL != "https://v2.example" {
+	if got, _ := s.Lookup("new", true); got.URL != "https://v2.example" {
 		t.Fatalf("lookup after update = %+v", got)
 	}
 	if got, err := s.LookupConsistent(ctxT(t, 5*time.Second), "abc"); err != nil || got.URL != "https://example.com" {
@@ -147,7 +147,7 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if err := s.Group().WaitReady(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Lookup("new"); err != nil || got.URL != "https://v2.example" {
+	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://v2.example" {
 		t.Fatalf("after restart = %+v, %v", got, err)
 	}
 	if _, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "after", URL: "https://a.example", Now: now}).Encode()); err != nil {
@@ -222,7 +222,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			if got, err := s.Lookup("rep"); err != nil || got.URL != "https://r.example" {
+			if got, err := s.Lookup("rep", false); err != nil || got.URL != "https://r.example" {
 				t.Fatalf("follower lookup = %+v, %v", got, err)
 			}
 		}

@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// memberMeta is what a node tells the others about itself through gossip
+// (memberlist node metadata, at most 512 bytes).
+type memberMeta struct {
+	RaftAddr string `json:"r"`
+	HTTPAddr string `json:"h"`
+	// Bootstrapped is true once the node's meta group has state: such a
+	// node belongs to a formed cluster, and nobody may bootstrap another.
+	Bootstrapped bool `json:"b"`
+}
+
+// Member is a node as gossip sees it.
+type Member struct {
+	ID           string
+	RaftAddr     string
+	HTTPAddr     string
+	GossipAddr   string
+	Alive        bool
+	Bootstrapped bool
+}
+
+// gossip wraps memberlist: discovery, failure detection and the node
+// metadata above.
+type gossip struct {
+	ml     *memberlist.Memberlist
+	log    *slog.Logger
+	events chan struct{} // coalesced "membership changed" signal
+
+	mu   sync.Mutex
+	meta memberMeta
+}
+
+type gossipConfig struct {
+	NodeID        string
+	BindAddr      string // host:port; port 0 picks one
+	AdvertiseHost string
+	SecretKey     []byte
+	Meta          memberMeta
+	Fast          bool // memberlist's local-network timers (tests)
+	Logger        *slog.Logger
+}
+
+// parseGossipKey decodes a base64 gossip key of 16, 24 or 32 bytes.
+func parseGossipKey(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("gossip key: not base64: %w", err)
+	}
+	switch len(k) {
+	case 16, 24, 32:
+		return k, nil
+	}
+	return nil, fmt.Errorf("gossip key: %d bytes; want 16, 24 or 32", len(k))
+}
+
+func startGossip(cfg gossipConfig) (*gossip, error) {
+	host, portStr, err := net.SplitHostPort(cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip port %q: %w", portStr, err)
+	}
+	mc := memberlist.DefaultLANConfig()
+	if cfg.Fast {
+		mc = memberlist.DefaultLocalConfig()
+	}
+	mc.Name = cfg.NodeID
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	mc.BindAddr = host
+	mc.BindPort = port
+	mc.AdvertisePort = port
+	adv := cfg.AdvertiseHost
+	if adv == "" {
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			adv = "127.0.0.1"
+		} else {
+			adv = host
+		}
+	}
+	mc.AdvertiseAddr = adv
+	mc.SecretKey = cfg.SecretKey
+	mc.Logger = slog.NewLogLogger(cfg.Logger.With("component", "memberlist").Handler(), slog.LevelDebug)
+	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), meta: cfg.Meta}
+	mc.Delegate = g
+	mc.Events = g
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("start gossip: %w", err)
+	}
+	g.ml = ml
+	return g, nil
+}
+
+// Addr returns the gossip address others can join.
+func (g *gossip) Addr() string {
+	n := g.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// setBootstrapped updates the node's metadata and gossips it.
+func (g *gossip) setBootstrapped() {
+	g.mu.Lock()
+	changed := !g.meta.Bootstrapped
+	g.meta.Bootstrapped = true
+	g.mu.Unlock()
+	if changed {
+		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+			g.log.Warn("gossip metadata update", "err", err)
+		}
+	}
+}
+
+// members returns every node memberlist knows, sorted by ID.
+func (g *gossip) members() []Member {
+	var out []Member
+	for _, n := range g.ml.Members() {
+		var mm memberMeta
+		if err := json.Unmarshal(n.Meta, &mm); err != nil || mm.RaftAddr == "" {
+			continue // not a linknode, or metadata not seen yet
+		}
+		out = append(out, Member{
+			ID: n.Name, RaftAddr: mm.RaftAddr, HTTPAddr: mm.HTTPAddr,
+			GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
+			Alive:      n.State == memberlist.StateAlive, Bootstrapped: mm.Bootstrapped,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (g *gossip) signal() {
+	select {
+	case g.events <- struct{}{}:
+	default:
+	}
+}
+
+// NodeMeta implements memberlist.Delegate.
+func (g *gossip) NodeMeta(limit int) []byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, _ := json.Marshal(g.meta)
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+
+// NotifyMsg implements memberlist.Delegate (no user messages yet).
+func (g *gossip) NotifyMsg([]byte) {}
+
+// GetBroadcasts implements memberlist.Delegate.
+func (g *gossip) GetBroadcasts(int, int) [][]byte { return nil }
+
+// LocalState implements memberlist.Delegate.
+func (g *gossip) LocalState(bool) []byte { return nil }
+
+// MergeRemoteState implements memberlist.Delegate.
+func (g *gossip) MergeRemoteState([]byte, bool) {}
+
+// NotifyJoin implements memberlist.EventDelegate; it must not block.
+func (g *gossip) NotifyJoin(*memberlist.Node) { g.signal() }
+
+// NotifyLeave implements memberlist.EventDelegate.
+func (g *gossip) NotifyLeave(*memberlist.Node) { g.signal() }
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (g *gossip) NotifyUpdate(*memberlist.Node) { g.signal() }
+
+// close leaves the cluster politely and stops gossip.
+func (g *gossip) close() error {
+	_ = g.ml.Leave(2 * time.Second)
+	return g.ml.Shutdown()
+}

@@ -1,0 +1,273 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/shard"
+)
+
+// leaderLoop is Consul's leader loop, for every group this node leads: on a
+// timer and on gossip events, the meta leader reconciles the cluster
+// settings, the meta membership and the placement, and each shard leader
+// reconciles its group's membership with the placement. Gossip only
+// proposes; Raft membership changes happen here, on a leader, and every
+// future is waited on. Nodes are never removed for merely failing.
+func (n *Node) leaderLoop() {
+	defer n.bg.Done()
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	var events <-chan struct{}
+	if n.gossip != nil {
+		events = n.gossip.events
+	}
+	for {
+		n.reconcile()
+		select {
+		case <-n.lifetime.Done():
+			return
+		case <-t.C:
+		case <-events:
+		}
+	}
+}
+
+func (n *Node) reconcile() {
+	ctx, cancel := context.WithTimeout(n.lifetime, 10*time.Second)
+	defer cancel()
+	if n.meta.IsLeader() {
+		if err := n.meta.WaitReady(ctx); err == nil {
+			if err := n.reconcileMeta(ctx); err != nil && n.lifetime.Err() == nil {
+				n.log.Warn("meta reconcile", "err", err)
+			}
+		}
+	}
+	for _, s := range n.localShards() {
+		if !s.Group().IsLeader() {
+			continue
+		}
+		if err := n.reconcileShard(s); err != nil && n.lifetime.Err() == nil {
+			n.log.Warn("shard reconcile", "shard", s.ID(), "err", err)
+		}
+	}
+}
+
+// reconcileMeta runs on the meta leader after its barrier.
+func (n *Node) reconcileMeta(ctx context.Context) error {
+	if err := n.ensureSettings(ctx); err != nil {
+		return err
+	}
+	if err := n.reconcileMetaMembers(); err != nil {
+		return err
+	}
+	return n.reconcilePlacement(ctx)
+}
+
+// ensureSettings writes the cluster settings once, from this node's flags.
+func (n *Node) ensureSettings(ctx context.Context) error {
+	s, err := n.metaFSM.Settings()
+	if err != nil || s != nil {
+		return err
+	}
+	key := make([]byte, idrange.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	var cid [8]byte
+	if _, err := rand.Read(cid[:]); err != nil {
+		return err
+	}
+	want := fsm.Settings{
+		ClusterID:         hex.EncodeToString(cid[:]),
+		Shards:            uint32(n.cfg.Shards),
+		PartitionCount:    shard.DefaultPartitionCount,
+		ReplicationFactor: uint32(n.cfg.ReplicationFactor),
+		Load:              shard.DefaultLoad,
+		CodeMode:          string(n.cfg.CodeMode),
+		CodeKey:           key,
+		CreatedAt:         time.Now().UTC(),
+		RingVNodes:        shard.DefaultVNodes,
+		RingHasher:        shard.DefaultHasher,
+	}
+	if _, _, err := n.meta.Apply(ctx, (&fsm.SetSettings{Settings: want}).Encode()); err != nil {
+		return err
+	}
+	n.log.Info("cluster settings written", "cluster_id", want.ClusterID, "shards", want.Shards, "code_mode", want.CodeMode)
+	return nil
+}
+
+// reconcileMetaMembers adds every alive gossip member that is not in the
+// meta group: as a voter while there are fewer than five, else as a
+// non-voter.
+func (n *Node) reconcileMetaMembers() error {
+	if n.gossip == nil {
+		return nil
+	}
+	f := n.meta.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	voters := 0
+	known := map[string]bool{}
+	for _, s := range f.Configuration().Servers {
+		known[string(s.ID)] = true
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	for _, m := range n.gossip.members() {
+		if !m.Alive || known[m.ID] {
+			continue
+		}
+		var fut raft.IndexFuture
+		if voters < maxMetaVoters {
+			fut = n.meta.Raft().AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 10*time.Second)
+			voters++
+		} else {
+			fut = n.meta.Raft().AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 10*time.Second)
+		}
+		if err := fut.Error(); err != nil {
+			return err
+		}
+		n.log.Info("node added to the meta group", "member", m.ID, "voter", voters <= maxMetaVoters)
+	}
+	return nil
+}
+
+// reconcilePlacement writes the first placement, and afterwards gives
+// under-replicated shards replicas on the least loaded nodes. Nodes are the
+// meta group's members.
+func (n *Node) reconcilePlacement(ctx context.Context) error {
+	s, err := n.metaFSM.Settings()
+	if err != nil || s == nil {
+		return err
+	}
+	cur, err := n.metaFSM.Placement()
+	if err != nil {
+		return err
+	}
+	addrs, err := n.metaAddresses()
+	if err != nil {
+		return err
+	}
+	nodes := make([]string, 0, len(addrs))
+	for id := range addrs {
+		nodes = append(nodes, id)
+	}
+	sort.Strings(nodes)
+	next := planPlacement(cur, nodes, int(s.Shards), int(s.ReplicationFactor))
+	if next == nil {
+		return nil
+	}
+	r, err := n.applyGroup(ctx, metaGroupID, (&fsm.SetPlacement{Placement: *next}).Encode(), 0)
+	if err != nil {
+		if errors.Is(err, fsm.ErrStalePlacement) {
+			return nil // someone else changed it; the next round re-plans
+		}
+		return err
+	}
+	n.log.Info("placement written", "version", r.placement.Version)
+	return nil
+}
+
+// planPlacement returns the next placement, or nil if cur needs no change.
+// The first placement puts shard i on nodes i, i+1, … (mod the node count),
+// so shards and their first replicas spread evenly. Later, a shard with
+// fewer replicas than wanted gets the least loaded nodes it lacks.
+func planPlacement(cur *fsm.Placement, nodes []string, shards, replicas int) *fsm.Placement {
+	if len(nodes) == 0 {
+		return nil
+	}
+	want := min(replicas, len(nodes))
+	if cur == nil {
+		p := &fsm.Placement{Version: 1, Shards: make([][]string, shards)}
+		for i := range p.Shards {
+			for k := 0; k < want; k++ {
+				p.Shards[i] = append(p.Shards[i], nodes[(i+k)%len(nodes)])
+			}
+		}
+		return p
+	}
+	load := map[string]int{}
+	for _, id := range nodes {
+		load[id] = 0
+	}
+	for _, reps := range cur.Shards {
+		for _, id := range reps {
+			load[id]++
+		}
+	}
+	next := &fsm.Placement{Version: cur.Version + 1, Shards: make([][]string, len(cur.Shards))}
+	changed := false
+	for i, reps := range cur.Shards {
+		next.Shards[i] = slices.Clone(reps)
+		for len(next.Shards[i]) < want {
+			best := ""
+			for _, id := range nodes {
+				if slices.Contains(next.Shards[i], id) {
+					continue
+				}
+				if best == "" || load[id] < load[best] {
+					best = id
+				}
+			}
+			if best == "" {
+				break
+			}
+			next.Shards[i] = append(next.Shards[i], best)
+			load[best]++
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return next
+}
+
+// reconcileShard runs on a shard leader: every node the placement puts on
+// the shard and the group lacks is added as a voter (Raft catches it up from
+// the log or a snapshot). Removal is an operator action, never automatic.
+func (n *Node) reconcileShard(s *shard.Shard) error {
+	p, err := n.metaFSM.Placement()
+	if err != nil || p == nil || s.ID() >= len(p.Shards) {
+		return err
+	}
+	f := s.Group().Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, srv := range f.Configuration().Servers {
+		have[string(srv.ID)] = true
+	}
+	var missing []string
+	for _, id := range p.Shards[s.ID()] {
+		if !have[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	servers, err := n.serversFor(missing)
+	if err != nil {
+		return err
+	}
+	for _, srv := range servers {
+		if err := s.Group().Raft().AddVoter(raft.ServerID(srv.ID), raft.ServerAddress(srv.Address), 0, 10*time.Second).Error(); err != nil {
+			return err
+		}
+		n.log.Info("replica added to shard", "shard", s.ID(), "member", srv.ID)
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
+)
+
+// Routing lives here, in one place (rqlite's proxy pattern): try the group
+// locally, forward to its leader over the internal RPC on ErrNotLeader,
+// translate remote errors back into the same sentinels.
+
+// applyResult is a group's answer to a command, local or forwarded.
+type applyResult struct {
+	link                 *link.Link
+	leaseStart, leaseEnd uint64
+	placement            *fsm.Placement
+}
+
+// maxHops bounds forwarding: node → replica → leader.
+const maxHops = 2
+
+// retryPause is the wait before asking again when a group has no leader or
+// the leader moved.
+const retryPause = 25 * time.Millisecond
+
+// applyGroup runs cmd on the leader of group (0 = meta, s+1 = shard s):
+// locally if this node leads it, otherwise forwarded to the leader, or to a
+// replica when this node does not host the group. It retries while the
+// group has no leader or the leader moves (nothing was proposed in those
+// cases) until ctx ends. A business error of the FSM is returned as is; an
+// unknown outcome (the leader failed mid-way, a forwarded call timed out) is
+// link.ErrUnavailable.
+func (n *Node) applyGroup(ctx context.Context, group uint64, cmd []byte, hops int) (*applyResult, error) {
+	for {
+		res, err := n.applyOnce(ctx, group, cmd, hops)
+		if !errors.Is(err, link.ErrNotLeader) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: no leader for group %d: %w", link.ErrUnavailable, group, ctx.Err())
+		case <-time.After(retryPause):
+		}
+	}
+}
+
+func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int) (*applyResult, error) {
+	g := n.localGroup(group)
+	if g != nil {
+		if g.IsLeader() {
+			start := time.Now()
+			out, _, err := g.Apply(ctx, cmd)
+			if err != nil {
+				return nil, err
+			}
+			if group != metaGroupID && n.cfg.Observer != nil {
+				n.cfg.Observer.Applied(int(group)-1, time.Since(start))
+			}
+			return resultOf(out)
+		}
+		addr, id := g.Leader()
+		if addr == "" || id == n.cfg.NodeID {
+			return nil, link.ErrNotLeader // no leader known yet
+		}
+		if hops >= maxHops {
+			return nil, link.ErrNotLeader
+		}
+		return n.remoteApply(ctx, addr, group, cmd, hops)
+	}
+	// Not hosted here: any replica forwards to its leader.
+	addrs, err := n.replicaAddrs(int(group) - 1)
+	if err != nil {
+		return nil, err
+	}
+	if hops >= maxHops || len(addrs) == 0 {
+		return nil, link.ErrNotLeader
+	}
+	var last error
+	for _, a := range addrs {
+		res, err := n.remoteApply(ctx, a, group, cmd, hops)
+		if err == nil || !errors.Is(err, link.ErrUnavailable) {
+			return res, err
+		}
+		last = err
+	}
+	return nil, last
+}
+
+func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd []byte, hops int) (*applyResult, error) {
+	resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opApply, Group: group, Cmd: cmd, Hops: hops + 1})
+	if err != nil {
+		return nil, err
+	}
+	if err := errFromWire(resp.Err, resp.Detail); err != nil {
+		return nil, err
+	}
+	res := &applyResult{leaseStart: resp.LeaseStart, leaseEnd: resp.LeaseEnd, placement: resp.Placement}
+	if resp.Link != nil {
+		l, err := fsm.DecodeLink(resp.Link)
+		if err != nil {
+			return nil, err
+		}
+		res.link = l
+	}
+	return res, nil
+}
+
+// resultOf converts a local FSM response.
+func resultOf(out any) (*applyResult, error) {
+	switch r := out.(type) {
+	case *fsm.Result:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return &applyResult{link: r.Link}, nil
+	case *fsm.LeaseResult:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return &applyResult{leaseStart: r.Start, leaseEnd: r.End}, nil
+	case *fsm.PlacementResult:
+		return &applyResult{placement: r.Placement}, r.Err
+	case *fsm.SettingsResult:
+		return &applyResult{}, nil
+	}
+	return nil, fmt.Errorf("unexpected apply response %T", out)
+}
+
+// replicaAddrs returns the peer addresses of the nodes placed on shard s.
+func (n *Node) replicaAddrs(s int) ([]string, error) {
+	p, err := n.metaFSM.Placement()
+	if err != nil {
+		return nil, err
+	}
+	if p == nil || s < 0 || s >= len(p.Shards) {
+		return nil, fmt.Errorf("%w: no placement for shard %d", link.ErrUnavailable, s)
+	}
+	addrs, err := n.metaAddresses()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range p.Shards[s] {
+		if a, ok := addrs[id]; ok && id != n.cfg.NodeID {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// lookupShard finds code in shard s for the redirect path and the API.
+//
+//   - consistent: a linearizable read on the shard leader (forwarded there).
+//   - otherwise, on a replica: the cache or the local bbolt file; a code the
+//     replica does not have is asked of the leader, whose state includes
+//     every acknowledged write (read-your-writes on every node). Only the
+//     leader caches "unknown": a follower's negative entry could hide a
+//     create that the leader acknowledged before the follower applied it.
+//   - on a node without a replica: asked of a replica, which does the above.
+//
+// Tombstones are returned as links with Deleted set.
+func (n *Node) lookupShard(ctx context.Context, s int, code string, consistent bool, hops int) (*link.Link, error) {
+	sh := n.localShard(s)
+	if sh != nil {
+		g := sh.Group()
+		leader := g.IsLeader()
+		if consistent {
+			if leader {
+				return sh.LookupConsistent(ctx, code)
+			}
+		} else {
+			l, err := sh.Lookup(code, leader)
+			if err == nil || !errors.Is(err, link.ErrNotFound) || leader {
+				return l, err
+			}
+		}
+		if hops >= maxHops {
+			return nil, link.ErrNotLeader
+		}
+		for {
+			addr, id := g.Leader()
+			if addr != "" && id != n.cfg.NodeID {
+				return n.remoteLookup(ctx, addr, s, code, consistent, hops)
+			}
+			if g.IsLeader() {
+				return n.lookupShard(ctx, s, code, consistent, hops)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: shard %d has no leader: %w", link.ErrUnavailable, s, ctx.Err())
+			case <-time.After(retryPause):
+			}
+		}
+	}
+	addrs, err := n.replicaAddrs(s)
+	if err != nil {
+		return nil, err
+	}
+	if hops >= maxHops || len(addrs) == 0 {
+		return nil, fmt.Errorf("%w: no replica of shard %d reachable", link.ErrUnavailable, s)
+	}
+	var last error
+	for _, a := range addrs {
+		l, err := n.remoteLookup(ctx, a, s, code, consistent, hops)
+		if err == nil || !errors.Is(err, link.ErrUnavailable) {
+			return l, err
+		}
+		last = err
+	}
+	return nil, last
+}
+
+func (n *Node) remoteLookup(ctx context.Context, addr string, s int, code string, consistent bool, hops int) (*link.Link, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opLookup, Group: uint64(s), Code: code, Consistent: consistent, Hops: hops + 1})
+	if err != nil {
+		return nil, err
+	}
+	if err := errFromWire(resp.Err, resp.Detail); err != nil {
+		return nil, err
+	}
+	return fsm.DecodeLink(resp.Link)
+}

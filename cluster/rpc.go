@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/transport"
+)
+
+// The internal RPC runs on the peer port (transport.KindRPC): one request
+// and one response at a time per connection, each a 4-byte big-endian length
+// and a JSON document. It carries forwarded writes and lookups on a leader
+// or replica; nothing internal is on the HTTP port.
+
+const (
+	opApply  = "apply"
+	opLookup = "lookup"
+
+	maxFrame       = 1 << 20
+	rpcIdleTimeout = 2 * time.Minute
+)
+
+type rpcRequest struct {
+	Op         string `json:"op"`
+	Group      uint64 `json:"group"`
+	Cmd        []byte `json:"cmd,omitempty"`
+	Code       string `json:"code,omitempty"`
+	Consistent bool   `json:"consistent,omitempty"`
+	Hops       int    `json:"hops,omitempty"`
+	TimeoutMS  int64  `json:"timeout_ms,omitempty"`
+}
+
+type rpcResponse struct {
+	Link       []byte         `json:"link,omitempty"`
+	Err        string         `json:"err,omitempty"`
+	Detail     string         `json:"detail,omitempty"`
+	LeaseStart uint64         `json:"lease_start,omitempty"`
+	LeaseEnd   uint64         `json:"lease_end,omitempty"`
+	Placement  *fsm.Placement `json:"placement,omitempty"`
+}
+
+// error kinds on the wire
+var wireErrors = []struct {
+	code string
+	err  error
+}{
+	{"not-found", link.ErrNotFound},
+	{"alias-taken", link.ErrAliasTaken},
+	{"not-leader", link.ErrNotLeader},
+	{"unavailable", link.ErrUnavailable},
+	{"stale-placement", fsm.ErrStalePlacement},
+	{"invalid-input", link.ErrInvalidInput},
+}
+
+func errToWire(err error) (string, string) {
+	if err == nil {
+		return "", ""
+	}
+	for _, w := range wireErrors {
+		if errors.Is(err, w.err) {
+			return w.code, err.Error()
+		}
+	}
+	return "internal", err.Error()
+}
+
+func errFromWire(code, detail string) error {
+	if code == "" {
+		return nil
+	}
+	for _, w := range wireErrors {
+		if w.code == code {
+			if detail == "" || detail == w.err.Error() {
+				return w.err
+			}
+			return fmt.Errorf("%w (remote: %s)", w.err, detail)
+		}
+	}
+	return fmt.Errorf("remote error: %s", detail)
+}
+
+func writeFrame(w *bufio.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+func readFrame(r *bufio.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return fmt.Errorf("rpc frame of %d bytes is over the limit", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// serveRPC accepts internal RPC connections until the layer closes.
+func (n *Node) serveRPC(l *transport.Layer) {
+	defer n.rpcWG.Done()
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			n.serveRPCConn(c)
+		}()
+	}
+}
+
+func (n *Node) serveRPCConn(c net.Conn) {
+	defer c.Close()
+	stop := context.AfterFunc(n.lifetime, func() { _ = c.Close() })
+	defer stop()
+	r, w := bufio.NewReader(c), bufio.NewWriter(c)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
+		var req rpcRequest
+		if err := readFrame(r, &req); err != nil {
+			return
+		}
+		timeout := time.Duration(req.TimeoutMS) * time.Millisecond
+		if timeout <= 0 || timeout > 30*time.Second {
+			timeout = 10 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(n.lifetime, timeout)
+		resp := n.handleRPC(ctx, &req)
+		cancel()
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if err := writeFrame(w, resp); err != nil {
+			return
+		}
+	}
+}
+
+func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
+	resp := &rpcResponse{}
+	fail := func(err error) *rpcResponse {
+		resp.Err, resp.Detail = errToWire(err)
+		return resp
+	}
+	switch req.Op {
+	case opApply:
+		r, err := n.applyGroup(ctx, req.Group, req.Cmd, req.Hops)
+		if r != nil {
+			resp.Placement = r.placement
+		}
+		if err != nil {
+			return fail(err)
+		}
+		resp.LeaseStart, resp.LeaseEnd = r.leaseStart, r.leaseEnd
+		if r.link != nil {
+			resp.Link = fsm.EncodeLink(r.link)
+		}
+	case opLookup:
+		l, err := n.lookupShard(ctx, int(req.Group), req.Code, req.Consistent, req.Hops)
+		if err != nil {
+			return fail(err)
+		}
+		resp.Link = fsm.EncodeLink(l)
+	default:
+		return fail(fmt.Errorf("unknown rpc op %q", req.Op))
+	}
+	return resp
+}
+
+// rpcClient keeps a few idle connections per peer.
+type rpcClient struct {
+	mu   sync.Mutex
+	idle map[string][]net.Conn
+}
+
+const maxIdlePerPeer = 16
+
+func (c *rpcClient) get(ctx context.Context, addr string) (net.Conn, error) {
+	c.mu.Lock()
+	if conns := c.idle[addr]; len(conns) > 0 {
+		conn := conns[len(conns)-1]
+		c.idle[addr] = conns[:len(conns)-1]
+		c.mu.Unlock()
+		return conn, nil
+	}
+	c.mu.Unlock()
+	return transport.Dial(ctx, addr, transport.KindRPC, 0, 2*time.Second)
+}
+
+func (c *rpcClient) put(addr string, conn net.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idle == nil {
+		c.idle = make(map[string][]net.Conn)
+	}
+	if len(c.idle[addr]) >= maxIdlePerPeer {
+		_ = conn.Close()
+		return
+	}
+	c.idle[addr] = append(c.idle[addr], conn)
+}
+
+func (c *rpcClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conns := range c.idle {
+		for _, conn := range conns {
+			_ = conn.Close()
+		}
+	}
+	c.idle = nil
+}
+
+// call sends req to the node at addr. A transport failure is
+// link.ErrUnavailable: the request may or may not have been executed.
+func (c *rpcClient) call(ctx context.Context, addr string, req *rpcRequest) (*rpcResponse, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		req.TimeoutMS = max(time.Until(dl).Milliseconds(), 1)
+	}
+	conn, err := c.get(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s: %w", link.ErrUnavailable, addr, err)
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(15 * time.Second)
+	}
+	_ = conn.SetDeadline(dl.Add(time.Second))
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	r, w := bufio.NewReader(conn), bufio.NewWriter(conn)
+	var resp rpcResponse
+	if err := writeFrame(w, req); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("%w: rpc to %s: %w", link.ErrUnavailable, addr, err)
+	}
+	if err := readFrame(r, &resp); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("%w: rpc to %s: %w", link.ErrUnavailable, addr, err)
+	}
+	if !stop() { // the context fired: the deadline may be poisoned
+		_ = conn.Close()
+	} else {
+		_ = conn.SetDeadline(time.Time{})
+		c.put(addr, conn)
+	}
+	return &resp, nil
+}
