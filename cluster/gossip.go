@@ -41,8 +41,9 @@ type gossip struct {
 	log    *slog.Logger
 	events chan struct{} // coalesced "membership changed" signal
 
-	mu   sync.Mutex
-	meta memberMeta
+	mu    sync.Mutex
+	meta  memberMeta
+	nodes map[string]Member // as the event callbacks reported them
 }
 
 type gossipConfig struct {
@@ -102,7 +103,7 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	mc.AdvertiseAddr = adv
 	mc.SecretKey = cfg.SecretKey
 	mc.Logger = slog.NewLogLogger(cfg.Logger.With("component", "memberlist").Handler(), slog.LevelDebug)
-	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), meta: cfg.Meta}
+	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), meta: cfg.Meta, nodes: map[string]Member{}}
 	mc.Delegate = g
 	mc.Events = g
 	ml, err := memberlist.Create(mc)
@@ -132,22 +133,36 @@ func (g *gossip) setBootstrapped() {
 	}
 }
 
-// members returns every node memberlist knows, sorted by ID.
+// members returns every node gossip has reported, sorted by ID. It reads
+// the copy kept by the event callbacks: the *memberlist.Node values that
+// Members() returns are written concurrently by memberlist.
 func (g *gossip) members() []Member {
-	var out []Member
-	for _, n := range g.ml.Members() {
-		var mm memberMeta
-		if err := json.Unmarshal(n.Meta, &mm); err != nil || mm.RaftAddr == "" {
-			continue // not a linknode, or metadata not seen yet
-		}
-		out = append(out, Member{
-			ID: n.Name, RaftAddr: mm.RaftAddr, HTTPAddr: mm.HTTPAddr,
-			GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
-			Alive:      n.State == memberlist.StateAlive, Bootstrapped: mm.Bootstrapped,
-		})
+	g.mu.Lock()
+	out := make([]Member, 0, len(g.nodes))
+	for _, m := range g.nodes {
+		out = append(out, m)
 	}
+	g.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// record copies a node's state; memberlist calls the event delegate with
+// its own lock held, so the fields are stable here.
+func (g *gossip) record(n *memberlist.Node, alive bool) {
+	var mm memberMeta
+	if err := json.Unmarshal(n.Meta, &mm); err != nil || mm.RaftAddr == "" {
+		return // not a linknode, or metadata not seen yet
+	}
+	m := Member{
+		ID: n.Name, RaftAddr: mm.RaftAddr, HTTPAddr: mm.HTTPAddr,
+		GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
+		Alive:      alive, Bootstrapped: mm.Bootstrapped,
+	}
+	g.mu.Lock()
+	g.nodes[m.ID] = m
+	g.mu.Unlock()
+	g.signal()
 }
 
 func (g *gossip) signal() {
@@ -181,13 +196,14 @@ func (g *gossip) LocalState(bool) []byte { return nil }
 func (g *gossip) MergeRemoteState([]byte, bool) {}
 
 // NotifyJoin implements memberlist.EventDelegate; it must not block.
-func (g *gossip) NotifyJoin(*memberlist.Node) { g.signal() }
+func (g *gossip) NotifyJoin(n *memberlist.Node) { g.record(n, true) }
 
-// NotifyLeave implements memberlist.EventDelegate.
-func (g *gossip) NotifyLeave(*memberlist.Node) { g.signal() }
+// NotifyLeave implements memberlist.EventDelegate: the node left or was
+// declared dead.
+func (g *gossip) NotifyLeave(n *memberlist.Node) { g.record(n, false) }
 
-// NotifyUpdate implements memberlist.EventDelegate.
-func (g *gossip) NotifyUpdate(*memberlist.Node) { g.signal() }
+// NotifyUpdate implements memberlist.EventDelegate (metadata changed).
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, true) }
 
 // close leaves the cluster politely and stops gossip.
 func (g *gossip) close() error {

@@ -117,15 +117,26 @@ func (n *Node) reconcileMetaMembers() error {
 		return err
 	}
 	voters := 0
-	known := map[string]bool{}
+	known := map[string]raft.Server{}
 	for _, s := range f.Configuration().Servers {
-		known[string(s.ID)] = true
+		known[string(s.ID)] = s
 		if s.Suffrage == raft.Voter {
 			voters++
 		}
 	}
 	for _, m := range n.gossip.members() {
-		if !m.Alive || known[m.ID] {
+		if !m.Alive {
+			continue
+		}
+		if cur, ok := known[m.ID]; ok {
+			if string(cur.Address) != m.RaftAddr {
+				// The node came back on another address: re-adding the
+				// same ID updates it (in this group; shard leaders do the
+				// same for theirs).
+				if err := n.updateAddress(n.meta.Raft(), cur, m.RaftAddr); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		var fut raft.IndexFuture
@@ -247,8 +258,17 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 		return err
 	}
 	have := map[string]bool{}
+	addrs, err := n.metaAddresses()
+	if err != nil {
+		return err
+	}
 	for _, srv := range f.Configuration().Servers {
 		have[string(srv.ID)] = true
+		if a, ok := addrs[string(srv.ID)]; ok && a != string(srv.Address) {
+			if err := n.updateAddress(s.Group().Raft(), srv, a); err != nil {
+				return err
+			}
+		}
 	}
 	var missing []string
 	for _, id := range p.Shards[s.ID()] {
@@ -269,5 +289,21 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 		}
 		n.log.Info("replica added to shard", "shard", s.ID(), "member", srv.ID)
 	}
+	return nil
+}
+
+// updateAddress re-adds a server under its new address, keeping its
+// suffrage.
+func (n *Node) updateAddress(r *raft.Raft, cur raft.Server, addr string) error {
+	var fut raft.IndexFuture
+	if cur.Suffrage == raft.Voter {
+		fut = r.AddVoter(cur.ID, raft.ServerAddress(addr), 0, 10*time.Second)
+	} else {
+		fut = r.AddNonvoter(cur.ID, raft.ServerAddress(addr), 0, 10*time.Second)
+	}
+	if err := fut.Error(); err != nil {
+		return err
+	}
+	n.log.Info("peer address updated", "member", cur.ID, "from", cur.Address, "to", addr)
 	return nil
 }

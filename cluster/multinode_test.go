@@ -1,0 +1,441 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/shard"
+)
+
+// freeAddr returns a loopback address whose TCP and UDP ports were free a
+// moment ago (memberlist needs both).
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	for i := 0; i < 50; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		return addr
+	}
+	tb.Fatal("no free port")
+	return ""
+}
+
+// testCluster is a set of real in-process nodes: real Raft groups, bbolt
+// files, memberlist and the peer port, all on loopback.
+type testCluster struct {
+	tb      testing.TB
+	cfgs    []Config
+	nodes   []*Node
+	gossips []string
+}
+
+func newTestCluster(tb testing.TB, size, expect int) *testCluster {
+	tc := &testCluster{tb: tb}
+	for i := 0; i < size; i++ {
+		tc.gossips = append(tc.gossips, freeAddr(tb))
+	}
+	for i := 0; i < size; i++ {
+		tc.cfgs = append(tc.cfgs, Config{
+			NodeID: fmt.Sprintf("n%d", i+1), DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0",
+			GossipAddr: tc.gossips[i], FastGossip: true, Join: tc.gossips[:expect], BootstrapExpect: expect,
+			Shards: 4, ReplicationFactor: 3, Timing: shard.FastTiming, IDBlockSize: 64,
+			ReconcileInterval: 200 * time.Millisecond,
+		})
+	}
+	tc.nodes = make([]*Node, size)
+	tb.Cleanup(tc.closeAll)
+	return tc
+}
+
+// start opens node i and blocks until it is open.
+func (tc *testCluster) start(i int) {
+	tc.tb.Helper()
+	if err := tc.tryStart(i); err != nil {
+		tc.tb.Fatalf("start n%d: %v", i+1, err)
+	}
+}
+
+func (tc *testCluster) tryStart(i int) error {
+	n, err := New(tc.cfgs[i])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := n.Open(ctx); err != nil {
+		return err
+	}
+	tc.nodes[i] = n
+	tc.cfgs[i].RaftAddr = n.RaftAddr() // a restart keeps its peer address
+	return nil
+}
+
+// startAll opens the nodes concurrently in the given order, each a little
+// after the previous, and waits for all of them.
+func (tc *testCluster) startAll(order ...int) {
+	tc.tb.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(tc.cfgs))
+	for k, i := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(k) * 150 * time.Millisecond) // stagger the start order
+			errs[i] = tc.tryStart(i)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			tc.tb.Fatalf("start n%d: %v", i+1, err)
+		}
+	}
+}
+
+func (tc *testCluster) stop(i int) {
+	tc.tb.Helper()
+	if err := tc.nodes[i].Close(); err != nil {
+		tc.tb.Logf("close n%d: %v", i+1, err)
+	}
+	tc.nodes[i] = nil
+}
+
+func (tc *testCluster) closeAll() {
+	var wg sync.WaitGroup
+	for i, n := range tc.nodes {
+		if n == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.Close()
+			tc.nodes[i] = nil
+		}()
+	}
+	wg.Wait()
+}
+
+func (tc *testCluster) live() []*Node {
+	var out []*Node
+	for _, n := range tc.nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitReplicated waits until every live node hosts every shard with all
+// replicas in the group and a leader, and is ready.
+func (tc *testCluster) waitReplicated(replicas int) {
+	tc.tb.Helper()
+	waitFor(tc.tb, 30*time.Second, "full replication", func() bool {
+		for _, n := range tc.live() {
+			if n.Ready() != nil {
+				return false
+			}
+			st := n.Status()
+			if len(st.Shards) != 4 {
+				return false
+			}
+			for _, s := range st.Shards {
+				if s.Leader == "" || len(s.Replicas) != replicas {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+func TestFormationInAnyStartOrder(t *testing.T) {
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
+		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			tc := newTestCluster(t, 3, 3)
+			tc.startAll(order...)
+			tc.waitReplicated(3)
+			cid := tc.nodes[0].Settings().ClusterID
+			for _, n := range tc.nodes {
+				if n.Settings().ClusterID != cid {
+					t.Fatalf("two clusters formed: %s and %s", cid, n.Settings().ClusterID)
+				}
+				st := n.Status()
+				if len(st.Meta.Replicas) != 3 || len(st.Nodes) != 3 {
+					t.Fatalf("%s sees meta %v, nodes %v", n.ID(), st.Meta.Replicas, st.Nodes)
+				}
+			}
+			// A write on one node is readable everywhere at once.
+			l, err := tc.nodes[order[2]].Create(ctx(t), CreateRequest{URL: "https://formed.example"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range tc.nodes {
+				got, err := n.Resolve(ctx(t), l.Code)
+				if err != nil || got.URL != "https://formed.example" {
+					t.Fatalf("%s: %+v, %v", n.ID(), got, err)
+				}
+			}
+		})
+	}
+}
+
+func TestReadYourWritesOnEveryNode(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	for i := 0; i < 60; i++ {
+		writer := tc.nodes[i%3]
+		req := CreateRequest{URL: fmt.Sprintf("https://ryw.example/%d", i)}
+		if i%4 == 0 {
+			req.Alias = fmt.Sprintf("ryw-%d", i)
+			// Ask for it everywhere first: a miss must not be remembered
+			// in a way that hides the create.
+			for _, n := range tc.nodes {
+				if _, err := n.Resolve(ctx(t), req.Alias); !errors.Is(err, link.ErrNotFound) {
+					t.Fatalf("before create: %v", err)
+				}
+			}
+		}
+		l, err := writer.Create(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No polling: read-your-writes must hold immediately on every node.
+		for _, n := range tc.nodes {
+			got, err := n.Resolve(ctx(t), l.Code)
+			if err != nil || got.URL != req.URL {
+				t.Fatalf("create %d on %s, read on %s: %+v, %v", i, writer.ID(), n.ID(), got, err)
+			}
+			got, err = n.Get(ctx(t), l.Code, true)
+			if err != nil || got.URL != req.URL {
+				t.Fatalf("consistent read on %s: %+v, %v", n.ID(), got, err)
+			}
+		}
+	}
+}
+
+func TestUpdateAndDeleteVisibleEverywhere(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	l, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://v1.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range tc.nodes { // warm every cache with v1
+		if _, err := n.Resolve(ctx(t), l.Code); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v2 := "https://v2.example"
+	if _, err := tc.nodes[1].Update(ctx(t), l.Code, Patch{URL: &v2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range tc.nodes {
+		// Consistent reads see it at once; redirects within the apply lag.
+		if got, err := n.Get(ctx(t), l.Code, true); err != nil || got.URL != v2 {
+			t.Fatalf("consistent read on %s after update: %+v, %v", n.ID(), got, err)
+		}
+		waitFor(t, 5*time.Second, "update on "+n.ID(), func() bool {
+			got, err := n.Resolve(ctx(t), l.Code)
+			return err == nil && got.URL == v2
+		})
+	}
+	if err := tc.nodes[2].Delete(ctx(t), l.Code); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range tc.nodes {
+		if _, err := n.Get(ctx(t), l.Code, true); !errors.Is(err, link.ErrNotFound) {
+			t.Fatalf("consistent read on %s after delete: %v", n.ID(), err)
+		}
+		waitFor(t, 5*time.Second, "delete on "+n.ID(), func() bool {
+			got, err := n.Resolve(ctx(t), l.Code)
+			return err == nil && got.Deleted
+		})
+	}
+}
+
+func TestAliasRacedFromAllNodesHasOneWinner(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	const racers = 21
+	var wg sync.WaitGroup
+	results := make([]error, racers)
+	start := make(chan struct{})
+	for i := 0; i < racers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, results[i] = tc.nodes[i%3].Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://race.example/%d", i), Alias: "raced"})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for _, err := range results {
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, link.ErrAliasTaken):
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d winners", won)
+	}
+}
+
+// leaderOfMost returns the index of the node leading the most shards.
+func (tc *testCluster) leaderOfMost() int {
+	counts := map[string]int{}
+	for _, n := range tc.live() {
+		for _, s := range n.localShards() {
+			if s.Group().IsLeader() {
+				counts[n.ID()]++
+			}
+		}
+	}
+	best, bestN := 0, -1
+	for i, n := range tc.nodes {
+		if n != nil && counts[n.ID()] > bestN {
+			best, bestN = i, counts[n.ID()]
+		}
+	}
+	return best
+}
+
+func TestLeaderStopWritesResumeAndNodeCatchesUp(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	var before []*link.Link
+	for i := 0; i < 10; i++ {
+		l, err := tc.nodes[i%3].Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://before.example/%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, l)
+	}
+	victim := tc.leaderOfMost()
+	tc.stop(victim)
+	survivor := tc.nodes[(victim+1)%3]
+	// Writes resume on the survivors (after new elections).
+	var during []*link.Link
+	for i := 0; i < 20; i++ {
+		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		l, err := survivor.Create(c, CreateRequest{URL: fmt.Sprintf("https://during.example/%d", i)})
+		cancel()
+		if err != nil {
+			t.Fatalf("write %d with a node down: %v", i, err)
+		}
+		during = append(during, l)
+	}
+	for _, n := range tc.live() {
+		for _, l := range append(before, during...) {
+			if got, err := n.Resolve(ctx(t), l.Code); err != nil || got.URL != l.URL {
+				t.Fatalf("%s lost %s: %+v, %v", n.ID(), l.Code, got, err)
+			}
+		}
+	}
+	// The stopped node comes back on its data and catches up locally.
+	tc.start(victim)
+	back := tc.nodes[victim]
+	waitFor(t, 30*time.Second, "catch-up", func() bool {
+		for _, l := range during {
+			s := back.localShard(back.ring.Locate(l.Code))
+			if s == nil {
+				return false
+			}
+			if got, err := s.FSM().Get(l.Code); err != nil || got.URL != l.URL {
+				return false
+			}
+		}
+		return true
+	})
+	tc.waitReplicated(3)
+}
+
+func TestRetriedCreateMakesOneLink(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	// The same create command (code and nonce fixed) proposed twice, as
+	// after an unknown outcome: one link, the same answer both times.
+	cmd := struct{ code string }{"retry-me"}
+	first, err := tc.nodes[0].applyCreateCmd(ctx(t), cmd.code, 77, "https://retry.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := tc.nodes[1].applyCreateCmd(ctx(t), cmd.code, 77, "https://retry.example")
+	if err != nil || again.Version != first.Version {
+		t.Fatalf("retry = %+v, %v; first %+v", again, err, first)
+	}
+	if _, err := tc.nodes[2].applyCreateCmd(ctx(t), cmd.code, 78, "https://other.example"); !errors.Is(err, link.ErrAliasTaken) {
+		t.Fatalf("other nonce: %v", err)
+	}
+}
+
+func TestLateNodeJoinsAndServes(t *testing.T) {
+	tc := newTestCluster(t, 4, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	l, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://early.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.start(3) // joins through the first three; replicas = 3, so it hosts no shard
+	late := tc.nodes[3]
+	waitFor(t, 20*time.Second, "late node in the meta group", func() bool {
+		return len(tc.nodes[0].Status().Meta.Replicas) == 4
+	})
+	if got, err := late.Resolve(ctx(t), l.Code); err != nil || got.URL != "https://early.example" {
+		t.Fatalf("late node resolve: %+v, %v", got, err)
+	}
+	l2, err := late.Create(ctx(t), CreateRequest{URL: "https://late.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range tc.nodes {
+		if got, err := n.Get(ctx(t), l2.Code, true); err != nil || got.URL != "https://late.example" {
+			t.Fatalf("%s: %+v, %v", n.ID(), got, err)
+		}
+	}
+}
+
+// applyCreateCmd proposes a create with a fixed code and nonce (tests of
+// retry idempotence).
+func (n *Node) applyCreateCmd(ctx context.Context, code string, nonce uint64, url string) (*link.Link, error) {
+	return n.applyCreate(ctx, &fsm.CreateIfAbsent{Code: code, URL: url, Now: time.Now().UTC(), Redirect: link.DefaultRedirect, Nonce: nonce})
+}
