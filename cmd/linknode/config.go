@@ -24,6 +24,7 @@ type Config struct {
 	GossipAddr      string
 	AdvertiseHost   string
 	Join            []string
+	GossipKey       string
 	BootstrapExpect int
 	Shards          int
 	Replicas        int
@@ -56,6 +57,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.GossipAddr, "gossip-addr", ":7946", "gossip (memberlist) listen address")
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "host peers use to reach this node (default: the bind host, or 127.0.0.1)")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses of existing nodes")
+	fs.StringVar(&c.GossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) that encrypts gossip; the same on every node")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "how many nodes form the first cluster (1 = single node)")
 	fs.IntVar(&c.Shards, "shards", 8, "number of shards, fixed at bootstrap")
 	fs.IntVar(&c.Replicas, "replicas", 3, "replicas per shard (capped at the cluster size)")
@@ -66,7 +68,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
-	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft timers (tests only)")
+	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
 
 	// Environment first, as defaults; explicit flags override below.
 	var envErr error
@@ -105,8 +107,8 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%s %q: %w", name, addr, err)
 		}
 	}
-	if len(c.Join) > 0 || c.BootstrapExpect != 1 {
-		return errors.New("multi-node clusters (-join, -bootstrap-expect > 1) are not implemented yet")
+	if c.BootstrapExpect < 1 {
+		return errors.New("-bootstrap-expect must be at least 1")
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("-shutdown-timeout must be positive")

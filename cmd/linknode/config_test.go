@@ -41,8 +41,7 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{args: []string{"-shards", "x"}, want: "invalid value"},
 		{env: map[string]string{"LINKNODE_SHARDS": "many"}, want: "LINKNODE_SHARDS"},
-		{args: []string{"-join", "10.0.0.1:7946"}, want: "not implemented"},
-		{args: []string{"-bootstrap-expect", "3"}, want: "not implemented"},
+		{args: []string{"-bootstrap-expect", "0"}, want: "-bootstrap-expect"},
 		{args: []string{"-http-addr", "8080"}, want: "-http-addr"},
 		{args: []string{"-log-format", "xml"}, want: "-log-format"},
 		{args: []string{"-log-level", "loud"}, want: "-log-level"},

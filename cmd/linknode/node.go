@@ -98,9 +98,14 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	httpAdvertise, err := advertised(ln.Addr().String(), cfg.AdvertiseHost)
+	if err != nil {
+		return err
+	}
 	ncfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: dataDir, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseHost,
-		HTTPAddr: ln.Addr().String(), GossipAddr: cfg.GossipAddr, BootstrapExpect: cfg.BootstrapExpect,
+		HTTPAddr: httpAdvertise, GossipAddr: cfg.GossipAddr, GossipKey: cfg.GossipKey, Join: cfg.Join,
+		FastGossip: cfg.FastRaft, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
 		Observer: m.metrics, Logger: m.log,
 	}
@@ -143,6 +148,22 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 	m.log.Info("linknode ready", "http", ln.Addr().String(), "public_url", publicURL, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
 	return nil
+}
+
+// advertised replaces an unspecified bind host with the advertise host (or
+// 127.0.0.1), so the address means something to other nodes.
+func advertised(bound, host string) (string, error) {
+	h, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return "", err
+	}
+	if host == "" {
+		host = h
+		if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+			host = "127.0.0.1"
+		}
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // Close drains HTTP (in-flight requests get up to half the shutdown budget),

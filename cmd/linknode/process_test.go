@@ -65,15 +65,24 @@ func newAddrs(tb testing.TB) procAddrs {
 }
 
 // startProc starts linknode on dataDir and waits until /readyz says ready.
-func startProc(tb testing.TB, dataDir string, a procAddrs) *proc {
+func startProc(tb testing.TB, dataDir string, a procAddrs, extra ...string) *proc {
+	tb.Helper()
+	p := launchProc(tb, dataDir, a, extra...)
+	p.waitReady(tb)
+	return p
+}
+
+// launchProc starts linknode without waiting for it.
+func launchProc(tb testing.TB, dataDir string, a procAddrs, extra ...string) *proc {
 	tb.Helper()
 	logPath := filepath.Join(tb.TempDir(), "linknode.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(binPath, "-data-dir", dataDir, "-http-addr", a.http, "-raft-addr", a.raft,
-		"-gossip-addr", a.gossip, "-fast-raft", "-log-level", "info")
+	args := append([]string{"-data-dir", dataDir, "-http-addr", a.http, "-raft-addr", a.raft,
+		"-gossip-addr", a.gossip, "-fast-raft", "-log-level", "info"}, extra...)
+	cmd := exec.Command(binPath, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -92,6 +101,12 @@ func startProc(tb testing.TB, dataDir string, a procAddrs) *proc {
 			<-p.exited
 		}
 	})
+	return p
+}
+
+// waitReady polls /readyz until it answers 200.
+func (p *proc) waitReady(tb testing.TB) {
+	tb.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
@@ -102,7 +117,7 @@ func startProc(tb testing.TB, dataDir string, a procAddrs) *proc {
 		if resp, err := http.Get(p.base + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return p
+				return
 			}
 		}
 		if time.Now().After(deadline) {

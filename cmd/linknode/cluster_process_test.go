@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// freeGossipAddr is freeAddr with the UDP port free too (memberlist).
+func freeGossipAddr(tb testing.TB) string {
+	tb.Helper()
+	for i := 0; i < 50; i++ {
+		a := freeAddr(tb)
+		if pc, err := net.ListenPacket("udp", a); err == nil {
+			pc.Close()
+			return a
+		}
+	}
+	tb.Fatal("no free gossip port")
+	return ""
+}
+
+// TestThreeProcessCluster forms a cluster of three real linknode processes
+// with the documented flags, writes through one node, reads through the
+// others, kills the node leading most shards with SIGKILL, keeps writing
+// through the survivors, and restarts the killed node on its data.
+func TestThreeProcessCluster(t *testing.T) {
+	const size = 3
+	addrs := make([]procAddrs, size)
+	var gossips []string
+	for i := range addrs {
+		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeGossipAddr(t)}
+		gossips = append(gossips, addrs[i].gossip)
+	}
+	dirs := make([]string, size)
+	flags := func(i int) []string {
+		return []string{"-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", "3", "-join", strings.Join(gossips, ","), "-shards", "4"}
+	}
+	procs := make([]*proc, size)
+	for i := range procs {
+		dirs[i] = t.TempDir()
+		procs[i] = launchProc(t, dirs[i], addrs[i], flags(i)...)
+	}
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.waitReady(t) }()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	var codes []string
+	for i := 0; i < 30; i++ {
+		status, m, _, err := call("POST", procs[i%size].base+"/api/v1/links", fmt.Sprintf(`{"url":"https://proc.example/%d"}`, i))
+		if err != nil || status != 201 {
+			t.Fatalf("create %d: %d %v %v", i, status, m, err)
+		}
+		code := m["code"].(string)
+		codes = append(codes, code)
+		for _, p := range procs { // read-your-writes on every node, no polling
+			status, _, h, err := call("GET", p.base+"/"+code, "")
+			if err != nil || status != 302 || h.Get("Location") != fmt.Sprintf("https://proc.example/%d", i) {
+				t.Fatalf("redirect of %s on %s: %d %v", code, p.base, status, err)
+			}
+		}
+	}
+	_, st, _, err := call("GET", procs[0].base+"/admin/v1/cluster", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes := st["nodes"].([]any); len(nodes) != size {
+		t.Fatalf("cluster status lists %d nodes", len(nodes))
+	}
+	lead := map[string]int{}
+	for _, s := range st["shards"].([]any) {
+		sh := s.(map[string]any)
+		if len(sh["replicas"].([]any)) != size {
+			t.Fatalf("shard %v is not on every node", sh)
+		}
+		lead[sh["leader"].(string)]++
+	}
+	victim, most := 0, -1
+	for i := range procs {
+		if n := lead[fmt.Sprintf("n%d", i+1)]; n > most {
+			victim, most = i, n
+		}
+	}
+	procs[victim].kill(t)
+	survivor := procs[(victim+1)%size]
+	start := time.Now()
+	for i := 0; i < 10; i++ {
+		var status int
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var m map[string]any
+			status, m, _, err = call("POST", survivor.base+"/api/v1/links", fmt.Sprintf(`{"url":"https://after-kill.example/%d"}`, i))
+			if err == nil && status == 201 {
+				codes = append(codes, m["code"].(string))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no write accepted 20s after the kill: %d %v", status, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Logf("node n%d (leader of %d shards) killed; 10 writes accepted %v later", victim+1, most, time.Since(start).Round(time.Millisecond))
+
+	procs[victim] = startProc(t, dirs[victim], addrs[victim], flags(victim)...)
+	for _, p := range procs {
+		for _, code := range codes {
+			status, _, _, err := call("GET", p.base+"/api/v1/links/"+code+"?consistent=true", "")
+			if err != nil || status != 200 {
+				t.Fatalf("%s on %s after restart: %d %v", code, p.base, status, err)
+			}
+		}
+	}
+}
