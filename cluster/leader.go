@@ -59,6 +59,81 @@ func (n *Node) reconcile() {
 			n.log.Warn("shard reconcile", "shard", s.ID(), "err", err)
 		}
 	}
+	n.balanceLeaders(ctx)
+}
+
+// balanceLeaders moves one shard leadership away from this node when it
+// leads more than its share (hashicorp/raft never rebalances by itself):
+// the share is the hosted shards divided by the live nodes hosting them,
+// rounded up. The shard goes to the live replica leading the fewest. One
+// move per round, so the cluster converges without a stampede.
+func (n *Node) balanceLeaders(ctx context.Context) {
+	shards := n.localShards()
+	if len(shards) == 0 || n.gossip == nil {
+		return
+	}
+	alive := map[string]bool{}
+	for _, m := range n.gossip.members() {
+		alive[m.ID] = m.Alive
+	}
+	leads := map[string]int{}
+	hosts := map[string]bool{}
+	var mine []*shard.Shard
+	for _, s := range shards {
+		_, id := s.Group().Leader()
+		if id == "" {
+			return // an election is under way; look again next round
+		}
+		leads[id]++
+		if id == n.cfg.NodeID {
+			mine = append(mine, s)
+		}
+		f := s.Group().Raft().GetConfiguration()
+		if f.Error() != nil {
+			return
+		}
+		for _, srv := range f.Configuration().Servers {
+			if alive[string(srv.ID)] {
+				hosts[string(srv.ID)] = true
+			}
+		}
+	}
+	if len(hosts) < 2 {
+		return
+	}
+	share := (len(shards) + len(hosts) - 1) / len(hosts)
+	if len(mine) <= share {
+		return
+	}
+	for _, s := range mine {
+		f := s.Group().Raft().GetConfiguration()
+		if f.Error() != nil {
+			continue
+		}
+		var to raft.Server
+		best := -1
+		for _, srv := range f.Configuration().Servers {
+			id := string(srv.ID)
+			if id == n.cfg.NodeID || srv.Suffrage != raft.Voter || !alive[id] {
+				continue
+			}
+			if best < 0 || leads[id] < best {
+				to, best = srv, leads[id]
+			}
+		}
+		if best < 0 || best+1 > share {
+			continue
+		}
+		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := s.Group().TransferLeadership(tctx, string(to.ID), string(to.Address))
+		cancel()
+		if err != nil {
+			n.log.Warn("leader balancing", "shard", s.ID(), "to", to.ID, "err", err)
+		} else {
+			n.log.Info("shard leadership moved for balance", "shard", s.ID(), "to", to.ID, "leads", len(mine), "share", share)
+		}
+		return
+	}
 }
 
 // reconcileMeta runs on the meta leader after its barrier.

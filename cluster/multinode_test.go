@@ -183,6 +183,7 @@ func TestFormationInAnyStartOrder(t *testing.T) {
 			tc := newTestCluster(t, 3, 3)
 			tc.startAll(order...)
 			tc.waitReplicated(3)
+			tc.waitBalanced()
 			cid := tc.nodes[0].Settings().ClusterID
 			for _, n := range tc.nodes {
 				if n.Settings().ClusterID != cid {
@@ -317,6 +318,28 @@ func TestAliasRacedFromAllNodesHasOneWinner(t *testing.T) {
 	}
 }
 
+// waitBalanced waits until no live node leads more than its share of the
+// shards (rounded up).
+func (tc *testCluster) waitBalanced() {
+	tc.tb.Helper()
+	waitFor(tc.tb, 30*time.Second, "balanced shard leaders", func() bool {
+		live := tc.live()
+		share := (4 + len(live) - 1) / len(live)
+		for _, n := range live {
+			led := 0
+			for _, s := range n.localShards() {
+				if s.Group().IsLeader() {
+					led++
+				}
+			}
+			if led > share {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // leaderOfMost returns the index of the node leading the most shards.
 func (tc *testCluster) leaderOfMost() int {
 	counts := map[string]int{}
@@ -385,6 +408,7 @@ func TestLeaderStopWritesResumeAndNodeCatchesUp(t *testing.T) {
 		return true
 	})
 	tc.waitReplicated(3)
+	tc.waitBalanced()
 }
 
 func TestRetriedCreateMakesOneLink(t *testing.T) {
@@ -438,4 +462,47 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 // retry idempotence).
 func (n *Node) applyCreateCmd(ctx context.Context, code string, nonce uint64, url string) (*link.Link, error) {
 	return n.applyCreate(ctx, &fsm.CreateIfAbsent{Code: code, URL: url, Now: time.Now().UTC(), Redirect: link.DefaultRedirect, Nonce: nonce})
+}
+
+func TestPlanPlacement(t *testing.T) {
+	p := planPlacement(nil, []string{"a", "b", "c", "d"}, 4, 3)
+	want := [][]string{{"a", "b", "c"}, {"b", "c", "d"}, {"c", "d", "a"}, {"d", "a", "b"}}
+	if p.Version != 1 || fmt.Sprint(p.Shards) != fmt.Sprint(want) {
+		t.Fatalf("first placement %+v", p)
+	}
+	if planPlacement(p, []string{"a", "b", "c", "d"}, 4, 3) != nil {
+		t.Fatal("a complete placement was changed")
+	}
+	// Two nodes, three wanted: each shard gets both; a third node then
+	// joins every shard.
+	p = planPlacement(nil, []string{"a", "b"}, 2, 3)
+	if fmt.Sprint(p.Shards) != "[[a b] [b a]]" {
+		t.Fatalf("two-node placement %v", p.Shards)
+	}
+	p2 := planPlacement(p, []string{"a", "b", "c"}, 2, 3)
+	if p2.Version != 2 || fmt.Sprint(p2.Shards) != "[[a b c] [b a c]]" {
+		t.Fatalf("after a join: %+v", p2)
+	}
+}
+
+func TestJoinFillsUnderReplicatedShards(t *testing.T) {
+	tc := newTestCluster(t, 3, 2)
+	tc.startAll(0, 1)
+	tc.nodes[2] = nil
+	tc.waitReplicated(2)
+	l, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://two.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.start(2)
+	tc.waitReplicated(3)
+	third := tc.nodes[2]
+	if len(third.localShards()) != 4 {
+		t.Fatalf("the joining node hosts %d shards", len(third.localShards()))
+	}
+	s := third.localShard(third.ring.Locate(l.Code))
+	waitFor(t, 20*time.Second, "the new replica has the old link", func() bool {
+		got, err := s.FSM().Get(l.Code)
+		return err == nil && got.URL == "https://two.example"
+	})
 }

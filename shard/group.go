@@ -364,9 +364,10 @@ func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 
 func translate(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Raft refused before proposing anything: safe to retry elsewhere.
 		return fmt.Errorf("%w: %w", link.ErrNotLeader, err)
-	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress),
+	case errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):
 		return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
 	}
@@ -435,6 +436,41 @@ func pollUnless(ctx context.Context, cond, abort func() bool) error {
 		return link.ErrNotLeader
 	}
 	return err
+}
+
+// TransferLeadership hands leadership of the group to another voter if this
+// node leads it and has one; it waits at most until ctx ends.
+func (g *Group) TransferLeadership(ctx context.Context, toID, toAddr string) error {
+	if g.raft.State() != raft.Leader {
+		return nil
+	}
+	var f raft.Future
+	if toID != "" {
+		f = g.raft.LeadershipTransferToServer(raft.ServerID(toID), raft.ServerAddress(toAddr))
+	} else {
+		cf := g.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return err
+		}
+		voters := 0
+		for _, s := range cf.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				voters++
+			}
+		}
+		if voters < 2 {
+			return nil
+		}
+		f = g.raft.LeadershipTransfer()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Stats returns raft's status map (state, term, indexes, last contact).
