@@ -63,6 +63,8 @@ type Config struct {
 	IDBlockSize uint64
 	// Timing overrides the Raft timers of every group.
 	Timing shard.Timing
+	// Snapshots overrides the shard groups' snapshot policy (tests).
+	Snapshots shard.SnapshotPolicy
 	// CacheSize, CacheTTL and NegativeTTL configure each shard's cache.
 	CacheSize   int
 	CacheTTL    time.Duration
@@ -524,7 +526,7 @@ func (n *Node) syncShards() error {
 		}
 		s, err := shard.Open(shard.Config{
 			ID: i, NodeID: n.cfg.NodeID, Dir: n.groupDir("shards", strconv.Itoa(i)),
-			Stream: transport.RaftLayer{Layer: layer}, Timing: n.cfg.Timing,
+			Stream: transport.RaftLayer{Layer: layer}, Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots,
 			CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
 			Observer: n.cfg.Observer, Logger: n.log,
 		})

@@ -74,6 +74,9 @@ type GroupConfig struct {
 	// defaults (8192 and 10240).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// SnapshotInterval, if non-zero, overrides how often raft checks the
+	// threshold (default 120 s).
+	SnapshotInterval time.Duration
 	// Logger receives the group's logs; "group" is added to every line.
 	Logger *slog.Logger
 }
@@ -145,6 +148,9 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 	}
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
 	}
 	rc.Logger = hl
 	notify := make(chan bool, 8)

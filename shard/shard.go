@@ -29,6 +29,9 @@ type Config struct {
 	Stream raft.StreamLayer
 	// Timing overrides the Raft timers.
 	Timing Timing
+	// Snapshots overrides the snapshot policy (zero fields: raft's
+	// defaults).
+	Snapshots SnapshotPolicy
 	// CacheSize bounds the link cache (entries, default 100,000).
 	CacheSize int
 	// CacheTTL bounds how long a cached link is served without a re-read
@@ -42,6 +45,14 @@ type Config struct {
 	// Observer, if set, is told about cache hits and misses and apply
 	// latencies.
 	Observer Observer
+}
+
+// SnapshotPolicy says when a group snapshots and how much log it keeps
+// behind a snapshot.
+type SnapshotPolicy struct {
+	Threshold    uint64
+	TrailingLogs uint64
+	Interval     time.Duration
 }
 
 // Observer receives the shard's measurements (implemented by the metrics
@@ -127,6 +138,10 @@ func Open(cfg Config) (*Shard, error) {
 		Stream: cfg.Stream,
 		Timing: cfg.Timing,
 		Logger: cfg.Logger,
+
+		SnapshotThreshold: cfg.Snapshots.Threshold,
+		TrailingLogs:      cfg.Snapshots.TrailingLogs,
+		SnapshotInterval:  cfg.Snapshots.Interval,
 	})
 	if err != nil {
 		f.Close()
@@ -168,6 +183,10 @@ func (s *Shard) fill(code string, e entry, appliedBefore, restoresBefore uint64)
 		return e, otter.WriteOp
 	})
 }
+
+// Restores returns how many snapshots this replica has installed since it
+// opened.
+func (s *Shard) Restores() uint64 { return s.restores.Load() }
 
 // ID returns the shard id.
 func (s *Shard) ID() int { return s.id }
