@@ -25,7 +25,8 @@
 //     LogCache. File snapshot store keeping 2 snapshots.
 //   - Transport: a raft.NetworkTransport per group (MaxPool 2, 10 s I/O
 //     timeout) over the group's layer of the node's single peer port
-//     (package transport).
+//     (package transport), with pipelined replication turned off: it can
+//     deadlock in raft v1.8.0 (see noPipeline).
 //   - BatchingFSM: concurrent Apply calls are group-committed by raft, and a
 //     batch of up to 64 committed entries is one bbolt transaction (one
 //     fsync) in the FSM.

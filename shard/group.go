@@ -46,6 +46,21 @@ var DefaultTiming = Timing{
 	CommitTimeout:      50 * time.Millisecond,
 }
 
+// noPipeline turns off hashicorp/raft's pipelined replication. In v1.8.0 a
+// follower that answers an append with Success=false can leave the
+// pipeline's two unbuffered channels each waiting on the other: the leader
+// keeps heartbeating that follower but never sends it another entry, and
+// Shutdown hangs (seen here in the multi-node tests; the same analysis is in
+// grafana/pyroscope#5518, which disabled pipelining for it). Without the
+// pipeline, raft replicates with one AppendEntries in flight per follower,
+// each carrying up to MaxAppendEntries entries.
+type noPipeline struct{ *raft.NetworkTransport }
+
+// AppendEntriesPipeline implements raft.Transport by refusing.
+func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
 // FastTiming elects a leader in a few hundred milliseconds. It is for tests
 // and local experiments on one machine (linknode -fast-raft), not for
 // clusters on a real network: 200 ms of silence starts an election.
@@ -186,7 +201,7 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 		Timeout: 10 * time.Second,
 		Logger:  hl.Named("transport"),
 	})
-	r, err := raft.NewRaft(rc, cfg.FSM, cached, logStore, snaps, trans)
+	r, err := raft.NewRaft(rc, cfg.FSM, cached, logStore, snaps, noPipeline{trans})
 	if err != nil {
 		trans.Close()
 		logStore.Close()
