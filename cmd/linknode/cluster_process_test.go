@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -75,6 +76,22 @@ func TestThreeProcessCluster(t *testing.T) {
 	}
 	if nodes := st["nodes"].([]any); len(nodes) != size {
 		t.Fatalf("cluster status lists %d nodes", len(nodes))
+	}
+	// The operator CLI against the live cluster.
+	var out, errOut strings.Builder
+	if code := runCLI("shards", []string{"-addr", procs[1].base}, func(string) (string, bool) { return "", false }, &out, &errOut); code != 0 {
+		t.Fatalf("linknode shards: %d %s", code, errOut.String())
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 5 || !strings.HasPrefix(lines[0], "SHARD") {
+		t.Fatalf("linknode shards printed:\n%s", out.String())
+	}
+	out.Reset()
+	if code := runCLI("members", []string{"-addr", procs[2].base, "-o", "json"}, func(string) (string, bool) { return "", false }, &out, &errOut); code != 0 {
+		t.Fatalf("linknode members: %d %s", code, errOut.String())
+	}
+	var members []map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &members); err != nil || len(members) != size {
+		t.Fatalf("linknode members -o json: %v\n%s", err, out.String())
 	}
 	lead := map[string]int{}
 	for _, s := range st["shards"].([]any) {

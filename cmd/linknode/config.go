@@ -86,7 +86,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (subcommands: version)", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q (subcommands: version, status, members, shards)", fs.Arg(0))
 	}
 	if j := strings.TrimSpace(join); j != "" {
 		for _, a := range strings.Split(j, ",") {

@@ -4,6 +4,9 @@
 //
 //	linknode [flags]        run a node
 //	linknode version        print the version
+//	linknode status         the cluster as a node sees it (-addr, -o json)
+//	linknode members        the nodes of the cluster
+//	linknode shards         every shard: leader, replicas, indexes
 package main
 
 import (
@@ -33,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "version", "-version", "--version":
 			fmt.Fprintln(stdout, versionString())
 			return 0
+		case "status", "members", "shards":
+			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		}
 	}
 	cfg, err := ParseFlags(args, os.LookupEnv, stderr)
