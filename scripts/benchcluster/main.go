@@ -1,0 +1,392 @@
+// Command benchcluster measures a local 3-node linkraft cluster on loopback:
+// creates/s with concurrent clients spread over the nodes, and failover —
+// the time from SIGKILL of the node leading the most shards to the first
+// successful write and to the first write into every shard that node led,
+// plus redirect errors on the surviving nodes during that window.
+//
+//	go run ./scripts/benchcluster            (builds linknode itself)
+//
+// Every load loop is bounded in count and time; it starts its own nodes on
+// 127.0.0.1 and stops them by PID.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/linkraft/linkraft/shard"
+)
+
+var (
+	nodes    = flag.Int("nodes", 3, "cluster size")
+	shards   = flag.Int("shards", 8, "shard count")
+	conns    = flag.Int("clients", 64, "concurrent clients for the create benchmark")
+	duration = flag.Duration("duration", 10*time.Second, "length of the create benchmark")
+	trials   = flag.Int("trials", 5, "failover trials")
+)
+
+type node struct {
+	id, dir, http, raft, gossip string
+	cmd                         *exec.Cmd
+	done                        chan struct{}
+}
+
+var client = &http.Client{
+	Timeout:       5 * time.Second,
+	Transport:     &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func freePort() string {
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		a := ln.Addr().String()
+		ln.Close()
+		if pc, err := net.ListenPacket("udp", a); err == nil {
+			pc.Close()
+			return a
+		}
+	}
+}
+
+func main() {
+	flag.Parse()
+	work, err := os.MkdirTemp("", "benchcluster-")
+	check(err)
+	defer os.RemoveAll(work)
+	bin := filepath.Join(work, "linknode")
+	build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", bin, "./cmd/linknode")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	check(build.Run())
+
+	ns := make([]*node, *nodes)
+	var gossips []string
+	for i := range ns {
+		ns[i] = &node{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(work, fmt.Sprintf("n%d", i+1)),
+			http: freePort(), raft: freePort(), gossip: freePort()}
+		gossips = append(gossips, ns[i].gossip)
+	}
+	start := func(n *node) {
+		logf, err := os.OpenFile(n.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		check(err)
+		n.cmd = exec.Command(bin, "-node-id", n.id, "-data-dir", n.dir, "-http-addr", n.http, "-raft-addr", n.raft,
+			"-gossip-addr", n.gossip, "-join", strings.Join(gossips, ","), "-bootstrap-expect", fmt.Sprint(*nodes),
+			"-shards", fmt.Sprint(*shards), "-log-level", "warn")
+		n.cmd.Stdout, n.cmd.Stderr = logf, logf
+		check(n.cmd.Start())
+		n.done = make(chan struct{})
+		go func() { _ = n.cmd.Wait(); logf.Close(); close(n.done) }()
+	}
+	for _, n := range ns {
+		start(n)
+	}
+	defer func() {
+		for _, n := range ns {
+			select {
+			case <-n.done:
+			default:
+				_ = n.cmd.Process.Signal(syscall.SIGTERM)
+				<-n.done
+			}
+		}
+	}()
+	for _, n := range ns {
+		waitReady(n)
+	}
+	fmt.Printf("machine: %d cores, %s; %d nodes, %d shards, all on 127.0.0.1\n\n", runtime.NumCPU(), runtime.Version(), *nodes, *shards)
+
+	// Creates/s, clients spread over the nodes.
+	var ok, failed atomic.Int64
+	var lat []time.Duration
+	var latMu sync.Mutex
+	ctx, cancel := context.WithTimeout(context.Background(), *duration)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for c := 0; c < *conns; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := ns[c%len(ns)]
+			var mine []time.Duration
+			for i := 0; i < 1_000_000 && ctx.Err() == nil; i++ {
+				s := time.Now()
+				st, _ := post(n, fmt.Sprintf(`{"url":"https://bench.example/%d/%d"}`, c, i))
+				if st == 201 {
+					ok.Add(1)
+					mine = append(mine, time.Since(s))
+				} else if ctx.Err() == nil {
+					failed.Add(1)
+				}
+			}
+			latMu.Lock()
+			lat = append(lat, mine...)
+			latMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	cancel()
+	elapsed := time.Since(t0)
+	slices.Sort(lat)
+	fmt.Printf("creates: %d clients over %d nodes for %v: %d ok, %d failed, %.0f creates/s, p50 %v, p99 %v\n",
+		*conns, len(ns), duration.String(), ok.Load(), failed.Load(), float64(ok.Load())/elapsed.Seconds(),
+		pct(lat, 50), pct(lat, 99))
+	for _, n := range ns {
+		g := metric(n, "go_goroutines")
+		fmt.Printf("  %s after load: %s goroutines, %d established TCP connections\n", n.id, g, estab(n))
+	}
+
+	// Failover trials.
+	ring, err := shard.NewRing(shard.RingConfig{Shards: *shards})
+	check(err)
+	var firstWrite, allShards []time.Duration
+	for trial := 0; trial < *trials; trial++ {
+		// Let leadership settle (the nodes rebalance it), then pick the
+		// node leading the most shards.
+		time.Sleep(3 * time.Second)
+		leaders := shardLeaders(ns[0])
+		count := map[string]int{}
+		for _, l := range leaders {
+			count[l]++
+		}
+		var victim *node
+		for _, n := range ns {
+			if victim == nil || count[n.id] > count[victim.id] {
+				victim = n
+			}
+		}
+		var led []int
+		for s, l := range leaders {
+			if l == victim.id {
+				led = append(led, s)
+			}
+		}
+		sort.Ints(led)
+		// One alias per shard the victim leads.
+		aliases := map[int]string{}
+		for i := 0; len(aliases) < len(led) && i < 1_000_000; i++ {
+			a := fmt.Sprintf("fo-%d-%d", trial, i)
+			if s := ring.Locate(a); slices.Contains(led, s) && aliases[s] == "" {
+				aliases[s] = a
+			}
+		}
+		var survivors []*node
+		for _, n := range ns {
+			if n != victim {
+				survivors = append(survivors, n)
+			}
+		}
+		// Redirect load on the survivors during the window: codes created
+		// before the kill, so every one must keep redirecting.
+		var codes []string
+		for i := 0; i < 50; i++ {
+			if st, body := post(survivors[i%len(survivors)], fmt.Sprintf(`{"url":"https://r.example/%d"}`, i)); st == 201 {
+				var m map[string]any
+				_ = json.Unmarshal(body, &m)
+				codes = append(codes, m["code"].(string))
+			}
+		}
+		rctx, rcancel := context.WithCancel(context.Background())
+		var redirects, redirectErrs atomic.Int64
+		var rwg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			rwg.Add(1)
+			go func() {
+				defer rwg.Done()
+				for i := 0; i < 10_000_000 && rctx.Err() == nil; i++ {
+					n := survivors[i%len(survivors)]
+					resp, err := client.Get("http://" + n.http + "/" + codes[(i+w)%len(codes)])
+					redirects.Add(1)
+					if err != nil {
+						redirectErrs.Add(1)
+						continue
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 302 {
+						redirectErrs.Add(1)
+					}
+				}
+			}()
+		}
+		time.Sleep(200 * time.Millisecond)
+		kill := time.Now()
+		check(victim.cmd.Process.Signal(syscall.SIGKILL))
+		<-victim.done
+		// One writer per shard the victim led, plus one writing generated
+		// codes (any shard); each retries until its first success.
+		var mu sync.Mutex
+		var first, all time.Duration
+		var ww sync.WaitGroup
+		stuck := 0
+		writer := func(body string, n *node, every bool) {
+			defer ww.Done()
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				if st, _ := post(n, body); st == 201 || st == 409 {
+					d := time.Since(kill)
+					mu.Lock()
+					if first == 0 || d < first {
+						first = d
+					}
+					if every && d > all {
+						all = d
+					}
+					mu.Unlock()
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			mu.Lock()
+			stuck++
+			mu.Unlock()
+		}
+		for s, a := range aliases {
+			ww.Add(1)
+			go writer(fmt.Sprintf(`{"url":"https://fo.example/%s","alias":%q}`, a, a), survivors[s%len(survivors)], true)
+		}
+		for k := 0; k < 4; k++ { // generated codes: any shard
+			ww.Add(1)
+			go writer(fmt.Sprintf(`{"url":"https://any.example/%d"}`, k), survivors[k%len(survivors)], false)
+		}
+		ww.Wait()
+		pending := stuck
+		rcancel()
+		rwg.Wait()
+		if pending > 0 {
+			fmt.Printf("trial %d: %d writers still failing after 30s\n", trial+1, pending)
+			os.Exit(1)
+		}
+		firstWrite = append(firstWrite, first)
+		allShards = append(allShards, all)
+		fmt.Printf("trial %d: killed %s (leader of %d/%d shards): first write after %v, every shard it led writable after %v; redirects on survivors: %d, errors %d\n",
+			trial+1, victim.id, len(led), *shards, first.Round(time.Millisecond), all.Round(time.Millisecond), redirects.Load(), redirectErrs.Load())
+		start(victim)
+		waitReady(victim)
+	}
+	slices.Sort(firstWrite)
+	slices.Sort(allShards)
+	fmt.Printf("\nfailover, median of %d: first write %v, all of the victim's shards writable %v\n",
+		*trials, firstWrite[len(firstWrite)/2].Round(time.Millisecond), allShards[len(allShards)/2].Round(time.Millisecond))
+}
+
+func pct(xs []time.Duration, p int) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	return xs[(len(xs)-1)*p/100].Round(100 * time.Microsecond)
+}
+
+func post(n *node, body string) (int, []byte) {
+	resp, err := client.Post("http://"+n.http+"/api/v1/links", "application/json", bytes.NewReader([]byte(body)))
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func waitReady(n *node) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := client.Get("http://" + n.http + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Fprintf(os.Stderr, "%s not ready; log %s.log\n", n.id, n.dir)
+	os.Exit(1)
+}
+
+func shardLeaders(n *node) map[int]string {
+	resp, err := client.Get("http://" + n.http + "/admin/v1/cluster")
+	check(err)
+	defer resp.Body.Close()
+	var st struct {
+		Shards []struct {
+			ID     string `json:"id"`
+			Leader string `json:"leader"`
+		} `json:"shards"`
+	}
+	check(json.NewDecoder(resp.Body).Decode(&st))
+	out := map[int]string{}
+	for _, s := range st.Shards {
+		var id int
+		fmt.Sscan(s.ID, &id)
+		out[id] = s.Leader
+	}
+	return out
+}
+
+func metric(n *node, name string) string {
+	resp, err := client.Get("http://" + n.http + "/metrics")
+	if err != nil {
+		return "?"
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.TrimPrefix(line, name+" ")
+		}
+	}
+	return "?"
+}
+
+// estab counts the process's established TCP sockets from /proc.
+func estab(n *node) int {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", n.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", n.cmd.Process.Pid, fd.Name())); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	count := 0
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) > 9 && fields[3] == "01" && inodes[fields[9]] { // 01 = ESTABLISHED
+				count++
+			}
+		}
+	}
+	return count
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchcluster:", err)
+		os.Exit(1)
+	}
+}
