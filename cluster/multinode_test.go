@@ -562,3 +562,76 @@ func TestCatchUpBySnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCreateRetriedAcrossLeaderChange: a create whose answer was lost is
+// retried, with the same code and nonce, after the shard's leadership moved
+// to another node: the retry returns the same link, and no second link or
+// conflict appears.
+func TestCreateRetriedAcrossLeaderChange(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	const code = "moving-leader"
+	sid := tc.nodes[0].ring.Locate(code)
+	leaderIdx := func() int {
+		for i, n := range tc.nodes {
+			if s := n.localShard(sid); s != nil && s.Group().IsLeader() {
+				return i
+			}
+		}
+		return -1
+	}
+	var first int
+	waitFor(t, 10*time.Second, "a leader", func() bool { first = leaderIdx(); return first >= 0 })
+	l1, err := tc.nodes[first].applyCreateCmd(ctx(t), code, 4242, "https://moving.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Move the shard's leadership elsewhere.
+	if err := tc.nodes[first].localShard(sid).Group().TransferLeadership(ctx(t), "", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a new leader", func() bool { i := leaderIdx(); return i >= 0 && i != first })
+	// The retry goes through the old leader, which now forwards it.
+	l2, err := tc.nodes[first].applyCreateCmd(ctx(t), code, 4242, "https://moving.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Version != l1.Version || l2.Nonce != l1.Nonce {
+		t.Fatalf("retry made another link: %+v vs %+v", l2, l1)
+	}
+}
+
+// TestGossipKey: nodes sharing a key form a cluster; a node with another key
+// is never seen by them.
+func TestGossipKey(t *testing.T) {
+	tc := newTestCluster(t, 3, 2)
+	key := "MDEyMzQ1Njc4OWFiY2RlZg==" // 16 bytes
+	for i := range tc.cfgs {
+		tc.cfgs[i].GossipKey = key
+	}
+	tc.cfgs[2].GossipKey = "ZmVkY2JhOTg3NjU0MzIxMA==" // another 16-byte key
+	tc.startAll(0, 1)
+	tc.nodes[2] = nil
+	tc.waitReplicated(2)
+	// The stranger keeps trying to join and waits to be added; it never
+	// gets in.
+	stranger, err := New(tc.cfgs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := stranger.Open(c); err == nil {
+		stranger.Close()
+		t.Fatal("a node with the wrong gossip key joined")
+	}
+	for _, n := range tc.live() {
+		if got := len(n.gossip.members()); got != 2 {
+			t.Fatalf("%s sees %d members", n.ID(), got)
+		}
+	}
+	if _, err := New(Config{DataDir: t.TempDir(), GossipAddr: "127.0.0.1:0", GossipKey: "bm90IGEga2V5"}); err == nil {
+		t.Fatal("a 9-byte gossip key was accepted")
+	}
+}
