@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/shard"
 )
 
@@ -199,8 +201,27 @@ func (n *Node) reconcileMetaMembers() error {
 			voters++
 		}
 	}
+	p, err := n.metaFSM.Placement()
+	if err != nil {
+		return err
+	}
+	removed := map[string]bool{}
+	if p != nil {
+		for _, id := range p.Removed {
+			removed[id] = true
+		}
+	}
+	for id := range known {
+		if removed[id] {
+			if err := n.meta.Raft().RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+				return err
+			}
+			n.log.Info("removed node taken out of the meta group", "member", id)
+			delete(known, id)
+		}
+	}
 	for _, m := range n.gossip.members() {
-		if !m.Alive {
+		if !m.Alive || removed[m.ID] {
 			continue
 		}
 		if cur, ok := known[m.ID]; ok {
@@ -247,7 +268,9 @@ func (n *Node) reconcilePlacement(ctx context.Context) error {
 	}
 	nodes := make([]string, 0, len(addrs))
 	for id := range addrs {
-		nodes = append(nodes, id)
+		if cur == nil || !slices.Contains(cur.Removed, id) {
+			nodes = append(nodes, id)
+		}
 	}
 	sort.Strings(nodes)
 	next := planPlacement(cur, nodes, int(s.Shards), int(s.ReplicationFactor))
@@ -292,7 +315,7 @@ func planPlacement(cur *fsm.Placement, nodes []string, shards, replicas int) *fs
 			load[id]++
 		}
 	}
-	next := &fsm.Placement{Version: cur.Version + 1, Shards: make([][]string, len(cur.Shards))}
+	next := &fsm.Placement{Version: cur.Version + 1, Shards: make([][]string, len(cur.Shards)), Removed: cur.Removed}
 	changed := false
 	for i, reps := range cur.Shards {
 		next.Shards[i] = slices.Clone(reps)
@@ -338,6 +361,13 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 		return err
 	}
 	for _, srv := range f.Configuration().Servers {
+		if slices.Contains(p.Removed, string(srv.ID)) && !slices.Contains(p.Shards[s.ID()], string(srv.ID)) {
+			if err := s.Group().Raft().RemoveServer(srv.ID, 0, 10*time.Second).Error(); err != nil {
+				return err
+			}
+			n.log.Info("removed node taken out of shard", "shard", s.ID(), "member", srv.ID)
+			continue
+		}
 		have[string(srv.ID)] = true
 		if a, ok := addrs[string(srv.ID)]; ok && a != string(srv.Address) {
 			if err := n.updateAddress(s.Group().Raft(), srv, a); err != nil {
@@ -381,4 +411,54 @@ func (n *Node) updateAddress(r *raft.Raft, cur raft.Server, addr string) error {
 	}
 	n.log.Info("peer address updated", "member", cur.ID, "from", cur.Address, "to", addr)
 	return nil
+}
+
+// ErrUnknownNode is returned by RemoveNode for an ID that is not a member.
+var ErrUnknownNode = errors.New("unknown node")
+
+// RemoveNode is the operator's removal of a node (dead or alive): it is
+// taken out of every shard's placement and recorded as removed, so leaders
+// take it out of their Raft groups and never add it back; the meta leader
+// gives the shards that lost a replica another node where one is free. It
+// is idempotent and may run on any node (the placement is compare-and-set
+// through the meta leader).
+func (n *Node) RemoveNode(ctx context.Context, id string) error {
+	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		cur, err := n.metaFSM.Placement()
+		if err != nil {
+			return err
+		}
+		addrs, err := n.metaAddresses()
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			return fmt.Errorf("%w: no placement yet", link.ErrUnavailable)
+		}
+		if slices.Contains(cur.Removed, id) {
+			return nil
+		}
+		if _, ok := addrs[id]; !ok {
+			return fmt.Errorf("%w: %q", ErrUnknownNode, id)
+		}
+		next := &fsm.Placement{Version: cur.Version + 1, Removed: append(slices.Clone(cur.Removed), id)}
+		for _, reps := range cur.Shards {
+			next.Shards = append(next.Shards, slices.DeleteFunc(slices.Clone(reps), func(r string) bool { return r == id }))
+		}
+		_, err = n.applyGroup(ctx, metaGroupID, (&fsm.SetPlacement{Placement: *next}).Encode(), 0)
+		if err == nil {
+			n.log.Info("node removed by operator", "member", id)
+			return nil
+		}
+		if !errors.Is(err, fsm.ErrStalePlacement) {
+			return err
+		}
+		select { // the local copy was behind: wait for it and try again
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
+		case <-time.After(retryPause):
+		}
+	}
 }

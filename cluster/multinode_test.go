@@ -635,3 +635,49 @@ func TestGossipKey(t *testing.T) {
 		t.Fatal("a 9-byte gossip key was accepted")
 	}
 }
+
+// TestRemoveNode: the operator removes a dead node; every group drops it,
+// writes go on with the rest, and the node is not taken back when it
+// returns under the same ID.
+func TestRemoveNode(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	tc.stop(2)
+	if err := tc.nodes[1].RemoveNode(ctx(t), "n3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.nodes[0].RemoveNode(ctx(t), "n3"); err != nil {
+		t.Fatalf("removal is idempotent: %v", err)
+	}
+	if err := tc.nodes[0].RemoveNode(ctx(t), "nobody"); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("unknown node: %v", err)
+	}
+	tc.waitReplicated(2)
+	waitFor(t, 10*time.Second, "n3 out of the meta group", func() bool {
+		return len(tc.nodes[0].Status().Meta.Replicas) == 2
+	})
+	l, err := tc.nodes[1].Create(ctx(t), CreateRequest{URL: "https://after-removal.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// n3 comes back on its old data: nobody adds it again.
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	back, err := New(tc.cfgs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Open(c); err == nil {
+		defer back.Close()
+	}
+	time.Sleep(time.Second) // give a wrong re-add the chance to happen; nothing to poll for its absence
+	for _, n := range tc.live() {
+		if reps := n.Status().Meta.Replicas; len(reps) != 2 {
+			t.Fatalf("%s: meta group %v after the removed node returned", n.ID(), reps)
+		}
+		if got, err := n.Get(ctx(t), l.Code, true); err != nil || got.URL != l.URL {
+			t.Fatalf("%s: %+v, %v", n.ID(), got, err)
+		}
+	}
+}

@@ -114,6 +114,9 @@ type Placement struct {
 	Version uint64
 	// Shards[i] lists the node IDs hosting shard i.
 	Shards [][]string
+	// Removed lists nodes an operator removed: they are never added back
+	// (a removed node rejoins only with a new ID and an empty data dir).
+	Removed []string
 }
 
 // SetPlacement stores Placement if its Version is the stored version + 1
@@ -158,6 +161,7 @@ const (
 
 	fPlaceVersion = 1
 	fPlaceShard   = 2
+	fPlaceRemoved = 3
 )
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
@@ -561,6 +565,10 @@ func appendPlacement(b []byte, p *Placement) []byte {
 		b = protowire.AppendTag(b, fPlaceShard, protowire.BytesType)
 		b = protowire.AppendString(b, strings.Join(nodes, ","))
 	}
+	for _, id := range p.Removed {
+		b = protowire.AppendTag(b, fPlaceRemoved, protowire.BytesType)
+		b = protowire.AppendString(b, id)
+	}
 	return b
 }
 
@@ -581,6 +589,8 @@ func decodePlacement(body []byte) (*Placement, error) {
 				nodes = strings.Split(s, ",")
 			}
 			p.Shards = append(p.Shards, nodes)
+		case fPlaceRemoved:
+			p.Removed = append(p.Removed, r.str(typ, num))
 		default:
 			r.skip(num, typ)
 		}

@@ -1,7 +1,12 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"github.com/linkraft/linkraft/cluster"
 )
 
 func (s *Server) registerHealthRoutes(metrics http.Handler) {
@@ -14,6 +19,24 @@ func (s *Server) registerHealthRoutes(metrics http.Handler) {
 
 func (s *Server) registerAdminRoutes() {
 	s.router.HandleFunc("/admin/v1/cluster", s.measured("/admin/v1/cluster", s.handleCluster)).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/admin/v1/nodes/{id}", s.measured("/admin/v1/nodes/{id}", s.handleRemoveNode)).Methods(http.MethodDelete)
+}
+
+// handleRemoveNode serves DELETE /admin/v1/nodes/{id}: the operator removes
+// a node (dead or alive) from the cluster; it is never added back under that
+// ID. 204 on success (also when it was removed before), 404 for an unknown
+// ID.
+func (s *Server) handleRemoveNode(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	if err := s.svc.RemoveNode(r.Context(), id); err != nil {
+		if errors.Is(err, cluster.ErrUnknownNode) {
+			s.problem(w, r, http.StatusNotFound, "unknown-node", "Not Found", "no node has this ID")
+			return
+		}
+		s.Error(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // handleHealthz serves GET /healthz: 200 while the process runs.

@@ -202,6 +202,9 @@ func TestOperatorEndpoints(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+	if r := tn.do(t, "DELETE", "/admin/v1/nodes/nobody", "", nil); r.status != 404 || r.json(t)["type"] != "/problems/unknown-node" {
+		t.Fatalf("remove unknown node = %d %s", r.status, r.body)
+	}
 	r = tn.do(t, "GET", "/admin/v1/cluster", "", nil)
 	st := r.json(t)
 	nodes := st["nodes"].([]any)

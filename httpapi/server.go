@@ -27,6 +27,7 @@ type Service interface {
 	Delete(ctx context.Context, code string) error
 	Status() cluster.Status
 	Ready() error
+	RemoveNode(ctx context.Context, id string) error
 }
 
 var _ Service = (*cluster.Node)(nil)

@@ -19,6 +19,7 @@ var cliCommands = map[string]string{
 	"status":  "the node's view of the cluster: IDs, members, shards and their leaders",
 	"members": "the nodes of the cluster and their gossip status",
 	"shards":  "every shard: leader, replicas, Raft indexes, links",
+	"remove":  "remove a node (by ID) from the cluster for good: linknode remove [-addr A] ID",
 }
 
 // runCLI runs a subcommand against -addr (default the local node).
@@ -42,8 +43,32 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if name == "remove" {
+		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "usage: linknode remove [-addr A] NODE-ID")
+			return 2
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+"/admin/v1/nodes/"+fs.Arg(0), nil)
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return 2
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return 1
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			b, _ := io.ReadAll(resp.Body)
+			fmt.Fprintf(stderr, "linknode: remove %s: %d %s\n", fs.Arg(0), resp.StatusCode, b)
+			return 1
+		}
+		fmt.Fprintf(stdout, "node %s removed\n", fs.Arg(0))
+		return 0
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/admin/v1/cluster", nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "linknode:", err)

@@ -7,6 +7,7 @@
 //	linknode status         the cluster as a node sees it (-addr, -o json)
 //	linknode members        the nodes of the cluster
 //	linknode shards         every shard: leader, replicas, indexes
+//	linknode remove ID      remove a node from the cluster for good
 package main
 
 import (
@@ -36,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "version", "-version", "--version":
 			fmt.Fprintln(stdout, versionString())
 			return 0
-		case "status", "members", "shards":
+		case "status", "members", "shards", "remove":
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		}
 	}
