@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,11 @@ type gossip struct {
 	mu    sync.Mutex
 	meta  memberMeta
 	nodes map[string]Member // as the event callbacks reported them
+
+	// broadcasts carries cache invalidations to nodes without a replica;
+	// onInvalidate receives the ones other nodes send.
+	broadcasts   *memberlist.TransmitLimitedQueue
+	onInvalidate func(code string, version uint64)
 }
 
 type gossipConfig struct {
@@ -54,6 +60,7 @@ type gossipConfig struct {
 	Meta          memberMeta
 	Fast          bool // memberlist's local-network timers (tests)
 	Logger        *slog.Logger
+	OnInvalidate  func(code string, version uint64)
 }
 
 // parseGossipKey decodes a base64 gossip key of 16, 24 or 32 bytes.
@@ -103,7 +110,7 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	mc.AdvertiseAddr = adv
 	mc.SecretKey = cfg.SecretKey
 	mc.Logger = slog.NewLogLogger(cfg.Logger.With("component", "memberlist").Handler(), slog.LevelDebug)
-	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), meta: cfg.Meta, nodes: map[string]Member{}}
+	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), meta: cfg.Meta, nodes: map[string]Member{}, onInvalidate: cfg.OnInvalidate}
 	mc.Delegate = g
 	mc.Events = g
 	ml, err := memberlist.Create(mc)
@@ -111,6 +118,10 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
 	g.ml = ml
+	// Each transmission goes to one node (probes and gossip rounds both
+	// piggyback broadcasts), so the budget must exceed the fan-out by a
+	// margin: 8 × ceil(log10(n+1)) sends.
+	g.broadcasts = &memberlist.TransmitLimitedQueue{NumNodes: ml.NumMembers, RetransmitMult: 8}
 	return g, nil
 }
 
@@ -183,11 +194,39 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	return b
 }
 
-// NotifyMsg implements memberlist.Delegate (no user messages yet).
-func (g *gossip) NotifyMsg([]byte) {}
+// msgInvalidate prefixes a cache invalidation: the rest is a code.
+const msgInvalidate = 'i'
+
+// invalidate gossips that code changed at Raft index version (best effort;
+// the caches also expire). Message: 'i', 8-byte version, code.
+func (g *gossip) invalidate(code string, version uint64) {
+	b := make([]byte, 9, 9+len(code))
+	b[0] = msgInvalidate
+	binary.BigEndian.PutUint64(b[1:], version)
+	g.broadcasts.QueueBroadcast(invalidation(append(b, code...)))
+}
+
+type invalidation []byte
+
+func (b invalidation) Invalidates(memberlist.Broadcast) bool { return false }
+func (b invalidation) Message() []byte                       { return b }
+func (b invalidation) Finished()                             {}
+
+// NotifyMsg implements memberlist.Delegate; it runs on memberlist's packet
+// loop and must not block.
+func (g *gossip) NotifyMsg(b []byte) {
+	if len(b) > 9 && b[0] == msgInvalidate && g.onInvalidate != nil {
+		g.onInvalidate(string(b[9:]), binary.BigEndian.Uint64(b[1:9]))
+	}
+}
 
 // GetBroadcasts implements memberlist.Delegate.
-func (g *gossip) GetBroadcasts(int, int) [][]byte { return nil }
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte {
+	if g.broadcasts == nil {
+		return nil
+	}
+	return g.broadcasts.GetBroadcasts(overhead, limit)
+}
 
 // LocalState implements memberlist.Delegate.
 func (g *gossip) LocalState(bool) []byte { return nil }

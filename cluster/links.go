@@ -170,6 +170,7 @@ func (n *Node) Update(ctx context.Context, code string, p Patch) (*link.Link, er
 	if err != nil {
 		return nil, err
 	}
+	n.announceChange(r.link)
 	return r.link, nil
 }
 
@@ -177,8 +178,12 @@ func (n *Node) Update(ctx context.Context, code string, p Patch) (*link.Link, er
 func (n *Node) Delete(ctx context.Context, code string) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := n.applyGroup(ctx, shardGroupID(n.ring.Locate(code)), (&fsm.Delete{Code: code, Now: time.Now().UTC()}).Encode(), 0)
-	return err
+	r, err := n.applyGroup(ctx, shardGroupID(n.ring.Locate(code)), (&fsm.Delete{Code: code, Now: time.Now().UTC()}).Encode(), 0)
+	if err != nil {
+		return err
+	}
+	n.announceChange(r.link)
+	return nil
 }
 
 // ForEachLink calls fn for every link stored in the shards hosted here,

@@ -456,6 +456,39 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 			t.Fatalf("%s: %+v, %v", n.ID(), got, err)
 		}
 	}
+	// The late node caches links of shards it does not host; an update or a
+	// delete reaches it by gossip well before the cache TTL (30 s).
+	if len(late.localShards()) != 0 {
+		t.Fatalf("late node hosts %d shards", len(late.localShards()))
+	}
+	if _, ok := late.remoteCached(l.Code); !ok {
+		t.Fatal("the late node did not cache the remote link")
+	}
+	v2 := "https://early-v2.example"
+	if _, err := tc.nodes[1].Update(ctx(t), l.Code, Patch{URL: &v2}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the update on the late node", func() bool {
+		got, err := late.Resolve(ctx(t), l.Code)
+		return err == nil && got.URL == v2
+	})
+	if err := tc.nodes[2].Delete(ctx(t), l.Code); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := late.Resolve(ctx(t), l.Code)
+		if err == nil && got.Deleted {
+			break
+		}
+		e, _ := late.remote.GetIfPresent(l.Code)
+		last = fmt.Sprintf("resolve %+v, %v; cache entry %+v", got, err, e)
+		if time.Now().After(deadline) {
+			t.Fatalf("the delete never reached the late node: %s", last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // applyCreateCmd proposes a create with a fixed code and nonce (tests of

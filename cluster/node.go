@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maypok86/otter/v2"
+
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/link"
@@ -69,6 +71,10 @@ type Config struct {
 	CacheSize   int
 	CacheTTL    time.Duration
 	NegativeTTL time.Duration
+	// RemoteCacheTTL bounds how long a node caches links of shards it does
+	// not host (default 30 s; updates and deletes also evict them through
+	// gossip).
+	RemoteCacheTTL time.Duration
 	// ReconcileInterval is how often leaders reconcile membership and
 	// placement (default 1 s; gossip events trigger it sooner).
 	ReconcileInterval time.Duration
@@ -117,6 +123,10 @@ type Node struct {
 	shardsMu sync.RWMutex
 	shards   []*shard.Shard // index = shard id; nil if not hosted here
 
+	// remote caches links of shards this node does not host, for
+	// RemoteCacheTTL; gossip invalidations evict updated and deleted codes.
+	remote *otter.Cache[string, remoteEntry]
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -162,6 +172,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = time.Second
 	}
+	if cfg.RemoteCacheTTL <= 0 {
+		cfg.RemoteCacheTTL = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -170,8 +183,15 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("cluster: node id %q may contain only A-Z a-z 0-9 - _ .", cfg.NodeID)
 		}
 	}
+	remote, err := otter.New(&otter.Options[string, remoteEntry]{
+		MaximumSize:      100_000,
+		ExpiryCalculator: otter.ExpiryWriting[string, remoteEntry](cfg.RemoteCacheTTL),
+	})
+	if err != nil {
+		return nil, err
+	}
 	lifetime, stop := context.WithCancel(context.Background())
-	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop}, nil
+	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, remote: remote}, nil
 }
 
 // nodeID returns the configured ID, or the one stored in the data dir, or a
@@ -282,7 +302,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		n.gossip, err = startGossip(gossipConfig{
 			NodeID: id, BindAddr: n.cfg.GossipAddr, AdvertiseHost: n.cfg.AdvertiseHost, SecretKey: key,
 			Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.metaHasState()},
-			Fast: n.cfg.FastGossip, Logger: n.log,
+			Fast: n.cfg.FastGossip, Logger: n.log, OnInvalidate: n.invalidateRemote,
 		})
 		if err != nil {
 			return err
@@ -528,7 +548,7 @@ func (n *Node) syncShards() error {
 			ID: i, NodeID: n.cfg.NodeID, Dir: n.groupDir("shards", strconv.Itoa(i)),
 			Stream: transport.RaftLayer{Layer: layer}, Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots,
 			CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
-			Observer: n.cfg.Observer, Logger: n.log,
+			Observer: n.cfg.Observer, Logger: n.log, OnChange: n.changed,
 		})
 		if err != nil {
 			layer.Close()
@@ -549,6 +569,57 @@ func (n *Node) syncShards() error {
 		n.log.Info("shard opened", "shard", i, "replicas", nodes)
 	}
 	return nil
+}
+
+// changed runs after a shard applies a change on this node: a link of a
+// shard this node now hosts must not linger in the remote cache.
+func (n *Node) changed(_ int, l *link.Link) {
+	n.remote.Invalidate(l.Code)
+}
+
+// announceChange tells the nodes without a replica to forget an updated or
+// deleted code. The node that made the change sends it, once the change is
+// applied on the leader (a create needs none: nobody can have cached a code
+// before it existed, and codes are never reused). Best effort: the remote
+// cache's TTL bounds what a lost message costs.
+func (n *Node) announceChange(l *link.Link) {
+	if n.gossip != nil && l != nil {
+		n.gossip.invalidate(l.Code, l.Version)
+	}
+}
+
+// remoteEntry is a cached link of a shard not hosted here, or (l == nil) a
+// marker that the code changed at Raft index minVersion, so an older answer
+// still in flight must not be cached.
+type remoteEntry struct {
+	l          *link.Link
+	minVersion uint64
+}
+
+// invalidateRemote handles a gossiped invalidation.
+func (n *Node) invalidateRemote(code string, version uint64) {
+	n.remote.Compute(code, func(old remoteEntry, found bool) (remoteEntry, otter.ComputeOp) {
+		return remoteEntry{minVersion: max(old.minVersion, version)}, otter.WriteOp
+	})
+}
+
+// remoteCached returns a cached link of a shard not hosted here.
+func (n *Node) remoteCached(code string) (*link.Link, bool) {
+	e, ok := n.remote.GetIfPresent(code)
+	if !ok || e.l == nil {
+		return nil, false
+	}
+	return e.l, true
+}
+
+// rememberRemote caches l unless the cache knows of a newer version.
+func (n *Node) rememberRemote(l *link.Link) {
+	n.remote.Compute(l.Code, func(old remoteEntry, found bool) (remoteEntry, otter.ComputeOp) {
+		if found && (old.minVersion > l.Version || old.l != nil && old.l.Version >= l.Version) {
+			return old, otter.CancelOp
+		}
+		return remoteEntry{l: l}, otter.WriteOp
+	})
 }
 
 // serversFor maps node IDs to Raft servers with the addresses the meta

@@ -197,6 +197,11 @@ func (n *Node) lookupShard(ctx context.Context, s int, code string, consistent b
 			}
 		}
 	}
+	if !consistent {
+		if l, ok := n.remoteCached(code); ok {
+			return l, nil
+		}
+	}
 	addrs, err := n.replicaAddrs(s)
 	if err != nil {
 		return nil, err
@@ -207,6 +212,11 @@ func (n *Node) lookupShard(ctx context.Context, s int, code string, consistent b
 	var last error
 	for _, a := range addrs {
 		l, err := n.remoteLookup(ctx, a, s, code, consistent, hops)
+		if err == nil {
+			// Known links only: an "unknown" answer could hide a create
+			// acknowledged a moment later.
+			n.rememberRemote(l)
+		}
 		if err == nil || !errors.Is(err, link.ErrUnavailable) {
 			return l, err
 		}

@@ -45,6 +45,9 @@ type Config struct {
 	// Observer, if set, is told about cache hits and misses and apply
 	// latencies.
 	Observer Observer
+	// OnChange, if set, is called on the FSM goroutine after every applied
+	// change (after the cache has it). Keep it short and non-blocking.
+	OnChange func(shard int, l *link.Link)
 }
 
 // SnapshotPolicy says when a group snapshots and how much log it keeps
@@ -74,6 +77,7 @@ type Shard struct {
 	// restores counts snapshot restores; a read that spans one must not
 	// fill the cache.
 	restores atomic.Uint64
+	onChange func(int, *link.Link)
 }
 
 // entry is a cached answer: a link (tombstones included) or, with l == nil,
@@ -103,7 +107,7 @@ func Open(cfg Config) (*Shard, error) {
 	if cfg.NegativeTTL <= 0 {
 		cfg.NegativeTTL = 2 * time.Second
 	}
-	s := &Shard{id: cfg.ID, obs: cfg.Observer}
+	s := &Shard{id: cfg.ID, obs: cfg.Observer, onChange: cfg.OnChange}
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
@@ -161,6 +165,9 @@ func (s *Shard) applied(l *link.Link) {
 		}
 		return e, otter.WriteOp
 	})
+	if s.onChange != nil {
+		s.onChange(s.id, l)
+	}
 }
 
 // fill caches what a reader loaded from the file. The reader noted the
