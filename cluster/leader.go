@@ -213,7 +213,7 @@ func (n *Node) reconcileMetaMembers() error {
 	}
 	for id := range known {
 		if removed[id] {
-			if err := n.meta.Raft().RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+			if err := n.wait(n.meta.Raft().RemoveServer(raft.ServerID(id), 0, 10*time.Second)); err != nil {
 				return err
 			}
 			n.log.Info("removed node taken out of the meta group", "member", id)
@@ -242,7 +242,7 @@ func (n *Node) reconcileMetaMembers() error {
 		} else {
 			fut = n.meta.Raft().AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 10*time.Second)
 		}
-		if err := fut.Error(); err != nil {
+		if err := n.wait(fut); err != nil {
 			return err
 		}
 		n.log.Info("node added to the meta group", "member", m.ID, "voter", voters <= maxMetaVoters)
@@ -362,7 +362,7 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 	}
 	for _, srv := range f.Configuration().Servers {
 		if slices.Contains(p.Removed, string(srv.ID)) && !slices.Contains(p.Shards[s.ID()], string(srv.ID)) {
-			if err := s.Group().Raft().RemoveServer(srv.ID, 0, 10*time.Second).Error(); err != nil {
+			if err := n.wait(s.Group().Raft().RemoveServer(srv.ID, 0, 10*time.Second)); err != nil {
 				return err
 			}
 			n.log.Info("removed node taken out of shard", "shard", s.ID(), "member", srv.ID)
@@ -389,7 +389,7 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 		return err
 	}
 	for _, srv := range servers {
-		if err := s.Group().Raft().AddVoter(raft.ServerID(srv.ID), raft.ServerAddress(srv.Address), 0, 10*time.Second).Error(); err != nil {
+		if err := n.wait(s.Group().Raft().AddVoter(raft.ServerID(srv.ID), raft.ServerAddress(srv.Address), 0, 10*time.Second)); err != nil {
 			return err
 		}
 		n.log.Info("replica added to shard", "shard", s.ID(), "member", srv.ID)
@@ -406,7 +406,7 @@ func (n *Node) updateAddress(r *raft.Raft, cur raft.Server, addr string) error {
 	} else {
 		fut = r.AddNonvoter(cur.ID, raft.ServerAddress(addr), 0, 10*time.Second)
 	}
-	if err := fut.Error(); err != nil {
+	if err := n.wait(fut); err != nil {
 		return err
 	}
 	n.log.Info("peer address updated", "member", cur.ID, "from", cur.Address, "to", addr)
@@ -461,4 +461,12 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 		case <-time.After(retryPause):
 		}
 	}
+}
+
+// wait waits for a membership future, bounded by the node's lifetime and
+// 15 seconds (raft futures may never resolve after a lost quorum).
+func (n *Node) wait(f raft.Future) error {
+	ctx, cancel := context.WithTimeout(n.lifetime, 15*time.Second)
+	defer cancel()
+	return shard.WaitFuture(ctx, f)
 }

@@ -165,6 +165,22 @@ func (n *Node) replicaAddrs(s int) ([]string, error) {
 //
 // Tombstones are returned as links with Deleted set.
 func (n *Node) lookupShard(ctx context.Context, s int, code string, consistent bool, hops int) (*link.Link, error) {
+	for {
+		l, err := n.lookupOnce(ctx, s, code, consistent, hops)
+		if !errors.Is(err, link.ErrNotLeader) || hops >= maxHops {
+			return l, err
+		}
+		// Leadership moved under the read (an election, a hand-off, the
+		// balancer): nothing was read; ask again.
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: shard %d: %w", link.ErrUnavailable, s, ctx.Err())
+		case <-time.After(retryPause):
+		}
+	}
+}
+
+func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bool, hops int) (*link.Link, error) {
 	sh := n.localShard(s)
 	if sh != nil {
 		g := sh.Group()
@@ -188,7 +204,7 @@ func (n *Node) lookupShard(ctx context.Context, s int, code string, consistent b
 				return n.remoteLookup(ctx, addr, s, code, consistent, hops)
 			}
 			if g.IsLeader() {
-				return n.lookupShard(ctx, s, code, consistent, hops)
+				return n.lookupOnce(ctx, s, code, consistent, hops)
 			}
 			select {
 			case <-ctx.Done():

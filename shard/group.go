@@ -115,6 +115,8 @@ type Group struct {
 	// current term.
 	barrierTerm atomic.Uint64
 	stop        chan struct{}
+	ctx         context.Context // cancelled by Close
+	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
 	closeErr    error
@@ -207,9 +209,10 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 		logStore.Close()
 		return nil, fmt.Errorf("shard %s: start raft: %w", cfg.Name, err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	g := &Group{
 		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logs: cached,
-		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}),
+		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}), ctx: ctx, cancel: cancel,
 	}
 	g.wg.Add(1)
 	go g.monitorLeadership()
@@ -246,7 +249,9 @@ func (g *Group) establishLeadership() {
 			return
 		}
 		term := g.raft.CurrentTerm()
-		err := g.raft.Barrier(10 * time.Second).Error()
+		ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
+		err := WaitFuture(ctx, g.raft.Barrier(10*time.Second))
+		cancel()
 		if err == nil && g.raft.State() == raft.Leader && g.raft.CurrentTerm() == term {
 			g.barrierTerm.Store(term)
 			return
@@ -494,6 +499,20 @@ func (g *Group) TransferLeadership(ctx context.Context, toID, toAddr string) err
 	}
 }
 
+// WaitFuture waits for a raft future, but no longer than ctx: a future of a
+// group that lost its quorum or shut down mid-way may never resolve
+// (hashicorp/raft#498). The future is left to finish on its own.
+func WaitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
+	}
+}
+
 // Stats returns raft's status map (state, term, indexes, last contact).
 func (g *Group) Stats() map[string]string { return g.raft.Stats() }
 
@@ -502,7 +521,12 @@ func (g *Group) Stats() map[string]string { return g.raft.Stats() }
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		close(g.stop)
-		errs := []error{g.raft.Shutdown().Error()}
+		g.cancel()
+		// Bounded: a raft goroutine stuck on a peer must not hold the
+		// process past its shutdown budget.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		errs := []error{WaitFuture(ctx, g.raft.Shutdown())}
+		cancel()
 		g.wg.Wait()
 		errs = append(errs, g.transport.Close(), g.logStore.Close(), g.fsm.Close())
 		g.closeErr = errors.Join(errs...)
