@@ -714,3 +714,42 @@ func TestRemoveNode(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentCreatesAcrossNodesAreDistinct: every node leases its own ID
+// ranges through the meta group; concurrent creates on all nodes never share
+// a code.
+func TestConcurrentCreatesAcrossNodesAreDistinct(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	const perNode, workers = 100, 4
+	var mu sync.Mutex
+	seen := map[string]string{}
+	var wg sync.WaitGroup
+	for i, n := range tc.nodes {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; k < perNode/workers; k++ {
+					url := fmt.Sprintf("https://distinct.example/%d/%d/%d", i, w, k)
+					l, err := n.Create(ctx(t), CreateRequest{URL: url})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if prev, dup := seen[l.Code]; dup {
+						t.Errorf("code %s issued for %s and %s", l.Code, prev, url)
+					}
+					seen[l.Code] = url
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(seen) != 3*perNode {
+		t.Fatalf("%d codes for %d creates", len(seen), 3*perNode)
+	}
+}
