@@ -178,7 +178,7 @@ func (tc *testCluster) waitReplicated(replicas int) {
 }
 
 func TestFormationInAnyStartOrder(t *testing.T) {
-	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
+	for _, order := range [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}} {
 		t.Run(fmt.Sprint(order), func(t *testing.T) {
 			tc := newTestCluster(t, 3, 3)
 			tc.startAll(order...)
