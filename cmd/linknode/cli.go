@@ -50,39 +50,25 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 			fmt.Fprintln(stderr, "usage: linknode remove [-addr A] NODE-ID")
 			return 2
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+"/admin/v1/nodes/"+fs.Arg(0), nil)
-		if err != nil {
-			fmt.Fprintln(stderr, "linknode:", err)
-			return 2
-		}
-		resp, err := http.DefaultClient.Do(req)
+		status, body, err := adminCall(ctx, http.MethodDelete, base+"/admin/v1/nodes/"+fs.Arg(0))
 		if err != nil {
 			fmt.Fprintln(stderr, "linknode:", err)
 			return 1
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			b, _ := io.ReadAll(resp.Body)
-			fmt.Fprintf(stderr, "linknode: remove %s: %d %s\n", fs.Arg(0), resp.StatusCode, b)
+		if status != http.StatusNoContent {
+			fmt.Fprintf(stderr, "linknode: remove %s: %d %s\n", fs.Arg(0), status, body)
 			return 1
 		}
 		fmt.Fprintf(stdout, "node %s removed\n", fs.Arg(0))
 		return 0
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/admin/v1/cluster", nil)
-	if err != nil {
-		fmt.Fprintln(stderr, "linknode:", err)
-		return 2
-	}
-	resp, err := http.DefaultClient.Do(req)
+	status, body, err := adminCall(ctx, http.MethodGet, base+"/admin/v1/cluster")
 	if err != nil {
 		fmt.Fprintln(stderr, "linknode:", err)
 		return 1
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "linknode: %s answered %d: %s\n", base, resp.StatusCode, body)
+	if status != http.StatusOK {
+		fmt.Fprintf(stderr, "linknode: %s answered %d: %s\n", base, status, body)
 		return 1
 	}
 	var st cluster.Status
@@ -139,4 +125,19 @@ func printShards(w io.Writer, st cluster.Status) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.ID, s.Leader, strings.Join(s.Replicas, ","), s.State,
 			s.AppliedIndex, s.CommitIndex, s.LastContact, links)
 	}
+}
+
+// adminCall sends one request to a node's admin API.
+func adminCall(ctx context.Context, method, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
 }
