@@ -35,7 +35,7 @@ func (n *Node) leaderLoop() {
 	for {
 		n.reconcile()
 		select {
-		case <-n.lifetime.Done():
+		case <-n.loops.Done():
 			return
 		case <-t.C:
 		case <-events:
@@ -44,11 +44,11 @@ func (n *Node) leaderLoop() {
 }
 
 func (n *Node) reconcile() {
-	ctx, cancel := context.WithTimeout(n.lifetime, 10*time.Second)
+	ctx, cancel := context.WithTimeout(n.loops, 10*time.Second)
 	defer cancel()
 	if n.meta.IsLeader() {
 		if err := n.meta.WaitReady(ctx); err == nil {
-			if err := n.reconcileMeta(ctx); err != nil && n.lifetime.Err() == nil {
+			if err := n.reconcileMeta(ctx); err != nil && n.loops.Err() == nil {
 				n.log.Warn("meta reconcile", "err", err)
 			}
 		}
@@ -57,7 +57,7 @@ func (n *Node) reconcile() {
 		if !s.Group().IsLeader() {
 			continue
 		}
-		if err := n.reconcileShard(s); err != nil && n.lifetime.Err() == nil {
+		if err := n.reconcileShard(s); err != nil && n.loops.Err() == nil {
 			n.log.Warn("shard reconcile", "shard", s.ID(), "err", err)
 		}
 	}
@@ -103,7 +103,24 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 	if len(hosts) < 2 {
 		return
 	}
-	share := (len(shards) + len(hosts) - 1) / len(hosts)
+	// The share is the cluster's, not this node's view: every shard over
+	// every live node that hosts shards, rounded up.
+	total, live := len(shards), len(hosts)
+	if p, err := n.metaFSM.Placement(); err == nil && p != nil {
+		total = len(p.Shards)
+		placed := map[string]bool{}
+		for _, reps := range p.Shards {
+			for _, id := range reps {
+				if alive[id] {
+					placed[id] = true
+				}
+			}
+		}
+		if len(placed) > 0 {
+			live = len(placed)
+		}
+	}
+	share := (total + live - 1) / live
 	if len(mine) <= share {
 		return
 	}
@@ -123,7 +140,9 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 				to, best = srv, leads[id]
 			}
 		}
-		if best < 0 || best+1 > share {
+		// Move only to a node leading at least two fewer, so two nodes
+		// never pass a shard back and forth.
+		if best < 0 || best+2 > len(mine) || best+1 > share {
 			continue
 		}
 		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -466,7 +485,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 // wait waits for a membership future, bounded by the node's lifetime and
 // 15 seconds (raft futures may never resolve after a lost quorum).
 func (n *Node) wait(f raft.Future) error {
-	ctx, cancel := context.WithTimeout(n.lifetime, 15*time.Second)
+	ctx, cancel := context.WithTimeout(n.loops, 15*time.Second)
 	defer cancel()
 	return shard.WaitFuture(ctx, f)
 }

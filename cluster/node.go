@@ -110,8 +110,12 @@ type Node struct {
 	// watch it.
 	lifetime context.Context
 	stopAll  context.CancelFunc
-	bg       sync.WaitGroup // background loops
-	rpcWG    sync.WaitGroup // the RPC server
+	// loops ends first on Close: the background loops stop before the
+	// node hands off its leaderships, while RPC still serves.
+	loops     context.Context
+	stopLoops context.CancelFunc
+	bg        sync.WaitGroup // background loops
+	rpcWG     sync.WaitGroup // the RPC server
 
 	meta     *shard.Group
 	metaFSM  *fsm.MetaFSM
@@ -191,7 +195,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	lifetime, stop := context.WithCancel(context.Background())
-	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, remote: remote}, nil
+	loops, stopLoops := context.WithCancel(lifetime)
+	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, loops: loops, stopLoops: stopLoops, remote: remote}, nil
 }
 
 // nodeID returns the configured ID, or the one stored in the data dir, or a
@@ -291,12 +296,14 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n.rpcWG.Add(1)
-	go n.serveRPC(rpcLayer)
-
 	if err := n.openMeta(); err != nil {
+		rpcLayer.Close()
 		return err
 	}
+	// RPC handlers need the meta group; callers that connected meanwhile
+	// wait in the layer's backlog.
+	n.rpcWG.Add(1)
+	go n.serveRPC(rpcLayer)
 	if n.cfg.GossipAddr != "" {
 		key, _ := parseGossipKey(n.cfg.GossipKey)
 		n.gossip, err = startGossip(gossipConfig{
@@ -315,11 +322,11 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	if err := n.form(ctx, advertise); err != nil {
 		return err
 	}
+	if n.gossip != nil {
+		n.gossip.setBootstrapped() // at once: nobody else may bootstrap now
+	}
 	if err := n.meta.WaitLeader(ctx); err != nil {
 		return fmt.Errorf("cluster: meta group has no leader: %w", err)
-	}
-	if n.gossip != nil {
-		n.gossip.setBootstrapped()
 	}
 	n.bg.Add(1)
 	go n.leaderLoop()
@@ -407,7 +414,7 @@ func (n *Node) joinLoop() {
 		}
 		n.log.Debug("gossip join failed; retrying", "err", err)
 		select {
-		case <-n.lifetime.Done():
+		case <-n.loops.Done():
 			return
 		case <-time.After(backoff):
 		}
@@ -433,6 +440,7 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	logged := time.Time{}
+	prev := ""
 	for {
 		if n.metaHasState() {
 			return nil // added by a leader, or bootstrapped by a raced peer's log
@@ -454,18 +462,31 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 				n.log.Info("joining a formed cluster; waiting to be added by the meta leader")
 				logged = time.Now()
 			}
-		} else if len(fresh) >= n.cfg.BootstrapExpect {
-			voters := fresh[:n.cfg.BootstrapExpect]
+		} else if len(fresh) > n.cfg.BootstrapExpect {
+			// More new nodes than expected: which of them form the
+			// cluster would depend on who sees whom; refuse to guess.
+			if time.Since(logged) > 5*time.Second {
+				n.log.Error("more new nodes than bootstrap-expect; not bootstrapping", "seen", len(fresh), "expect", n.cfg.BootstrapExpect)
+				logged = time.Now()
+			}
+			prev = ""
+		} else if len(fresh) == n.cfg.BootstrapExpect {
 			var servers []shard.Server
+			var ids []string
 			self := false
-			for _, m := range voters {
+			for _, m := range fresh {
 				servers = append(servers, shard.Server{ID: m.ID, Address: m.RaftAddr})
+				ids = append(ids, m.ID+"@"+m.RaftAddr)
 				self = self || m.ID == n.cfg.NodeID
 			}
-			if self {
+			set := strings.Join(ids, ",")
+			// The same set on two looks in a row, so a node that is still
+			// arriving is not left out of one node's view only.
+			if self && set == prev {
 				n.log.Info("bootstrapping the meta group", "voters", len(servers))
 				return n.meta.Bootstrap(servers)
 			}
+			prev = set
 		} else if time.Since(logged) > 5*time.Second {
 			n.log.Info("waiting for nodes to form the cluster", "seen", len(fresh), "expect", n.cfg.BootstrapExpect)
 			logged = time.Now()
@@ -583,7 +604,11 @@ func (n *Node) changed(_ int, l *link.Link) {
 // before it existed, and codes are never reused). Best effort: the remote
 // cache's TTL bounds what a lost message costs.
 func (n *Node) announceChange(l *link.Link) {
-	if n.gossip != nil && l != nil {
+	if l == nil {
+		return
+	}
+	n.invalidateRemote(l.Code, l.Version) // gossip does not deliver to its sender
+	if n.gossip != nil {
 		n.gossip.invalidate(l.Code, l.Version)
 	}
 }
@@ -661,7 +686,7 @@ func (n *Node) placementLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-n.lifetime.Done():
+		case <-n.loops.Done():
 			return
 		case <-t.C:
 			if err := n.syncShards(); err != nil {
@@ -737,14 +762,17 @@ func (n *Node) ShardOf(code string) int { return n.ring.Locate(code) }
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
-		n.stopAll()
-		n.bg.Wait() // no loop may open a shard or propose after this
-		n.handOffLeadership()
-		if n.alloc != nil {
-			n.alloc.Close()
-		}
+		// Leave gossip first, so peers see this node go and stop choosing
+		// it as the target of leader balancing.
 		if n.gossip != nil {
 			errs = append(errs, n.gossip.close())
+		}
+		n.stopLoops()
+		n.bg.Wait()           // no loop may open a shard or propose after this
+		n.handOffLeadership() // RPC still serves calls forwarded meanwhile
+		n.stopAll()
+		if n.alloc != nil {
+			n.alloc.Close()
 		}
 		shards := n.localShards()
 		var wg sync.WaitGroup

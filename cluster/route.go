@@ -38,7 +38,10 @@ const retryPause = 25 * time.Millisecond
 func (n *Node) applyGroup(ctx context.Context, group uint64, cmd []byte, hops int) (*applyResult, error) {
 	for {
 		res, err := n.applyOnce(ctx, group, cmd, hops)
-		if !errors.Is(err, link.ErrNotLeader) {
+		// Only the node that took the request waits and retries; a node
+		// serving a forwarded call answers at once and lets the caller
+		// look for the leader again.
+		if !errors.Is(err, link.ErrNotLeader) || hops > 0 {
 			return res, err
 		}
 		select {
@@ -83,7 +86,10 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 	var last error
 	for _, a := range addrs {
 		res, err := n.remoteApply(ctx, a, group, cmd, hops)
-		if err == nil || !errors.Is(err, link.ErrUnavailable) {
+		// Another replica is tried only when this one was never reached:
+		// any later failure may have applied the command, and an update
+		// or delete must not run twice.
+		if err == nil || !errors.Is(err, errDial) {
 			return res, err
 		}
 		last = err
@@ -190,9 +196,19 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 				return sh.LookupConsistent(ctx, code)
 			}
 		} else {
-			l, err := sh.Lookup(code, leader)
-			if err == nil || !errors.Is(err, link.ErrNotFound) || leader {
+			ready := leader && g.LeaderReady()
+			l, err := sh.Lookup(code, ready)
+			if err == nil || !errors.Is(err, link.ErrNotFound) || ready {
 				return l, err
+			}
+			if leader {
+				// A new leader may not have applied what its predecessor
+				// acknowledged until its first barrier has: only then is
+				// its "unknown" final.
+				if err := g.AwaitLeaderReady(ctx); err != nil {
+					return nil, err // ErrNotLeader: the caller asks again
+				}
+				return sh.Lookup(code, true)
 			}
 		}
 		if hops >= maxHops {

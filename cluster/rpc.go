@@ -195,45 +195,68 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 	return resp
 }
 
+// errDial is wrapped by call's error when the peer was never reached:
+// nothing was sent, so another peer may be tried.
+var errDial = fmt.Errorf("%w: peer not reachable", link.ErrUnavailable)
+
 // rpcClient keeps a few idle connections per peer.
 type rpcClient struct {
-	mu   sync.Mutex
-	idle map[string][]net.Conn
+	mu     sync.Mutex
+	idle   map[string][]idleConn
+	closed bool
 }
 
-const maxIdlePerPeer = 16
+type idleConn struct {
+	conn  net.Conn
+	since time.Time
+}
+
+const (
+	maxIdlePerPeer = 16
+	// maxIdleAge keeps pooled connections well inside the server's idle
+	// timeout, so a reused connection is not one the server just closed.
+	maxIdleAge = rpcIdleTimeout / 2
+)
 
 func (c *rpcClient) get(ctx context.Context, addr string) (net.Conn, error) {
 	c.mu.Lock()
-	if conns := c.idle[addr]; len(conns) > 0 {
-		conn := conns[len(conns)-1]
+	for conns := c.idle[addr]; len(conns) > 0; conns = c.idle[addr] {
+		ic := conns[len(conns)-1]
 		c.idle[addr] = conns[:len(conns)-1]
-		c.mu.Unlock()
-		return conn, nil
+		if time.Since(ic.since) < maxIdleAge {
+			c.mu.Unlock()
+			return ic.conn, nil
+		}
+		_ = ic.conn.Close()
 	}
 	c.mu.Unlock()
-	return transport.Dial(ctx, addr, transport.KindRPC, 0, 2*time.Second)
+	conn, err := transport.Dial(ctx, addr, transport.KindRPC, 0, 2*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s: %w", errDial, addr, err)
+	}
+	return conn, nil
 }
 
 func (c *rpcClient) put(addr string, conn net.Conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.idle == nil {
-		c.idle = make(map[string][]net.Conn)
-	}
-	if len(c.idle[addr]) >= maxIdlePerPeer {
+	if c.closed || len(c.idle[addr]) >= maxIdlePerPeer {
 		_ = conn.Close()
 		return
 	}
-	c.idle[addr] = append(c.idle[addr], conn)
+	if c.idle == nil {
+		c.idle = make(map[string][]idleConn)
+	}
+	c.idle[addr] = append(c.idle[addr], idleConn{conn: conn, since: time.Now()})
 }
 
 func (c *rpcClient) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	for _, conns := range c.idle {
-		for _, conn := range conns {
-			_ = conn.Close()
+		for _, ic := range conns {
+			_ = ic.conn.Close()
 		}
 	}
 	c.idle = nil
@@ -247,7 +270,7 @@ func (c *rpcClient) call(ctx context.Context, addr string, req *rpcRequest) (*rp
 	}
 	conn, err := c.get(ctx, addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dial %s: %w", link.ErrUnavailable, addr, err)
+		return nil, err
 	}
 	dl, ok := ctx.Deadline()
 	if !ok {

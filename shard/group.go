@@ -312,6 +312,17 @@ func (g *Group) WaitReady(ctx context.Context) error {
 	return poll(ctx, g.leaderReady)
 }
 
+// AwaitLeaderReady waits until LeaderReady holds; it fails at once with
+// link.ErrNotLeader if this node stops leading.
+func (g *Group) AwaitLeaderReady(ctx context.Context) error {
+	return pollUnless(ctx, g.leaderReady, func() bool { return g.raft.State() != raft.Leader })
+}
+
+// LeaderReady reports whether this node leads the group and a barrier of
+// the current term has applied: its state then includes every entry any
+// earlier leader acknowledged.
+func (g *Group) LeaderReady() bool { return g.leaderReady() }
+
 func (g *Group) leaderReady() bool {
 	t := g.barrierTerm.Load()
 	return t != 0 && t == g.raft.CurrentTerm() && g.raft.State() == raft.Leader
