@@ -322,11 +322,11 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	if err := n.form(ctx, advertise); err != nil {
 		return err
 	}
-	if n.gossip != nil {
-		n.gossip.setBootstrapped() // at once: nobody else may bootstrap now
-	}
 	if err := n.meta.WaitLeader(ctx); err != nil {
 		return fmt.Errorf("cluster: meta group has no leader: %w", err)
+	}
+	if n.gossip != nil {
+		n.gossip.setBootstrapped()
 	}
 	n.bg.Add(1)
 	go n.leaderLoop()
@@ -440,7 +440,6 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	logged := time.Time{}
-	prev := ""
 	for {
 		if n.metaHasState() {
 			return nil // added by a leader, or bootstrapped by a raced peer's log
@@ -462,31 +461,18 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 				n.log.Info("joining a formed cluster; waiting to be added by the meta leader")
 				logged = time.Now()
 			}
-		} else if len(fresh) > n.cfg.BootstrapExpect {
-			// More new nodes than expected: which of them form the
-			// cluster would depend on who sees whom; refuse to guess.
-			if time.Since(logged) > 5*time.Second {
-				n.log.Error("more new nodes than bootstrap-expect; not bootstrapping", "seen", len(fresh), "expect", n.cfg.BootstrapExpect)
-				logged = time.Now()
-			}
-			prev = ""
-		} else if len(fresh) == n.cfg.BootstrapExpect {
+		} else if len(fresh) >= n.cfg.BootstrapExpect {
+			voters := fresh[:n.cfg.BootstrapExpect]
 			var servers []shard.Server
-			var ids []string
 			self := false
-			for _, m := range fresh {
+			for _, m := range voters {
 				servers = append(servers, shard.Server{ID: m.ID, Address: m.RaftAddr})
-				ids = append(ids, m.ID+"@"+m.RaftAddr)
 				self = self || m.ID == n.cfg.NodeID
 			}
-			set := strings.Join(ids, ",")
-			// The same set on two looks in a row, so a node that is still
-			// arriving is not left out of one node's view only.
-			if self && set == prev {
+			if self {
 				n.log.Info("bootstrapping the meta group", "voters", len(servers))
 				return n.meta.Bootstrap(servers)
 			}
-			prev = set
 		} else if time.Since(logged) > 5*time.Second {
 			n.log.Info("waiting for nodes to form the cluster", "seen", len(fresh), "expect", n.cfg.BootstrapExpect)
 			logged = time.Now()
