@@ -395,18 +395,7 @@ func TestLeaderStopWritesResumeAndNodeCatchesUp(t *testing.T) {
 	// The stopped node comes back on its data and catches up locally.
 	tc.start(victim)
 	back := tc.nodes[victim]
-	waitFor(t, 30*time.Second, "catch-up", func() bool {
-		for _, l := range during {
-			s := back.localShard(back.ring.Locate(l.Code))
-			if s == nil {
-				return false
-			}
-			if got, err := s.FSM().Get(l.Code); err != nil || got.URL != l.URL {
-				return false
-			}
-		}
-		return true
-	})
+	waitHoldsLocally(t, back, during, "catch-up")
 	tc.waitReplicated(3)
 	tc.waitBalanced()
 }
@@ -571,18 +560,7 @@ func TestCatchUpBySnapshot(t *testing.T) {
 	})
 	tc.start(2)
 	back := tc.nodes[2]
-	waitFor(t, 30*time.Second, "catch-up by snapshot", func() bool {
-		for _, l := range links {
-			s := back.localShard(back.ring.Locate(l.Code))
-			if s == nil {
-				return false
-			}
-			if got, err := s.FSM().Get(l.Code); err != nil || got.URL != l.URL {
-				return false
-			}
-		}
-		return true
-	})
+	waitHoldsLocally(t, back, links, "catch-up by snapshot")
 	restored := 0
 	for _, s := range back.localShards() {
 		restored += int(s.Restores())
@@ -752,4 +730,22 @@ func TestConcurrentCreatesAcrossNodesAreDistinct(t *testing.T) {
 	if len(seen) != 3*perNode {
 		t.Fatalf("%d codes for %d creates", len(seen), 3*perNode)
 	}
+}
+
+// waitHoldsLocally waits until n's own replicas (its bbolt files, not a
+// forwarded read) hold every link with its URL.
+func waitHoldsLocally(tb testing.TB, n *Node, links []*link.Link, what string) {
+	tb.Helper()
+	waitFor(tb, 30*time.Second, what, func() bool {
+		for _, l := range links {
+			s := n.localShard(n.ring.Locate(l.Code))
+			if s == nil {
+				return false
+			}
+			if got, err := s.FSM().Get(l.Code); err != nil || got.URL != l.URL {
+				return false
+			}
+		}
+		return true
+	})
 }
