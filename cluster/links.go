@@ -95,6 +95,10 @@ func (n *Node) applyCreate(ctx context.Context, cmd *fsm.CreateIfAbsent) (*link.
 		if err == nil {
 			return r.link, nil
 		}
+		if n.bugs.earlyAck() && errors.Is(err, link.ErrUnavailable) {
+			return &link.Link{Code: cmd.Code, URL: cmd.URL, CreatedAt: cmd.Now, UpdatedAt: cmd.Now,
+				ExpiresAt: cmd.ExpiresAt, Redirect: cmd.Redirect, Tags: cmd.Tags}, nil
+		}
 		if !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
 			return nil, err
 		}
@@ -206,4 +210,11 @@ func (n *Node) ForEachLink(fn func(l *link.Link) bool) error {
 		}
 	}
 	return nil
+}
+
+// Leases returns every ID range the meta group has granted, as this node's
+// replica of it knows them (read it from the meta leader, or after the
+// cluster has settled, for the complete list).
+func (n *Node) Leases() ([]fsm.Lease, error) {
+	return n.metaFSM.Leases()
 }

@@ -198,7 +198,7 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 		} else {
 			ready := leader && g.LeaderReady()
 			l, err := sh.Lookup(code, ready)
-			if err == nil || !errors.Is(err, link.ErrNotFound) || ready {
+			if err == nil || !errors.Is(err, link.ErrNotFound) || ready || n.bugs.followerRead() {
 				return l, err
 			}
 			if leader {

@@ -102,24 +102,32 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	if !got.Deleted || got.URL != "" || got.Version != 6 {
 		t.Fatalf("tombstone = %+v", got)
 	}
-	// Tombstone: no update, no second delete, no re-create, not even by the
-	// original creator's retry.
+	// Tombstone: no update, no second delete, no re-create.
 	for i, cmd := range [][]byte{upd.Encode(), (&Delete{Code: "abc", Now: t1}).Encode()} {
 		if r := result(t, applyAt(t, f, uint64(7+i), cmd)); !errors.Is(r.Err, link.ErrNotFound) {
 			t.Fatalf("command %d on tombstone: err = %v", i, r.Err)
 		}
 	}
-	if r := result(t, applyAt(t, f, 9, create.Encode())); !errors.Is(r.Err, link.ErrAliasTaken) {
+	other := &CreateIfAbsent{Code: "abc", URL: "https://example.com/new", Now: t1, Nonce: 43}
+	if r := result(t, applyAt(t, f, 9, other.Encode())); !errors.Is(r.Err, link.ErrAliasTaken) {
 		t.Fatalf("re-create of tombstone: err = %v", r.Err)
 	}
+	// The original creator's late retry learns that its create took effect
+	// (it was deleted since), not "taken": that answer would be a lie.
+	if r := result(t, applyAt(t, f, 10, create.Encode())); r.Err != nil || !r.Link.Deleted {
+		t.Fatalf("late retry of the deleted create = %+v", r)
+	}
+	if got, _ := f.Get("abc"); !got.Deleted || got.Version != 6 {
+		t.Fatalf("tombstone after late retry = %+v", got)
+	}
 	// Unknown codes.
-	if r := result(t, applyAt(t, f, 10, (&Update{Code: "nope", Now: t1, Set: SetURL, URL: "https://x.example"}).Encode())); !errors.Is(r.Err, link.ErrNotFound) {
+	if r := result(t, applyAt(t, f, 11, (&Update{Code: "nope", Now: t1, Set: SetURL, URL: "https://x.example"}).Encode())); !errors.Is(r.Err, link.ErrNotFound) {
 		t.Fatalf("update unknown: %v", r.Err)
 	}
 	if _, err := f.Get("nope"); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("Get unknown: %v", err)
 	}
-	if f.AppliedIndex() != 10 {
+	if f.AppliedIndex() != 11 {
 		t.Fatalf("applied = %d", f.AppliedIndex())
 	}
 	if d := cmp.Diff([]string{"abc", "abc", "abc", "abc"}, changes); d != "" {

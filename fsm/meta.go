@@ -11,6 +11,7 @@ import (
 var (
 	bucketSettings = []byte("settings")
 	bucketIDs      = []byte("ids")
+	bucketLeases   = []byte("leases")
 	keyCluster     = []byte("cluster")
 	keyNextID      = []byte("next")
 	keyPlacement   = []byte("placement")
@@ -47,7 +48,7 @@ type MetaFSM struct {
 // NewMetaFSM opens (or creates) the meta bbolt file at path.
 func NewMetaFSM(path string) (*MetaFSM, error) {
 	f := &MetaFSM{}
-	s, err := openStore(path, [][]byte{bucketSettings, bucketIDs}, f.applyCommand)
+	s, err := openStore(path, [][]byte{bucketSettings, bucketIDs, bucketLeases}, f.applyCommand)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +113,42 @@ func (f *MetaFSM) applyLease(tx *bolt.Tx, l *LeaseRange) any {
 	if err := b.Put(keyNextID, buf[:]); err != nil {
 		panic(fmt.Sprintf("fsm %s: put next id: %v", f.path, err))
 	}
+	// Every grant is kept (16 bytes plus the node ID), so an operator or the
+	// chaos harness can check that no two ranges ever overlapped.
+	var key [8]byte
+	binary.BigEndian.PutUint64(key[:], next)
+	rec := binary.BigEndian.AppendUint64(nil, end)
+	rec = append(rec, l.Node...)
+	if err := tx.Bucket(bucketLeases).Put(key[:], rec); err != nil {
+		panic(fmt.Sprintf("fsm %s: put lease: %v", f.path, err))
+	}
 	return &LeaseResult{Start: next, End: end}
+}
+
+// Lease is one ID range granted by LeaseRange: [Start, End) to Node.
+type Lease struct {
+	Start uint64 `json:"start"`
+	End   uint64 `json:"end"`
+	Node  string `json:"node"`
+}
+
+// Leases returns every range granted so far, in ID order.
+func (f *MetaFSM) Leases() ([]Lease, error) {
+	var out []Lease
+	err := f.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
+			if len(k) != 8 || len(v) < 8 {
+				return fmt.Errorf("fsm %s: malformed lease record", f.path)
+			}
+			out = append(out, Lease{
+				Start: binary.BigEndian.Uint64(k),
+				End:   binary.BigEndian.Uint64(v[:8]),
+				Node:  string(v[8:]),
+			})
+			return nil
+		})
+	})
+	return out, err
 }
 
 // Settings returns the stored cluster settings, or nil before bootstrap.

@@ -107,8 +107,12 @@ func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
 
 func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *CreateIfAbsent, index uint64) any {
 	if old := getLink(tx, c.Code); old != nil {
-		if !old.Deleted && c.Nonce != 0 && old.Nonce == c.Nonce {
-			return &Result{Link: old} // the same create, retried
+		if c.Nonce != 0 && old.Nonce == c.Nonce {
+			// The same create, retried after an unknown outcome: it took
+			// effect, so it succeeds — even if the link was deleted since
+			// (then the tombstone is returned). Answering "taken" would
+			// tell the creator its create never happened.
+			return &Result{Link: old}
 		}
 		return &Result{Err: link.ErrAliasTaken}
 	}
@@ -170,6 +174,7 @@ func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *Delete, index uint64) any {
 		CreatedAt: l.CreatedAt,
 		UpdatedAt: d.Now,
 		Redirect:  l.Redirect,
+		Nonce:     l.Nonce, // a late retry of the create still recognises it
 		Deleted:   true,
 		Version:   index,
 	}

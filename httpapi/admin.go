@@ -1,12 +1,15 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/gorilla/mux"
 
 	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
 )
 
 func (s *Server) registerHealthRoutes(metrics http.Handler) {
@@ -20,6 +23,52 @@ func (s *Server) registerHealthRoutes(metrics http.Handler) {
 func (s *Server) registerAdminRoutes() {
 	s.router.HandleFunc("/admin/v1/cluster", s.measured("/admin/v1/cluster", s.handleCluster)).Methods(http.MethodGet, http.MethodHead)
 	s.router.HandleFunc("/admin/v1/nodes/{id}", s.measured("/admin/v1/nodes/{id}", s.handleRemoveNode)).Methods(http.MethodDelete)
+	s.router.HandleFunc("/admin/v1/leases", s.measured("/admin/v1/leases", s.handleLeases)).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/admin/v1/links", s.measured("/admin/v1/links", s.handleLocalLinks)).Methods(http.MethodGet, http.MethodHead)
+}
+
+// handleLeases serves GET /admin/v1/leases: every ID range the meta group
+// granted, as this node's replica knows them: {"leases":[{start,end,node}]}.
+func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) {
+	leases, err := s.svc.Leases()
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if leases == nil {
+		leases = []fsm.Lease{}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, r, http.StatusOK, map[string]any{"leases": leases})
+}
+
+// localLink is one row of GET /admin/v1/links.
+type localLink struct {
+	Code    string `json:"code"`
+	URL     string `json:"url"`
+	Deleted bool   `json:"deleted,omitempty"`
+	Version uint64 `json:"version"`
+}
+
+// handleLocalLinks serves GET /admin/v1/links: every link (tombstones
+// included) in the shard replicas this node hosts, read from its own bbolt
+// files, one JSON object per line (application/x-ndjson). It is a debugging
+// and audit view of one replica, not a consistent listing.
+func (s *Server) handleLocalLinks(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	enc := json.NewEncoder(w)
+	err := s.svc.ForEachLink(func(l *link.Link) bool {
+		return enc.Encode(localLink{Code: l.Code, URL: l.URL, Deleted: l.Deleted, Version: l.Version}) == nil
+	})
+	if err != nil {
+		// The status is sent; a truncated stream ends with an error line.
+		_ = enc.Encode(map[string]string{"error": err.Error()})
+	}
 }
 
 // handleRemoveNode serves DELETE /admin/v1/nodes/{id}: the operator removes

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -28,6 +29,8 @@ type Service interface {
 	Status() cluster.Status
 	Ready() error
 	RemoveNode(ctx context.Context, id string) error
+	Leases() ([]fsm.Lease, error)
+	ForEachLink(fn func(l *link.Link) bool) error
 }
 
 var _ Service = (*cluster.Node)(nil)
