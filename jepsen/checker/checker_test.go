@@ -1,0 +1,205 @@
+package checker
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/linkraft/linkraft/jepsen/history"
+)
+
+// h builds a history from (process, type, f, key, value, status) rows, one
+// time unit apart.
+type row struct {
+	p      int
+	typ    history.Type
+	f, key string
+	value  string
+	status int
+	wl     string
+	node   string
+}
+
+func build(rows ...row) []history.Op {
+	ops := make([]history.Op, len(rows))
+	for i, r := range rows {
+		wl := r.wl
+		if wl == "" {
+			wl = "register"
+		}
+		ops[i] = history.Op{Index: i, Time: int64(i * 10), Process: r.p, Type: r.typ, F: r.f, Key: r.key,
+			Value: r.value, Status: r.status, Workload: wl, Node: r.node}
+	}
+	return ops
+}
+
+func TestRegisterValidAndStaleRead(t *testing.T) {
+	valid := build(
+		row{p: 0, typ: history.Invoke, f: FCreate, key: "k", value: "u1"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "k", value: "u1", status: 201},
+		row{p: 1, typ: history.Invoke, f: FUpdate, key: "k", value: "u2"},
+		row{p: 2, typ: history.Invoke, f: FRead, key: "k"},
+		row{p: 2, typ: history.OK, f: FRead, key: "k", value: "u1", status: 200}, // concurrent with the update
+		row{p: 1, typ: history.OK, f: FUpdate, key: "k", value: "u2", status: 200},
+		row{p: 0, typ: history.Invoke, f: FCreate, key: "k", value: "u3"},
+		row{p: 0, typ: history.Fail, f: FCreate, key: "k", value: "u3", status: 409},
+		row{p: 3, typ: history.Invoke, f: FDelete, key: "k"},
+		row{p: 3, typ: history.Info, f: FDelete, key: "k"}, // may happen any time later
+		row{p: 2, typ: history.Invoke, f: FRead, key: "k"},
+		row{p: 2, typ: history.OK, f: FRead, key: "k", value: "u2", status: 200},
+		row{p: 2, typ: history.Invoke, f: FRead, key: "k"},
+		row{p: 2, typ: history.OK, f: FRead, key: "k", status: 404},
+	)
+	if r := CheckRegister(valid, RegisterOptions{}); r.Valid != Valid {
+		t.Fatalf("valid history judged %v: %s", r.Valid, r.Summary)
+	}
+	// After the update was acknowledged, a read returns the old URL.
+	stale := build(
+		row{p: 0, typ: history.Invoke, f: FCreate, key: "k", value: "u1"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "k", value: "u1", status: 201},
+		row{p: 1, typ: history.Invoke, f: FUpdate, key: "k", value: "u2"},
+		row{p: 1, typ: history.OK, f: FUpdate, key: "k", value: "u2", status: 200},
+		row{p: 2, typ: history.Invoke, f: FRead, key: "k"},
+		row{p: 2, typ: history.OK, f: FRead, key: "k", value: "u1", status: 200},
+	)
+	html := filepath.Join(t.TempDir(), "history.html")
+	r := CheckRegister(stale, RegisterOptions{HTMLPath: html})
+	if r.Valid != Invalid || r.AnomalyCount != 1 || r.Anomalies[0].Kind != "not-linearizable" {
+		t.Fatalf("stale read judged %v: %+v", r.Valid, r)
+	}
+	if fi, err := os.Stat(html); err != nil || fi.Size() == 0 {
+		t.Fatalf("no visualization: %v", err)
+	}
+	// A refused create on a code nobody created is a lie.
+	refused := build(
+		row{p: 0, typ: history.Invoke, f: FCreate, key: "k", value: "u1"},
+		row{p: 0, typ: history.Fail, f: FCreate, key: "k", value: "u1", status: 409},
+	)
+	if r := CheckRegister(refused, RegisterOptions{}); r.Valid != Invalid {
+		t.Fatalf("refused create on a fresh code judged %v", r.Valid)
+	}
+}
+
+func TestSetLostUnexpectedDuplicated(t *testing.T) {
+	ops := build(
+		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/set/1", wl: "set", node: "n1"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "a", value: "P/set/1", status: 201, wl: "set", node: "n1"},
+		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/set/2", wl: "set", node: "n1"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "b", value: "P/set/2", status: 201, wl: "set", node: "n1"},
+		row{p: 1, typ: history.Invoke, f: FCreate, value: "P/set/3", wl: "set", node: "n2"},
+		row{p: 1, typ: history.Info, f: FCreate, value: "P/set/3", wl: "set", node: "n2"},
+	)
+	good := Final{Nodes: []string{"n1", "n2"}, Recovered: true,
+		Resolves: map[string]map[string]Read{
+			"n1": {"a": {Status: 302, Location: "P/set/1"}, "b": {Status: 302, Location: "P/set/2"}},
+			"n2": {"a": {Status: 302, Location: "P/set/1"}, "b": {Status: 302, Location: "P/set/2"}},
+		},
+		Links: map[string][]Listed{"n1": {{Code: "a", URL: "P/set/1"}, {Code: "b", URL: "P/set/2"}, {Code: "c", URL: "P/set/3"}}},
+	}
+	if r := CheckSet(ops, good, "P/"); r.Valid != Valid || r.Stats["indeterminate-stored"] != 1 {
+		t.Fatalf("good final judged %v: %+v", r.Valid, r)
+	}
+	lost := good
+	lost.Resolves = map[string]map[string]Read{
+		"n1": {"a": {Status: 302, Location: "P/set/1"}, "b": {Status: 404}},
+		"n2": {"a": {Status: 302, Location: "P/set/1"}, "b": {Status: 404}},
+	}
+	if r := CheckSet(ops, lost, "P/"); r.Valid != Invalid || r.Stats["lost"] != 1 {
+		t.Fatalf("lost create judged %v: %+v", r.Valid, r)
+	}
+	extra := good
+	extra.Links = map[string][]Listed{"n2": {{Code: "z", URL: "P/set/9"}, {Code: "y", URL: "P/set/1"}}}
+	r := CheckSet(ops, extra, "P/")
+	if r.Valid != Invalid || r.AnomalyCount != 2 {
+		t.Fatalf("unexpected and duplicated links judged %v: %+v", r.Valid, r)
+	}
+	if b, _ := json.Marshal(r); len(b) == 0 {
+		t.Fatal("result does not encode")
+	}
+}
+
+func TestUniqueIDs(t *testing.T) {
+	ops := build(
+		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/set/1", wl: "set", node: "n1"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "5", value: "P/set/1", status: 201, wl: "set", node: "n1"},
+		row{p: 1, typ: history.Invoke, f: FCreate, value: "P/set/2", wl: "set", node: "n2"},
+		row{p: 1, typ: history.OK, f: FCreate, key: "15", value: "P/set/2", status: 201, wl: "set", node: "n2"},
+	)
+	decode := func(c string) (uint64, error) {
+		var n uint64
+		for _, d := range c {
+			n = n*10 + uint64(d-'0')
+		}
+		return n, nil
+	}
+	leases := []Lease{{Start: 0, End: 10, Node: "n1"}, {Start: 10, End: 20, Node: "n2"}}
+	if r := CheckUniqueIDs(ops, Final{Leases: leases}, decode); r.Valid != Valid {
+		t.Fatalf("good judged %v: %+v", r.Valid, r)
+	}
+	overlap := []Lease{{Start: 0, End: 12, Node: "n1"}, {Start: 10, End: 20, Node: "n2"}}
+	if r := CheckUniqueIDs(ops, Final{Leases: overlap}, decode); r.Valid != Invalid {
+		t.Fatalf("overlap judged %v", r.Valid)
+	}
+	foreign := []Lease{{Start: 0, End: 20, Node: "n1"}}
+	if r := CheckUniqueIDs(ops, Final{Leases: foreign}, decode); r.Valid != Invalid || r.Anomalies[0].Kind != "foreign-lease" {
+		t.Fatalf("foreign lease judged %v: %+v", r.Valid, r)
+	}
+	dup := append(ops, build(
+		row{p: 2, typ: history.Invoke, f: FCreate, value: "P/set/3", wl: "set", node: "n1"},
+		row{p: 2, typ: history.OK, f: FCreate, key: "5", value: "P/set/3", status: 201, wl: "set", node: "n1"},
+	)...)
+	for i := range dup {
+		dup[i].Index, dup[i].Time = i, int64(i*10)
+	}
+	if r := CheckUniqueIDs(dup, Final{Leases: leases}, decode); r.Valid != Invalid || r.Anomalies[0].Kind != "duplicate-code" {
+		t.Fatalf("duplicate judged %v: %+v", r.Valid, r)
+	}
+}
+
+func TestRYW(t *testing.T) {
+	ok := build(
+		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/ryw/1", wl: "ryw", node: "n1"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "a", value: "P/ryw/1", status: 201, wl: "ryw", node: "n1"},
+		row{p: 0, typ: history.Invoke, f: FResolve, key: "a", wl: "ryw", node: "n2"},
+		row{p: 0, typ: history.OK, f: FResolve, key: "a", value: "P/ryw/1", status: 302, wl: "ryw", node: "n2"},
+	)
+	if r := CheckRYW(ok); r.Valid != Valid {
+		t.Fatalf("good judged %v: %+v", r.Valid, r)
+	}
+	bad := build(
+		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/ryw/1", wl: "ryw", node: "n1"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "a", value: "P/ryw/1", status: 201, wl: "ryw", node: "n1"},
+		row{p: 0, typ: history.Invoke, f: FResolve, key: "a", wl: "ryw", node: "n2"},
+		row{p: 0, typ: history.OK, f: FResolve, key: "a", status: 404, wl: "ryw", node: "n2"},
+	)
+	if r := CheckRYW(bad); r.Valid != Invalid || r.Anomalies[0].Kind != "stale-read" {
+		t.Fatalf("404 after ack judged %v: %+v", r.Valid, r)
+	}
+}
+
+func TestLogs(t *testing.T) {
+	dir := t.TempDir()
+	clean, dirty := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	_ = os.WriteFile(clean, []byte("time=1 level=INFO msg=hi\n"), 0o644)
+	_ = os.WriteFile(dirty, []byte("ok\npanic: runtime error: index out of range\n"), 0o644)
+	if r := CheckLogs(map[string]string{"n1": clean}); r.Valid != Valid {
+		t.Fatalf("clean log judged %v", r.Valid)
+	}
+	if r := CheckLogs(map[string]string{"n1": clean, "n2": dirty}); r.Valid != Invalid {
+		t.Fatalf("panic judged %v", r.Valid)
+	}
+}
+
+func TestValidityJSON(t *testing.T) {
+	for _, v := range []Validity{Valid, Invalid, Unknown} {
+		b, _ := json.Marshal(v)
+		var back Validity
+		if err := json.Unmarshal(b, &back); err != nil || back != v {
+			t.Fatalf("%v -> %s -> %v (%v)", v, b, back, err)
+		}
+	}
+	if Merge(Valid, Unknown) != Unknown || Merge(Unknown, Invalid, Valid) != Invalid {
+		t.Fatal("merge order wrong")
+	}
+}

@@ -1,0 +1,144 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/linkraft/linkraft/jepsen/history"
+)
+
+// generatedCreates are the creates with a generated code (the set and ryw
+// workloads), keyed by the URL each attempt wrote (unique per attempt).
+func generatedCreates(ops []history.Op) (map[string]history.Pair, error) {
+	pairs, err := history.Pairs(ops)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]history.Pair{}
+	for _, p := range pairs {
+		if p.Invoke.F == FCreate && (p.Invoke.Workload == "set" || p.Invoke.Workload == "ryw") {
+			out[p.Invoke.Value] = p
+		}
+	}
+	return out, nil
+}
+
+func isRedirect(status int) bool {
+	return status == 301 || status == 302 || status == 307 || status == 308
+}
+
+// CheckSet checks that, after recovery, every acknowledged create resolves
+// to its URL on every node, and that no link appears that nobody tried to
+// create, or twice for one attempt. Creates with an unknown outcome may go
+// either way. urlPrefix marks this run's set and ryw URLs in the listings.
+func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
+	res := Result{Checker: "set", Stats: map[string]int{}}
+	creates, err := generatedCreates(ops)
+	if err != nil {
+		res.Valid, res.Summary = Unknown, err.Error()
+		return res
+	}
+	unreadable := 0
+	for url, p := range creates {
+		c := p.Completion
+		switch {
+		case c == nil || c.Type == history.Info:
+			res.Stats["indeterminate"]++
+			continue
+		case c.Type == history.Fail:
+			res.Stats["failed"]++
+			continue
+		}
+		res.Stats["acknowledged"]++
+		var missing, wrong []string
+		for _, node := range final.Nodes {
+			r, ok := final.Resolves[node][c.Key]
+			switch {
+			case !ok || r.Error != "" || r.Status >= 500:
+				unreadable++
+			case isRedirect(r.Status) && r.Location == url:
+			case isRedirect(r.Status):
+				wrong = append(wrong, fmt.Sprintf("%s -> %s", node, r.Location))
+			default:
+				missing = append(missing, fmt.Sprintf("%s: %d", node, r.Status))
+			}
+		}
+		ops := []history.Op{p.Invoke, *c}
+		switch {
+		case len(wrong) > 0:
+			res.add(Anomaly{Kind: "wrong-url", Detail: fmt.Sprintf("code %s was created for %s but resolves to another URL: %s", c.Key, url, strings.Join(wrong, ", ")), Ops: ops})
+		case len(missing) == len(final.Nodes):
+			res.Stats["lost"]++
+			res.add(Anomaly{Kind: "lost", Detail: fmt.Sprintf("acknowledged create of %s (%s) resolves on no node: %s", c.Key, url, strings.Join(missing, ", ")), Ops: ops})
+		case len(missing) > 0:
+			res.add(Anomaly{Kind: "not-everywhere", Detail: fmt.Sprintf("acknowledged create of %s (%s) does not resolve on %s", c.Key, url, strings.Join(missing, ", ")), Ops: ops})
+		}
+	}
+	// Everything the nodes store under this run's URLs.
+	codesOf := map[string]map[string]bool{} // URL -> codes
+	for _, node := range final.Nodes {
+		for _, l := range final.Links[node] {
+			if l.Deleted || !strings.HasPrefix(l.URL, urlPrefix) || isRegisterURL(l.URL, urlPrefix) {
+				continue
+			}
+			if codesOf[l.URL] == nil {
+				codesOf[l.URL] = map[string]bool{}
+			}
+			codesOf[l.URL][l.Code] = true
+		}
+	}
+	urls := make([]string, 0, len(codesOf))
+	for u := range codesOf {
+		urls = append(urls, u)
+	}
+	sort.Strings(urls)
+	for _, u := range urls {
+		codes := sortedKeys(codesOf[u])
+		p, tried := creates[u]
+		switch {
+		case !tried:
+			res.add(Anomaly{Kind: "unexpected", Detail: fmt.Sprintf("%s stored under %v, but no client ever tried to create it", u, codes)})
+		case len(codes) > 1:
+			res.add(Anomaly{Kind: "duplicated", Detail: fmt.Sprintf("one create of %s made %d links: %v", u, len(codes), codes), Ops: []history.Op{p.Invoke}})
+		case p.Completion != nil && p.Completion.Type == history.OK && codes[0] != p.Completion.Key:
+			res.add(Anomaly{Kind: "duplicated", Detail: fmt.Sprintf("create of %s was acknowledged as %s but is stored as %s", u, p.Completion.Key, codes[0]), Ops: []history.Op{p.Invoke, *p.Completion}})
+		case p.Completion == nil || p.Completion.Type == history.Info:
+			res.Stats["indeterminate-stored"]++
+		case p.Completion.Type == history.Fail:
+			res.add(Anomaly{Kind: "failed-but-stored", Detail: fmt.Sprintf("create of %s failed definitely (%d) but is stored as %s", u, p.Completion.Status, codes[0]), Ops: []history.Op{p.Invoke, *p.Completion}})
+		}
+	}
+	res.Stats["unreadable-final-reads"] = unreadable
+	switch {
+	case res.AnomalyCount > 0:
+		res.Valid = Invalid
+		res.Summary = fmt.Sprintf("%d anomalies among %d acknowledged creates", res.AnomalyCount, res.Stats["acknowledged"])
+	case !final.Recovered || unreadable > 0:
+		res.Valid = Unknown
+		res.Summary = fmt.Sprintf("the cluster did not recover: %d final reads failed", unreadable)
+	case res.Stats["acknowledged"] == 0:
+		res.Valid = Unknown
+		res.Summary = "no create was acknowledged"
+	default:
+		res.Valid = Valid
+		res.Summary = fmt.Sprintf("all %d acknowledged creates resolve on all %d nodes; nothing unexpected stored", res.Stats["acknowledged"], len(final.Nodes))
+	}
+	return res
+}
+
+// RegisterPath is where register-workload URLs live under a run's prefix.
+const RegisterPath = "register/"
+
+func isRegisterURL(u, prefix string) bool {
+	return strings.HasPrefix(u, prefix+RegisterPath)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
