@@ -156,7 +156,11 @@ func registerOps(ops []history.Op) ([]porcupine.Operation, map[int]history.Pair,
 			}
 			o.Unknown = true
 		case c.Type == history.Fail:
-			if inv.F == FRead {
+			// Only "taken" (409 on create) and "no such link" (404 on
+			// update or delete) say something about the state; any other
+			// definite failure (a 400, say) had no effect at all.
+			refusal := (inv.F == FCreate && c.Status == 409) || ((inv.F == FUpdate || inv.F == FDelete) && c.Status == 404)
+			if !refusal {
 				continue
 			}
 			o.OK = false

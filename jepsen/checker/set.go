@@ -8,8 +8,8 @@ import (
 	"github.com/linkraft/linkraft/jepsen/history"
 )
 
-// generatedCreates are the creates with a generated code (the set and ryw
-// workloads), keyed by the URL each attempt wrote (unique per attempt).
+// generatedCreates are the creates with a generated code (the set,
+// unique-ids and ryw workloads), keyed by the URL each attempt wrote (unique per attempt).
 func generatedCreates(ops []history.Op) (map[string]history.Pair, error) {
 	pairs, err := history.Pairs(ops)
 	if err != nil {
@@ -17,7 +17,7 @@ func generatedCreates(ops []history.Op) (map[string]history.Pair, error) {
 	}
 	out := map[string]history.Pair{}
 	for _, p := range pairs {
-		if p.Invoke.F == FCreate && (p.Invoke.Workload == "set" || p.Invoke.Workload == "ryw") {
+		if p.Invoke.F == FCreate && (p.Invoke.Workload == "set" || p.Invoke.Workload == "unique-ids" || p.Invoke.Workload == "ryw") {
 			out[p.Invoke.Value] = p
 		}
 	}

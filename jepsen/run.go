@@ -1,0 +1,495 @@
+package jepsen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/jepsen/checker"
+	"github.com/linkraft/linkraft/jepsen/history"
+	"github.com/linkraft/linkraft/jepsen/netns"
+	"github.com/linkraft/linkraft/jepsen/report"
+)
+
+// Options configure one test run.
+type Options struct {
+	// Name names the test in the store (default "linkraft").
+	Name string
+	// Nodes is the cluster size (default 5).
+	Nodes int
+	// TimeLimit is how long the workloads run (default 60 s).
+	TimeLimit time.Duration
+	// Concurrency is the number of client workers per workload (default 2
+	// per node).
+	Concurrency int
+	// Rate is the target of operations per second over all workloads
+	// (default 200).
+	Rate float64
+	// Nemesis is the list of faults ("partition,kill,pause", "none", ...).
+	Nemesis string
+	// NemesisInterval is the time between faults and each fault's length
+	// (default 10 s).
+	NemesisInterval time.Duration
+	// Workloads is the list of workloads (default "all").
+	Workloads string
+	// Store is the results folder (default "store").
+	Store string
+	// OpsPerKey bounds register operations per code (default 200).
+	OpsPerKey int
+	// PerKey is the number of register workers sharing one code (default
+	// 5, at most 10).
+	PerKey int
+	// OpTimeout bounds each client request (default 5 s).
+	OpTimeout time.Duration
+	// RecoveryTimeout bounds the wait for the healed cluster (default 90 s).
+	RecoveryTimeout time.Duration
+	// LossPercent is the loss fault's drop rate (default 30).
+	LossPercent int
+	// Seed makes the schedule and the operation mix repeatable (default:
+	// from the clock).
+	Seed uint64
+	// Binary is a linknode binary to run; empty builds one (with
+	// BuildTags) into the run folder.
+	Binary string
+	// BuildTags are passed to go build (for example "jepsenbugs").
+	BuildTags string
+	// Race builds linknode with the race detector (reports fail the run).
+	Race bool
+	// Bugs turns on deliberate faults (needs BuildTags "jepsenbugs").
+	Bugs []string
+	// NodeArgs are extra linknode flags.
+	NodeArgs []string
+	// Prefix names the network namespaces and interfaces (default "lkj").
+	Prefix string
+	// KeepData keeps the nodes' data folders even when the run is valid.
+	KeepData bool
+	// Log receives progress lines (default os.Stderr).
+	Log io.Writer
+}
+
+// Outcome is a finished run.
+type Outcome struct {
+	Dir     string           `json:"dir"`
+	Valid   checker.Validity `json:"valid"`
+	Results []checker.Result `json:"results"`
+	Faults  map[string]int   `json:"faults"`
+	Ops     int              `json:"ops"`
+}
+
+// ErrBadOptions marks invalid options (exit code 254).
+var ErrBadOptions = errors.New("bad options")
+
+func (o *Options) defaults() error {
+	if o.Name == "" {
+		o.Name = "linkraft"
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 5
+	}
+	if o.TimeLimit == 0 {
+		o.TimeLimit = time.Minute
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 2 * o.Nodes
+	}
+	if o.Rate == 0 {
+		o.Rate = 200
+	}
+	if o.NemesisInterval == 0 {
+		o.NemesisInterval = 10 * time.Second
+	}
+	if o.Store == "" {
+		o.Store = "store"
+	}
+	if o.OpsPerKey == 0 {
+		o.OpsPerKey = 200
+	}
+	if o.PerKey == 0 {
+		o.PerKey = 5
+	}
+	if o.OpTimeout == 0 {
+		o.OpTimeout = 5 * time.Second
+	}
+	if o.RecoveryTimeout == 0 {
+		o.RecoveryTimeout = 90 * time.Second
+	}
+	if o.LossPercent == 0 {
+		o.LossPercent = 30
+	}
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	if o.Log == nil {
+		o.Log = os.Stderr
+	}
+	switch {
+	case o.Nodes < 1 || o.Nodes > 9:
+		return fmt.Errorf("%w: -nodes %d: want 1 to 9", ErrBadOptions, o.Nodes)
+	case o.TimeLimit < time.Second:
+		return fmt.Errorf("%w: -time-limit %s: want at least 1s", ErrBadOptions, o.TimeLimit)
+	case o.Concurrency < 1 || o.Concurrency > 200:
+		return fmt.Errorf("%w: -concurrency %d: want 1 to 200", ErrBadOptions, o.Concurrency)
+	case o.Rate <= 0 || o.Rate > 10000:
+		return fmt.Errorf("%w: -rate %g: want (0, 10000]", ErrBadOptions, o.Rate)
+	case o.NemesisInterval < 100*time.Millisecond:
+		return fmt.Errorf("%w: -nemesis-interval %s: want at least 100ms", ErrBadOptions, o.NemesisInterval)
+	case o.PerKey < 1 || o.PerKey > 10:
+		return fmt.Errorf("%w: -per-key %d: porcupine needs 1 to 10 clients per code", ErrBadOptions, o.PerKey)
+	case o.LossPercent < 1 || o.LossPercent > 100:
+		return fmt.Errorf("%w: -loss %d: want 1 to 100", ErrBadOptions, o.LossPercent)
+	}
+	return nil
+}
+
+func (o *Options) logf(format string, args ...any) {
+	fmt.Fprintf(o.Log, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// Run runs one test and checks it. A returned error is a harness failure
+// (the verdict is then meaningless); anomalies are in the Outcome.
+func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	workloads, err := parseWorkloads(opt.Workloads)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	faults, err := parseNemesis(opt.Nemesis)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	env, err := netns.New(netns.Config{Prefix: opt.Prefix, Nodes: opt.Nodes})
+	if err != nil {
+		return nil, err
+	}
+	dir, err := newRunDir(opt.Store, opt.Name)
+	if err != nil {
+		return nil, err
+	}
+	out = &Outcome{Dir: dir, Valid: checker.Unknown, Faults: map[string]int{}}
+	opt.logf("run folder %s (seed %d)", dir, opt.Seed)
+	if err := writeJSON(filepath.Join(dir, "test.json"), testRecord(opt, workloads, faults)); err != nil {
+		return out, err
+	}
+
+	bin := opt.Binary
+	if bin == "" {
+		bin = filepath.Join(dir, "linknode")
+		opt.logf("building linknode (tags %q, race %v)", opt.BuildTags, opt.Race)
+		if err := buildLinknode(ctx, bin, opt.BuildTags, opt.Race); err != nil {
+			return out, err
+		}
+	}
+	if err := env.Setup(ctx); err != nil {
+		return out, err
+	}
+	var envv []string
+	if len(opt.Bugs) > 0 {
+		envv = append(envv, "LINKRAFT_JEPSEN_BUGS="+strings.Join(opt.Bugs, ","))
+	}
+	d := newDB(env, bin, dir, opt.Nodes, opt.NodeArgs, envv)
+	defer func() {
+		// Whatever happened: end our nodes (by PID), then the network.
+		d.stop(10 * time.Second)
+		if terr := env.Teardown(context.WithoutCancel(ctx)); terr != nil && err == nil {
+			err = terr
+		}
+	}()
+
+	cl := newClient(opt.OpTimeout, opt.Concurrency*len(workloads))
+	opt.logf("starting %d nodes in namespaces %s..%s", opt.Nodes, env.Namespace(0), env.Namespace(opt.Nodes-1))
+	for _, n := range d.nodes {
+		if err := d.start(n); err != nil {
+			return out, err
+		}
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, opt.RecoveryTimeout)
+	err = d.awaitReady(readyCtx, cl.http)
+	cancel()
+	if err != nil {
+		return out, fmt.Errorf("cluster never became ready: %w (see %s/nodes/*/log)", err, dir)
+	}
+	opt.logf("cluster ready; running %s for %s with nemesis %v every %s", strings.Join(workloads, ", "), opt.TimeLimit, faults, opt.NemesisInterval)
+
+	rec := history.NewRecorder()
+	tag := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
+	workers := opt.Concurrency * len(workloads)
+	renv := &runEnv{
+		rec: rec, cl: cl, nodes: d.nodes,
+		urlPrefix: "https://example.com/jepsen/" + tag + "/",
+		aliasTag:  "j" + tag,
+		opsPerKey: opt.OpsPerKey, perKey: min(opt.PerKey, opt.Concurrency),
+		interval: time.Duration(float64(workers) / opt.Rate * float64(time.Second)),
+		deadline: time.Now().Add(opt.TimeLimit),
+		seed:     opt.Seed,
+	}
+	nem := &nemesis{env: env, db: d, cl: cl, rec: rec, interval: opt.NemesisInterval,
+		rng: rand.New(rand.NewPCG(opt.Seed, 0x6e656d)), lossPct: opt.LossPercent, counts: map[string]int{}}
+	nem.buildFaults(faults)
+
+	var wg sync.WaitGroup
+	var nemErr error
+	wg.Go(func() { nemErr = nem.run(ctx, renv.deadline) })
+	runWorkloads(ctx, renv, workloads, opt.Concurrency)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+
+	// Final phase: heal everything, wait for recovery, read the state.
+	opt.logf("healing: network, paused and killed nodes")
+	healErr := errors.Join(nemErr, nem.heal(ctx, "final"), env.Heal(ctx), d.restore())
+	if healErr != nil {
+		return out, healErr
+	}
+	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "heal-all"})
+	final := checker.Final{Resolves: map[string]map[string]checker.Read{}, Links: map[string][]checker.Listed{}}
+	for _, n := range d.nodes {
+		final.Nodes = append(final.Nodes, n.id)
+	}
+	readyCtx, cancel = context.WithTimeout(ctx, opt.RecoveryTimeout)
+	rerr := d.awaitReady(readyCtx, cl.http)
+	cancel()
+	final.Recovered = rerr == nil
+	if rerr != nil {
+		opt.logf("cluster did not recover: %v", rerr)
+	} else {
+		opt.logf("cluster recovered; final reads on every node")
+	}
+	ops := rec.Ops()
+	if err := finalReads(ctx, cl, d, ops, &final); err != nil {
+		return out, err
+	}
+	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "final-reads-done"})
+	ops = rec.Ops()
+	out.Ops = len(ops)
+	for k, v := range nem.counts {
+		out.Faults[k] = v
+	}
+
+	// Stop the nodes before reading their logs.
+	d.stop(10 * time.Second)
+	opt.logf("checking %d history entries", len(ops))
+	out.Results = check(ops, final, renv.urlPrefix, workloads, d, dir)
+	var vs []checker.Validity
+	for _, r := range out.Results {
+		vs = append(vs, r.Valid)
+	}
+	out.Valid = checker.Merge(vs...)
+	if err := writeArtifacts(dir, ops, final, out, opt.Name); err != nil {
+		return out, err
+	}
+	if out.Valid == checker.Valid && !opt.KeepData {
+		for _, n := range d.nodes {
+			_ = os.RemoveAll(filepath.Join(n.dir, "data"))
+		}
+	}
+	if opt.Binary == "" {
+		_ = os.Remove(bin)
+	}
+	return out, nil
+}
+
+// check runs the checkers of the selected workloads.
+func check(ops []history.Op, final checker.Final, prefix string, workloads []string, d *db, dir string) []checker.Result {
+	windows := report.Windows(ops, float64(ops[len(ops)-1].Time)/1e9)
+	var results []checker.Result
+	results = append(results, checker.CheckStats(ops))
+	for _, w := range workloads {
+		switch w {
+		case "register":
+			var ann []porcupine.Annotation
+			for _, win := range windows {
+				ann = append(ann, porcupine.Annotation{Tag: "nemesis", Start: int64(win.Start * 1e9), End: int64(win.End * 1e9),
+					Description: win.Fault, BackgroundColor: "#f4cccc"})
+			}
+			results = append(results, checker.CheckRegister(ops, checker.RegisterOptions{
+				HTMLPath: filepath.Join(dir, "history.html"), Annotations: ann}))
+		case "set":
+			results = append(results, checker.CheckSet(ops, final, prefix))
+		case "unique-ids":
+			results = append(results, checker.CheckUniqueIDs(ops, final, idrange.Decode))
+		case "ryw":
+			results = append(results, checker.CheckRYW(ops))
+		}
+	}
+	logs := map[string]string{}
+	for _, n := range d.nodes {
+		logs[n.id] = n.logPath
+	}
+	return append(results, checker.CheckLogs(logs))
+}
+
+// finalReads resolves every acknowledged generated code on every node, and
+// collects every node's listing and the leases.
+func finalReads(ctx context.Context, cl *client, d *db, ops []history.Op, final *checker.Final) error {
+	pairs, err := history.Pairs(ops)
+	if err != nil {
+		return err
+	}
+	var codes []string
+	for _, p := range pairs {
+		if p.Invoke.F == checker.FCreate && p.Invoke.Workload != "register" && p.Completion != nil && p.Completion.Type == history.OK {
+			codes = append(codes, p.Completion.Key)
+		}
+	}
+	sort.Strings(codes)
+	var mu sync.Mutex
+	for _, n := range d.nodes {
+		final.Resolves[n.id] = map[string]checker.Read{}
+		sem := make(chan struct{}, 16)
+		var wg sync.WaitGroup
+		for _, code := range codes {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				r := cl.resolve(ctx, n.HTTP(), code)
+				rd := checker.Read{Status: r.op.Status, Error: r.op.Error}
+				if r.typ == history.OK {
+					rd.Location = r.op.Value
+				} else if rd.Error == "" {
+					rd.Error = "indeterminate"
+				}
+				mu.Lock()
+				final.Resolves[n.id][code] = rd
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		links, err := cl.links(lctx, n.HTTP())
+		cancel()
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", n.id, err)
+		}
+		final.Links[n.id] = links
+		leases, err := cl.leases(ctx, n.HTTP())
+		if err == nil && len(leases) > len(final.Leases) {
+			final.Leases = leases
+		}
+	}
+	return nil
+}
+
+// newRunDir makes store/<name>/<timestamp>/ and points store/<name>/latest
+// and store/latest at it.
+func newRunDir(store, name string) (string, error) {
+	ts := time.Now().Format("20060102T150405.000")
+	dir := filepath.Join(store, name, ts)
+	if err := os.MkdirAll(filepath.Join(dir, "nodes"), 0o755); err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, link := range []struct{ at, target string }{
+		{filepath.Join(store, name, "latest"), ts},
+		{filepath.Join(store, "latest"), filepath.Join(name, ts)},
+	} {
+		_ = os.Remove(link.at)
+		if err := os.Symlink(link.target, link.at); err != nil {
+			return "", err
+		}
+	}
+	return abs, nil
+}
+
+// buildLinknode builds ./cmd/linknode of this module into bin.
+func buildLinknode(ctx context.Context, bin, tags string, race bool) error {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	args := []string{"build", "-o", bin}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/linknode")...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build linknode: %w: %s", err, out)
+	}
+	return nil
+}
+
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("run the harness from inside the linkraft module (or pass -binary)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func testRecord(opt Options, workloads, faults []string) map[string]any {
+	return map[string]any{
+		"name": opt.Name, "nodes": opt.Nodes, "time_limit": opt.TimeLimit.String(), "concurrency": opt.Concurrency,
+		"rate": opt.Rate, "nemesis": faults, "nemesis_interval": opt.NemesisInterval.String(), "workloads": workloads,
+		"ops_per_key": opt.OpsPerKey, "per_key": opt.PerKey, "op_timeout": opt.OpTimeout.String(), "seed": opt.Seed,
+		"build_tags": opt.BuildTags, "race": opt.Race, "bugs": opt.Bugs, "node_args": opt.NodeArgs,
+		"loss_percent": opt.LossPercent, "started": time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func writeFile(path string, fn func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeArtifacts writes the history, the nemesis log, the final reads, the
+// results and the plots.
+func writeArtifacts(dir string, ops []history.Op, final checker.Final, out *Outcome, name string) error {
+	var nem []history.Op
+	for _, op := range ops {
+		if op.Process == history.NemesisProcess {
+			nem = append(nem, op)
+		}
+	}
+	windows := report.Windows(ops, float64(ops[len(ops)-1].Time)/1e9)
+	return errors.Join(
+		writeFile(filepath.Join(dir, "history.jsonl"), func(w io.Writer) error { return history.WriteJSONL(w, ops) }),
+		writeFile(filepath.Join(dir, "history.edn"), func(w io.Writer) error { return history.WriteEDN(w, ops) }),
+		writeFile(filepath.Join(dir, "nemesis.jsonl"), func(w io.Writer) error { return history.WriteJSONL(w, nem) }),
+		writeJSON(filepath.Join(dir, "final.json"), final),
+		writeJSON(filepath.Join(dir, "results.json"), out),
+		report.Latency(filepath.Join(dir, "latency-raw.png"), ops, windows, name),
+		report.Rate(filepath.Join(dir, "rate.png"), ops, windows, name),
+	)
+}
