@@ -266,21 +266,29 @@ func (n *nemesis) buildFaults(names []string) {
 				return n.grudge(ctx, fmt.Sprintf("[%s] | [%s] bridged by %s", n.names(a), n.names(b), n.db.nodes[bridge].id), g)
 			}
 		case "kill-one":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) { return n.kill(ctx, n.shuffled()[:1]) }
+			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+				return n.kill(ctx, n.shuffled()[:1])
+			}
 		case "kill-minority":
 			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
 				return n.kill(ctx, n.shuffled()[:max(minority, 1)])
 			}
 		case "kill-majority":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) { return n.kill(ctx, n.shuffled()[:majority]) }
+			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+				return n.kill(ctx, n.shuffled()[:majority])
+			}
 		case "kill-all":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) { return n.kill(ctx, n.indexes()) }
+			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+				return n.kill(ctx, n.indexes())
+			}
 		case "kill-leader":
 			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
 				return n.kill(ctx, []int{n.leader(ctx)})
 			}
 		case "pause-one":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) { return n.pause(ctx, n.shuffled()[:1]) }
+			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+				return n.pause(ctx, n.shuffled()[:1])
+			}
 		case "pause-minority":
 			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
 				return n.pause(ctx, n.shuffled()[:max(minority, 1)])
