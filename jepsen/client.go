@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"syscall"
 	"time"
 
 	"github.com/linkraft/linkraft/jepsen/checker"
@@ -76,8 +77,13 @@ func (c *client) do(ctx context.Context, method, u string, body any) (*http.Resp
 	return resp, b, nil
 }
 
-// indeterminate is the outcome of a request whose effect is unknown.
+// indeterminate is the outcome of a request whose effect is unknown —
+// except a refused connection: that request never reached a server, so it
+// certainly did nothing (a definite failure).
 func indeterminate(status int, err error, body []byte) result {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return result{typ: history.Fail, op: history.Op{Error: err.Error()}}
+	}
 	r := result{typ: history.Info, op: history.Op{Status: status}}
 	if err != nil {
 		r.op.Error = err.Error()

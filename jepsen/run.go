@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +54,7 @@ type Options struct {
 	// PerKey is the number of register workers sharing one code (default
 	// 5, at most 10).
 	PerKey int
-	// OpTimeout bounds each client request (default 5 s).
+	// OpTimeout bounds each client request (default 3 s).
 	OpTimeout time.Duration
 	// RecoveryTimeout bounds the wait for the healed cluster (default 90 s).
 	RecoveryTimeout time.Duration
@@ -75,6 +76,9 @@ type Options struct {
 	NodeArgs []string
 	// Prefix names the network namespaces and interfaces (default "lkj").
 	Prefix string
+	// Subnet is the private /24 of the test network (default
+	// 10.77.0.0/24); concurrent runs need different prefixes and subnets.
+	Subnet netip.Prefix
 	// KeepData keeps the nodes' data folders even when the run is valid.
 	KeepData bool
 	// Log receives progress lines (default os.Stderr).
@@ -122,7 +126,7 @@ func (o *Options) defaults() error {
 		o.PerKey = 5
 	}
 	if o.OpTimeout == 0 {
-		o.OpTimeout = 5 * time.Second
+		o.OpTimeout = 3 * time.Second
 	}
 	if o.RecoveryTimeout == 0 {
 		o.RecoveryTimeout = 90 * time.Second
@@ -173,7 +177,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	env, err := netns.New(netns.Config{Prefix: opt.Prefix, Nodes: opt.Nodes})
+	env, err := netns.New(netns.Config{Prefix: opt.Prefix, Nodes: opt.Nodes, Subnet: opt.Subnet})
 	if err != nil {
 		return nil, err
 	}
@@ -350,40 +354,48 @@ func finalReads(ctx context.Context, cl *client, d *db, ops []history.Op, final 
 	}
 	sort.Strings(codes)
 	var mu sync.Mutex
-	for _, n := range d.nodes {
+	var wg sync.WaitGroup
+	errs := make([]error, len(d.nodes))
+	for i, n := range d.nodes {
 		final.Resolves[n.id] = map[string]checker.Read{}
-		sem := make(chan struct{}, 16)
-		var wg sync.WaitGroup
-		for _, code := range codes {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				r := cl.resolve(ctx, n.HTTP(), code)
-				rd := checker.Read{Status: r.op.Status, Error: r.op.Error}
-				if r.typ == history.OK {
-					rd.Location = r.op.Value
-				} else if rd.Error == "" {
-					rd.Error = "indeterminate"
-				}
-				mu.Lock()
-				final.Resolves[n.id][code] = rd
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		lctx, cancel := context.WithTimeout(ctx, time.Minute)
-		links, err := cl.links(lctx, n.HTTP())
-		cancel()
-		if err != nil {
-			return fmt.Errorf("listing %s: %w", n.id, err)
-		}
-		final.Links[n.id] = links
-		leases, err := cl.leases(ctx, n.HTTP())
-		if err == nil && len(leases) > len(final.Leases) {
-			final.Leases = leases
-		}
+		wg.Go(func() {
+			sem := make(chan struct{}, 32)
+			var rw sync.WaitGroup
+			for _, code := range codes {
+				sem <- struct{}{}
+				rw.Go(func() {
+					defer func() { <-sem }()
+					r := cl.resolve(ctx, n.HTTP(), code)
+					rd := checker.Read{Status: r.op.Status, Error: r.op.Error}
+					if r.typ == history.OK {
+						rd.Location = r.op.Value
+					} else if rd.Error == "" {
+						rd.Error = "indeterminate"
+					}
+					mu.Lock()
+					final.Resolves[n.id][code] = rd
+					mu.Unlock()
+				})
+			}
+			rw.Wait()
+			lctx, cancel := context.WithTimeout(ctx, time.Minute)
+			links, err := cl.links(lctx, n.HTTP())
+			cancel()
+			if err != nil {
+				errs[i] = fmt.Errorf("listing %s: %w", n.id, err)
+				return
+			}
+			leases, lerr := cl.leases(ctx, n.HTTP())
+			mu.Lock()
+			defer mu.Unlock()
+			final.Links[n.id] = links
+			if lerr == nil && len(leases) > len(final.Leases) {
+				final.Leases = leases
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // newRunDir makes store/<name>/<timestamp>/ and points store/<name>/latest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -60,7 +61,7 @@ func TestPartitionAndLossRules(t *testing.T) {
 		t.Skip("needs root (CI runs as root)")
 	}
 	ctx := context.Background()
-	e, err := New(Config{Prefix: "lkt", Nodes: 3})
+	e, err := New(Config{Prefix: "lkt", Nodes: 3, Subnet: netip.MustParsePrefix("10.78.0.0/24")})
 	if err != nil {
 		t.Fatal(err)
 	}

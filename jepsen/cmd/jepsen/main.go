@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -101,7 +102,7 @@ func test(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opt.Store, "store", "store", "results folder")
 	fs.IntVar(&opt.OpsPerKey, "ops-per-key", 200, "register operations per code")
 	fs.IntVar(&opt.PerKey, "per-key", 5, "register workers sharing one code (1 to 10)")
-	fs.DurationVar(&opt.OpTimeout, "op-timeout", 5*time.Second, "client request timeout (a timeout is an indeterminate result)")
+	fs.DurationVar(&opt.OpTimeout, "op-timeout", 3*time.Second, "client request timeout (a timeout is an indeterminate result)")
 	fs.DurationVar(&opt.RecoveryTimeout, "recovery-timeout", 90*time.Second, "longest wait for the cluster to be ready, at start and after healing")
 	fs.IntVar(&opt.LossPercent, "loss", 30, "percent of packets the loss fault drops")
 	fs.Uint64Var(&opt.Seed, "seed", 0, "random seed for the schedule and operations (default: the clock)")
@@ -111,6 +112,10 @@ func test(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&bugs, "bugs", "", "deliberate faults to turn on (needs -tags jepsenbugs): follower-read, early-ack, no-lease")
 	fs.StringVar(&nodeArgs, "node-args", "", "extra linknode flags, space-separated (for example -fast-raft)")
 	fs.StringVar(&opt.Prefix, "prefix", "lkj", "name prefix of namespaces and interfaces")
+	fs.Func("subnet", "private IPv4 /24 of the test network (default 10.77.0.0/24)", func(v string) (err error) {
+		opt.Subnet, err = netip.ParsePrefix(v)
+		return err
+	})
 	fs.BoolVar(&opt.KeepData, "keep-data", false, "keep node data folders of valid runs too")
 	if err := fs.Parse(args); err != nil {
 		return exitBadArgs
