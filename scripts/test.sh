@@ -12,6 +12,7 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go vet -tags hashicorpmetrics ./...
+go vet -tags jepsenbugs ./...
 
 go test -race -count=1 -timeout 15m ./...
 
@@ -24,4 +25,11 @@ fuzz ./idrange FuzzPermutation
 fuzz ./link FuzzNormalizeURL
 fuzz ./link FuzzValidateAlias
 fuzz ./fsm FuzzDecode
+# The short chaos run: a real 5-node cluster in network namespaces under
+# partitions, kills and pauses (root only: namespaces and nftables).
+if [ "$(id -u)" -eq 0 ]; then
+  bash scripts/jepsen-ci.sh
+else
+  echo "NOT RUN: the chaos run (scripts/jepsen-ci.sh) needs root; CI runs it"
+fi
 echo "all tests passed"

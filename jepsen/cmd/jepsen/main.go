@@ -3,6 +3,7 @@
 //	jepsen test  [flags]   run a cluster under faults and check the history (root)
 //	jepsen clean [-prefix] remove namespaces, interfaces and nftables tables a crashed run left
 //	jepsen serve [-store]  browse the results over HTTP on 127.0.0.1
+//	jepsen table DIR...    summarise runs as Markdown table rows
 //
 // Exit codes (Jepsen's): 0 valid, 1 invalid, 2 unknown, 254 bad arguments
 // or not root, 255 harness error.
@@ -48,7 +49,8 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: jepsen test [flags]     run a chaos test (as root); jepsen test -h for flags
        jepsen clean [-prefix lkj] remove what a crashed run left behind
-       jepsen serve [-store store] [-addr 127.0.0.1:8088]  browse results`)
+       jepsen serve [-store store] [-addr 127.0.0.1:8088]  browse results
+       jepsen table RUN_DIR...     one Markdown row per run (for JEPSEN.md)`)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitValid
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "table":
+		return table(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return exitValid

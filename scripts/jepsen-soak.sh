@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The chaos soak (needs root): every nemesis group against every workload
+# for CELL_TIME each, then all faults together for ALL_TIME, and a Markdown
+# table of the runs (op counts, faults, verdicts) for JEPSEN.md.
+#   CELL_TIME=2m ALL_TIME=10m EXTRA="-race" bash scripts/jepsen-soak.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CELL_TIME=${CELL_TIME:-2m}
+ALL_TIME=${ALL_TIME:-10m}
+STORE=${STORE:-store/soak}
+EXTRA=${EXTRA:-}
+mkdir -p bin
+go build -o bin/jepsen ./jepsen/cmd/jepsen || exit 255
+
+rc=0
+dirs=()
+run() {
+  local name=$1; shift
+  # shellcheck disable=SC2086
+  bin/jepsen test -name "$name" -store "$STORE" "$@" $EXTRA
+  local c=$?
+  [ -e "$STORE/$name/latest" ] && dirs+=("$(readlink -f "$STORE/$name/latest")")
+  if [ "$c" -ne 0 ]; then echo "== $name exited $c"; rc=1; fi
+}
+for nem in partition kill pause loss; do
+  run "soak-$nem" -nemesis "$nem" -time-limit "$CELL_TIME" -nemesis-interval 5s
+done
+run soak-all -nemesis all -time-limit "$ALL_TIME" -nemesis-interval 5s
+
+echo
+bin/jepsen table "${dirs[@]}"
+exit $rc
