@@ -198,7 +198,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	lifetime, stop := context.WithCancel(context.Background())
 	loops, stopLoops := context.WithCancel(lifetime)
-	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, loops: loops, stopLoops: stopLoops, remote: remote}, nil
+	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, loops: loops, stopLoops: stopLoops, remote: remote, bugs: loadBugs()}, nil
 }
 
 // nodeID returns the configured ID, or the one stored in the data dir, or a

@@ -89,6 +89,7 @@ func (d *db) args(n *dbNode) []string {
 		// its ID and the lease it came from; the permutation is a
 		// bijection, so uniqueness is the same property either way.
 		"-code-mode", "sequential",
+		"-remote-cache-ttl", staleBound.String(),
 	}
 	return append(args, d.extra...)
 }

@@ -276,6 +276,17 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		opt.logf("cluster recovered; final reads on every node")
 	}
 	ops := rec.Ops()
+	// Guarantee 4 allows a node that does not host a shard to serve a
+	// cached link for up to the remote-cache TTL after an update it never
+	// heard of: the final reads start once that bound has passed.
+	if wait := time.Until(renv.deadline.Add(staleBound + opt.OpTimeout)); wait > 0 {
+		opt.logf("waiting %s: the staleness bound since the last write", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 	if err := finalReads(ctx, cl, d, ops, &final); err != nil {
 		return out, err
 	}
@@ -309,6 +320,10 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	return out, nil
 }
 
+// staleBound is the linknode -remote-cache-ttl the harness runs with: the
+// staleness bound of guarantee 4 (apply lag aside).
+const staleBound = 5 * time.Second
+
 // check runs the checkers of the selected workloads.
 func check(ops []history.Op, final checker.Final, prefix string, workloads []string, d *db, dir string) []checker.Result {
 	windows := report.Windows(ops, float64(ops[len(ops)-1].Time)/1e9)
@@ -323,13 +338,15 @@ func check(ops []history.Op, final checker.Final, prefix string, workloads []str
 					Description: win.Fault, BackgroundColor: "#f4cccc"})
 			}
 			results = append(results, checker.CheckRegister(ops, checker.RegisterOptions{
-				HTMLPath: filepath.Join(dir, "history.html"), Annotations: ann}))
+				HTMLPath: filepath.Join(dir, "history.html"), Annotations: ann}),
+				checker.CheckConverge(final))
 		case "set":
 			results = append(results, checker.CheckSet(ops, final, prefix))
 		case "unique-ids":
 			results = append(results, checker.CheckUniqueIDs(ops, final, idrange.Decode))
 		case "ryw":
 			results = append(results, checker.CheckRYW(ops))
+
 		}
 	}
 	logs := map[string]string{}
@@ -347,10 +364,29 @@ func finalReads(ctx context.Context, cl *client, d *db, ops []history.Op, final 
 		return err
 	}
 	var codes []string
+	registers := map[string]bool{}
 	for _, p := range pairs {
-		if p.Invoke.F == checker.FCreate && p.Invoke.Workload != "register" && p.Completion != nil && p.Completion.Type == history.OK {
+		switch {
+		case p.Invoke.Workload == "register":
+			registers[p.Invoke.Key] = true
+		case p.Invoke.F == checker.FCreate && p.Completion != nil && p.Completion.Type == history.OK:
 			codes = append(codes, p.Completion.Key)
 		}
+	}
+	// The truth about each register code: a linearizable read, from the
+	// first node that answers.
+	final.Truth = map[string]checker.Read{}
+	for code := range registers {
+		codes = append(codes, code)
+		rd := checker.Read{Error: "no node answered"}
+		for _, n := range d.nodes {
+			r := cl.read(ctx, n.HTTP(), code)
+			if r.typ == history.OK {
+				rd = checker.Read{Status: r.op.Status, Location: r.op.Value}
+				break
+			}
+		}
+		final.Truth[code] = rd
 	}
 	sort.Strings(codes)
 	var mu sync.Mutex

@@ -37,6 +37,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// FastRaft shortens Raft timers (tests and local experiments only).
 	FastRaft bool
+	// RemoteCacheTTL bounds how long a node serves a cached link of a shard
+	// it does not host when no invalidation reaches it.
+	RemoteCacheTTL time.Duration
 }
 
 // envName maps a flag name to its environment variable.
@@ -68,6 +71,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
+	fs.DurationVar(&c.RemoteCacheTTL, "remote-cache-ttl", 30*time.Second, "how long a node caches links of shards it does not host (the staleness bound after a missed invalidation)")
 	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
 
 	// Environment first, as defaults; explicit flags override below.

@@ -107,7 +107,7 @@ func (m *Main) Run(ctx context.Context) error {
 		HTTPAddr: httpAdvertise, GossipAddr: cfg.GossipAddr, GossipKey: cfg.GossipKey, Join: cfg.Join,
 		FastGossip: cfg.FastRaft, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
-		Observer: m.metrics, Logger: m.log,
+		RemoteCacheTTL: cfg.RemoteCacheTTL, Observer: m.metrics, Logger: m.log,
 	}
 	if cfg.FastRaft {
 		ncfg.Timing = shard.FastTiming

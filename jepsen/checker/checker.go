@@ -107,6 +107,9 @@ type Final struct {
 	Links map[string][]Listed `json:"links"`
 	// Leases is GET /admin/v1/leases from the node that knew the most.
 	Leases []Lease `json:"leases"`
+	// Truth[code] is a linearizable read of each register code
+	// (?consistent=true): Status 200 with the URL in Location, or 404.
+	Truth map[string]Read `json:"truth"`
 	// Recovered says whether every node reported ready before the reads.
 	Recovered bool `json:"recovered"`
 }

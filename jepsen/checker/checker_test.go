@@ -203,3 +203,20 @@ func TestValidityJSON(t *testing.T) {
 		t.Fatal("merge order wrong")
 	}
 }
+
+func TestConverge(t *testing.T) {
+	final := Final{Nodes: []string{"n1", "n2"}, Recovered: true,
+		Truth: map[string]Read{"k1": {Status: 200, Location: "u2"}, "k2": {Status: 404}},
+		Resolves: map[string]map[string]Read{
+			"n1": {"k1": {Status: 302, Location: "u2"}, "k2": {Status: 410}},
+			"n2": {"k1": {Status: 302, Location: "u2"}, "k2": {Status: 404}},
+		}}
+	if r := CheckConverge(final); r.Valid != Valid {
+		t.Fatalf("converged judged %v: %+v", r.Valid, r)
+	}
+	final.Resolves["n2"]["k1"] = Read{Status: 302, Location: "u1"}
+	final.Resolves["n1"]["k2"] = Read{Status: 302, Location: "u0"}
+	if r := CheckConverge(final); r.Valid != Invalid || r.AnomalyCount != 2 {
+		t.Fatalf("stale nodes judged %v: %+v", r.Valid, r)
+	}
+}
