@@ -198,17 +198,28 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 		} else {
 			ready := leader && g.LeaderReady()
 			l, err := sh.Lookup(code, ready)
-			if err == nil || !errors.Is(err, link.ErrNotFound) || ready || n.bugs.followerRead() {
+			if err == nil || !errors.Is(err, link.ErrNotFound) || n.bugs.followerRead() {
 				return l, err
 			}
 			if leader {
 				// A new leader may not have applied what its predecessor
-				// acknowledged until its first barrier has: only then is
-				// its "unknown" final.
-				if err := g.AwaitLeaderReady(ctx); err != nil {
+				// acknowledged until its first barrier has; and a leader
+				// that was paused or cut off may have been replaced by one
+				// that committed the link. Its "unknown" is final only
+				// once it has confirmed its leadership (lease or quorum
+				// round).
+				if !ready {
+					if err := g.AwaitLeaderReady(ctx); err != nil {
+						return nil, err // ErrNotLeader: the caller asks again
+					}
+					if l, err = sh.Lookup(code, true); !errors.Is(err, link.ErrNotFound) {
+						return l, err
+					}
+				}
+				if err := g.ConfirmLeader(ctx); err != nil {
 					return nil, err // ErrNotLeader: the caller asks again
 				}
-				return sh.Lookup(code, true)
+				return nil, link.ErrNotFound
 			}
 		}
 		if hops >= maxHops {

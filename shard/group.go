@@ -114,12 +114,20 @@ type Group struct {
 	// barrier; 0 when not leader. Consistent reads need it to equal the
 	// current term.
 	barrierTerm atomic.Uint64
-	stop        chan struct{}
-	ctx         context.Context // cancelled by Close
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	closeOnce   sync.Once
-	closeErr    error
+	// The leader lease (see ConfirmLeader): when a quorum last confirmed
+	// this node's leadership, as the start time of the confirming
+	// operation; confirmations that started before the last reset (a
+	// leadership change or a transfer this node began) do not count.
+	leaseMu    sync.Mutex
+	quorumAt   time.Time
+	leaseReset time.Time
+	lease      time.Duration
+	stop       chan struct{}
+	ctx        context.Context // cancelled by Close
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // OpenGroup opens the group's stores and starts its raft.Raft. A group with
@@ -213,6 +221,10 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 	g := &Group{
 		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logs: cached,
 		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}), ctx: ctx, cancel: cancel,
+		// Voters that acknowledged this leader refuse other candidates
+		// until their heartbeat timeout (at least HeartbeatTimeout) runs
+		// out; half of it leaves room for clock-rate drift and scheduling.
+		lease: t.HeartbeatTimeout / 2,
 	}
 	g.wg.Add(1)
 	go g.monitorLeadership()
@@ -232,6 +244,7 @@ func (g *Group) monitorLeadership() {
 			return
 		case leader := <-g.notifyCh:
 			g.barrierTerm.Store(0)
+			g.resetLease()
 			if !leader {
 				g.log.Info("lost leadership")
 				continue
@@ -250,9 +263,11 @@ func (g *Group) establishLeadership() {
 		}
 		term := g.raft.CurrentTerm()
 		ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
+		start := time.Now()
 		err := WaitFuture(ctx, g.raft.Barrier(10*time.Second))
 		cancel()
 		if err == nil && g.raft.State() == raft.Leader && g.raft.CurrentTerm() == term {
+			g.noteQuorum(start)
 			g.barrierTerm.Store(term)
 			return
 		}
@@ -385,6 +400,7 @@ func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 			return nil, 0, fmt.Errorf("%w: %w", link.ErrUnavailable, context.DeadlineExceeded)
 		}
 	}
+	start := time.Now()
 	f := g.raft.Apply(cmd, timeout)
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
@@ -393,6 +409,8 @@ func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 		if err != nil {
 			return nil, 0, translate(err)
 		}
+		// A commit means a quorum accepted this node as leader after start.
+		g.noteQuorum(start)
 		return f.Response(), f.Index(), nil
 	case <-ctx.Done():
 		return nil, 0, fmt.Errorf("%w: outcome unknown: %w", link.ErrUnavailable, ctx.Err())
@@ -441,6 +459,7 @@ func (g *Group) VerifyRead(ctx context.Context) error {
 		return link.ErrNotLeader
 	}
 	readIndex := g.raft.CommitIndex()
+	start := time.Now()
 	f := g.raft.VerifyLeader()
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
@@ -455,7 +474,66 @@ func (g *Group) VerifyRead(ctx context.Context) error {
 	if g.raft.CurrentTerm() != term {
 		return link.ErrNotLeader
 	}
+	g.noteQuorum(start)
 	return poll(ctx, func() bool { return g.appliedThrough(readIndex) })
+}
+
+// ConfirmLeader returns nil if this node leads the group, in a term whose
+// barrier has applied, and no other node can have become leader since a
+// quorum last confirmed it: within the leader lease (half the heartbeat
+// timeout since the start of the last commit or VerifyLeader round), or
+// else after a fresh VerifyLeader round. A leader must confirm before it
+// answers "no such link" from its own state: a leader that was paused or cut
+// off may not know yet that another node leads and has committed the link.
+// It returns link.ErrNotLeader if this node does not (or no longer) lead,
+// link.ErrUnavailable if the round does not finish before ctx ends.
+//
+// The lease rests on two assumptions, stated here for reviewers: voters
+// that acknowledged this leader vote for nobody else until their own
+// heartbeat timeout (hashicorp/raft's leader stickiness) — which a voter
+// that crashes and restarts within the lease could break — and leadership
+// transfers are begun only by the leader itself (TransferLeadership resets
+// the lease first).
+func (g *Group) ConfirmLeader(ctx context.Context) error {
+	if !g.leaderReady() {
+		return link.ErrNotLeader
+	}
+	if g.leaseValid() {
+		return nil
+	}
+	term := g.raft.CurrentTerm()
+	start := time.Now()
+	if err := WaitFuture(ctx, g.raft.VerifyLeader()); err != nil {
+		if errors.Is(err, link.ErrUnavailable) {
+			return err
+		}
+		return translate(err)
+	}
+	if g.raft.CurrentTerm() != term || !g.leaderReady() {
+		return link.ErrNotLeader
+	}
+	g.noteQuorum(start)
+	return nil
+}
+
+func (g *Group) noteQuorum(start time.Time) {
+	g.leaseMu.Lock()
+	defer g.leaseMu.Unlock()
+	if start.After(g.leaseReset) && start.After(g.quorumAt) {
+		g.quorumAt = start
+	}
+}
+
+func (g *Group) resetLease() {
+	g.leaseMu.Lock()
+	defer g.leaseMu.Unlock()
+	g.quorumAt, g.leaseReset = time.Time{}, time.Now()
+}
+
+func (g *Group) leaseValid() bool {
+	g.leaseMu.Lock()
+	defer g.leaseMu.Unlock()
+	return !g.quorumAt.IsZero() && time.Since(g.quorumAt) < g.lease
 }
 
 // pollUnless polls cond like poll, but fails with link.ErrNotLeader as soon
@@ -481,6 +559,10 @@ func (g *Group) TransferLeadership(ctx context.Context, toID, toAddr string) err
 	if g.raft.State() != raft.Leader {
 		return nil
 	}
+	// The target may lead (and commit) as soon as it hears from us,
+	// without waiting for any voter's heartbeat timeout: no lease from here
+	// on.
+	g.resetLease()
 	var f raft.Future
 	if toID != "" {
 		f = g.raft.LeadershipTransferToServer(raft.ServerID(toID), raft.ServerAddress(toAddr))

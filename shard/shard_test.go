@@ -228,3 +228,80 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestConfirmLeaderNeedsAQuorum: a leader confirms itself within its lease
+// or by a quorum round; cut off from its followers it stops confirming once
+// the lease has run out, even while raft still calls it leader, so it never
+// answers "no such link" for a group another node may lead by now.
+func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
+	var muxes []*transport.Mux
+	var shards []*Shard
+	var servers []Server
+	for i := 0; i < 3; i++ {
+		m := mustMux(t)
+		muxes = append(muxes, m)
+		shards = append(shards, mustShard(t, m, fmt.Sprintf("n%d", i+1), t.TempDir(), 0))
+		servers = append(servers, Server{ID: fmt.Sprintf("n%d", i+1), Address: m.Addr()})
+	}
+	defer func() {
+		for _, s := range shards {
+			s.Close()
+		}
+	}()
+	if err := shards[0].Group().Bootstrap(servers); err != nil {
+		t.Fatal(err)
+	}
+	var leader *Shard
+	electing := ctxT(t, 15*time.Second)
+	for leader == nil {
+		for _, s := range shards {
+			if s.Group().LeaderReady() {
+				leader = s
+			}
+		}
+		select {
+		case <-electing.Done():
+			t.Fatal("no ready leader")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	g := leader.Group()
+	if err := g.ConfirmLeader(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatalf("leader cannot confirm: %v", err)
+	}
+	if !g.leaseValid() {
+		t.Fatal("no lease right after a confirmation")
+	}
+	for _, s := range shards {
+		if s != leader {
+			if err := s.Group().ConfirmLeader(ctxT(t, time.Second)); !errors.Is(err, link.ErrNotLeader) {
+				t.Fatalf("follower confirmed: %v", err)
+			}
+		}
+	}
+	// A transfer this node begins ends the lease at once.
+	g.resetLease()
+	if g.leaseValid() {
+		t.Fatal("lease survived a reset")
+	}
+	if err := g.ConfirmLeader(ctxT(t, 5*time.Second)); err != nil || !g.leaseValid() {
+		t.Fatalf("quorum round after reset: %v, lease %v", err, g.leaseValid())
+	}
+	// Cut the followers off: once the lease is over, no confirmation.
+	for _, s := range shards {
+		if s != leader {
+			s.Close()
+		}
+	}
+	expiring := ctxT(t, 5*time.Second)
+	for g.leaseValid() {
+		select {
+		case <-expiring.Done():
+			t.Fatal("lease never ran out")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := g.ConfirmLeader(ctxT(t, 3*time.Second)); err == nil {
+		t.Fatal("a leader without a quorum confirmed itself after its lease")
+	}
+}
