@@ -19,7 +19,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/jepsen/checker"
 	"github.com/linkraft/linkraft/jepsen/history"
 	"github.com/linkraft/linkraft/jepsen/netns"
@@ -320,6 +319,30 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	return out, nil
 }
 
+// decodeSequential maps a code of linknode's -code-mode sequential back to
+// its ID: the code is the ID in base62 (0-9, A-Z, a-z), without leading
+// zeros. The harness talks to linknode over HTTP only, so it has its own
+// copy of this tiny, documented format.
+func decodeSequential(code string) (uint64, error) {
+	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	if code == "" || len(code) > 11 || (len(code) > 1 && code[0] == '0') {
+		return 0, fmt.Errorf("%q is not a sequential code", code)
+	}
+	var id uint64
+	for i := 0; i < len(code); i++ {
+		d := strings.IndexByte(alphabet, code[i])
+		if d < 0 {
+			return 0, fmt.Errorf("%q is not a sequential code", code)
+		}
+		next := id*62 + uint64(d)
+		if next/62 != id {
+			return 0, fmt.Errorf("%q overflows", code)
+		}
+		id = next
+	}
+	return id, nil
+}
+
 // staleBound is the linknode -remote-cache-ttl the harness runs with: the
 // staleness bound of guarantee 4 (apply lag aside).
 const staleBound = 5 * time.Second
@@ -343,7 +366,7 @@ func check(ops []history.Op, final checker.Final, prefix string, workloads []str
 		case "set":
 			results = append(results, checker.CheckSet(ops, final, prefix))
 		case "unique-ids":
-			results = append(results, checker.CheckUniqueIDs(ops, final, idrange.Decode))
+			results = append(results, checker.CheckUniqueIDs(ops, final, decodeSequential))
 		case "ryw":
 			results = append(results, checker.CheckRYW(ops))
 
