@@ -19,8 +19,10 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // ErrNotRoot is returned by New when the process cannot manage namespaces.
@@ -148,9 +150,10 @@ func (e *Env) Teardown(ctx context.Context) error {
 }
 
 // Clean removes every namespace, interface and nftables table whose name
-// starts with prefix: what a run with that prefix made. Processes still
-// running inside those namespaces are not touched (the harness ends its own
-// nodes by PID first); their network goes away with the namespace.
+// starts with prefix: what a run with that prefix made. A harness that was
+// itself killed leaves its nodes running inside those namespaces; Clean
+// ends them (SIGKILL, by the PIDs ip-netns-pids reports for the namespace)
+// before deleting it. Nothing outside the prefix's namespaces is touched.
 func Clean(ctx context.Context, prefix string) error {
 	var first error
 	note := func(err error) {
@@ -182,6 +185,7 @@ func Clean(ctx context.Context, prefix string) error {
 		for _, line := range strings.Split(out, "\n") {
 			f := strings.Fields(line)
 			if len(f) > 0 && strings.HasPrefix(f[0], prefix+"-n") {
+				killInside(ctx, f[0])
 				note(run(ctx, nil, "ip", "netns", "delete", f[0]))
 			}
 		}
@@ -276,6 +280,19 @@ func writeSet(b *strings.Builder, name string, elems []string) {
 		fmt.Fprintf(b, "\t\telements = { %s }\n", strings.Join(elems, ", "))
 	}
 	b.WriteString("\t}\n")
+}
+
+// killInside SIGKILLs the processes in namespace ns.
+func killInside(ctx context.Context, ns string) {
+	out, err := output(ctx, "ip", "netns", "pids", ns)
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(out) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 func run(ctx context.Context, stdin *strings.Reader, name string, args ...string) error {

@@ -79,6 +79,7 @@ func TestPartitionAndLossRules(t *testing.T) {
 	}
 	addr := func(i int) string { return net.JoinHostPort(e.NodeIP(i).String(), "9999") }
 	// A listener in every namespace.
+	exited := make([]chan struct{}, 3)
 	for i := range 3 {
 		cmd := e.Command(i, self)
 		cmd.Env = append(os.Environ(), "NETNS_HELPER=listen:"+addr(i))
@@ -89,7 +90,9 @@ func TestPartitionAndLossRules(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		exited[i] = make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited[i]) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited[i] })
 		buf := make([]byte, 6)
 		if _, err := out.Read(buf); err != nil || string(buf[:5]) != "ready" {
 			t.Fatalf("listener %d: %q %v", i, buf, err)
@@ -137,9 +140,17 @@ func TestPartitionAndLossRules(t *testing.T) {
 	if !canDial(0, 1) || !canDial(2, 0) {
 		t.Fatal("heal after loss did not restore traffic")
 	}
-	// Clean finds and removes everything with the prefix.
+	// Clean finds and removes everything with the prefix, and ends the
+	// processes left inside (as after a harness that was killed).
 	if err := Clean(ctx, "lkt"); err != nil {
 		t.Fatal(err)
+	}
+	for i, ch := range exited {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the process in namespace %d survived Clean", i)
+		}
 	}
 	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), "lkt-n") {
 		t.Fatalf("namespaces left after Clean: %s", out)
