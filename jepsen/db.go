@@ -130,8 +130,7 @@ func (d *db) start(n *dbNode) error {
 	return nil
 }
 
-// signal sends sig to node n's process (by PID) and, for SIGKILL, waits for
-// it to exit.
+// kill sends SIGKILL to node n's process (by PID) and waits for it to exit.
 func (d *db) kill(n *dbNode) error {
 	n.mu.Lock()
 	cmd, done := n.cmd, n.done
@@ -151,6 +150,7 @@ func (d *db) kill(n *dbNode) error {
 	return nil
 }
 
+// pause stops node n's process with SIGSTOP.
 func (d *db) pause(n *dbNode) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -161,6 +161,7 @@ func (d *db) pause(n *dbNode) error {
 	return n.cmd.Process.Signal(syscall.SIGSTOP)
 }
 
+// resume continues a paused node with SIGCONT.
 func (d *db) resume(n *dbNode) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
