@@ -110,8 +110,11 @@ type Final struct {
 	// Truth[code] is a linearizable read of each register code
 	// (?consistent=true): Status 200 with the URL in Location, or 404.
 	Truth map[string]Read `json:"truth"`
-	// Recovered says whether every node reported ready before the reads.
+	// Recovered says whether every node reported ready before the reads
+	// and answered them.
 	Recovered bool `json:"recovered"`
+	// ReadErrors are the final reads that failed as a whole (a listing).
+	ReadErrors []string `json:"read_errors,omitempty"`
 }
 
 // Read is one final resolve.
