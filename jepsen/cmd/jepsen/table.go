@@ -85,7 +85,7 @@ func table(dirs []string, stdout, stderr io.Writer) int {
 			an = "none"
 		}
 		fmt.Fprintf(stdout, "| %s%s | %d | %s | %s | %s | %d (%d / %d / %d) | %d: %s | %s | %s |\n",
-			filepath.Base(dir), race, test.Nodes, test.TimeLimit, nem, strings.Join(test.Workloads, " "),
+			filepath.Base(filepath.Dir(dir))+" "+filepath.Base(dir), race, test.Nodes, test.TimeLimit, nem, strings.Join(test.Workloads, " "),
 			ok+fail+info, ok, fail, info, total, strings.Join(faults, " "), out.Valid, an)
 	}
 	return code
