@@ -695,6 +695,8 @@ func Decode(data []byte) (any, error) {
 		return &SetSettings{Settings: *s}, nil
 	case TypeLeaseRange:
 		return decodeLease(body)
+	case TypeClickBatch:
+		return decodeClickBatch(body)
 	case TypeSetPlacement:
 		p, err := decodePlacement(body)
 		if err != nil {

@@ -42,7 +42,7 @@ type ShardFSM struct {
 // NewShardFSM opens (or creates) the shard's bbolt file.
 func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
-	s, err := openStore(cfg.Path, [][]byte{bucketLinks}, f.applyCommand)
+	s, err := openStore(cfg.Path, [][]byte{bucketLinks, bucketClicks, bucketClickHours, bucketClickSeq}, f.applyCommand)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +82,12 @@ func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index
 			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
 		}
 		return f.applyDelete(tx, d, index)
+	case TypeClickBatch:
+		b, err := decodeClickBatch(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applyClickBatch(tx, b)
 	}
 	return unknownType(f.path, typ, index)
 }

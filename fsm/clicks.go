@@ -1,0 +1,525 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/axiomhq/hyperloglog"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+// TypeClickBatch carries a node's aggregated clicks for one shard. It only
+// adds optional state, so a replica that does not know it may skip it.
+const TypeClickBatch CommandType = 4 | IgnoreUnknownFlag
+
+// Click state lives in three buckets of the shard file.
+var (
+	bucketClicks     = []byte("clicks")      // code -> ClickTotals
+	bucketClickHours = []byte("click-hours") // code 0x00 hour(8, BE) -> HourCount
+	bucketClickSeq   = []byte("click-seq")   // node -> highest applied seq (8, BE)
+)
+
+// MaxBreakdownKeys bounds each breakdown (countries, referrers, ...) per
+// code and audience; later new keys are counted under OtherKey.
+const MaxBreakdownKeys = 500
+
+// OtherKey collects breakdown keys past MaxBreakdownKeys.
+const OtherKey = "(other)"
+
+// Counts are the clicks of one audience (humans or bots) of a code.
+type Counts struct {
+	Total     uint64
+	Countries map[string]uint64
+	Devices   map[string]uint64
+	Browsers  map[string]uint64
+	OS        map[string]uint64
+	Referrers map[string]uint64
+	// Visitors is a HyperLogLog sketch (axiomhq/hyperloglog, binary form)
+	// of salted visitor hashes; empty if none were recorded.
+	Visitors []byte
+}
+
+// ClickTotals are a code's counts since it was created.
+type ClickTotals struct {
+	Humans, Bots Counts
+}
+
+// HourCount is the clicks of one code in one UTC hour.
+type HourCount struct {
+	Hour   uint64 // Unix time / 3600
+	Humans uint64
+	Bots   uint64
+}
+
+// ClickDelta is what one batch adds to one code.
+type ClickDelta struct {
+	Code  string
+	Delta ClickTotals
+	Hours []HourCount
+}
+
+// ClickBatch is a node's aggregated clicks for one shard. Seq grows with
+// every batch the node makes for the shard (across restarts too); the FSM
+// applies a batch only if its Seq is above the highest it has applied for
+// that node, so a batch retried after an unknown outcome never counts twice.
+type ClickBatch struct {
+	Node   string
+	Seq    uint64
+	Deltas []ClickDelta
+}
+
+// ClickBatchResult is the FSM's response to a ClickBatch.
+type ClickBatchResult struct {
+	// Duplicate is set when the batch (or a later one) was applied before.
+	Duplicate bool
+}
+
+const (
+	fBatchNode  = 1
+	fBatchSeq   = 2
+	fBatchDelta = 3
+
+	fDeltaCode   = 1
+	fDeltaHumans = 2
+	fDeltaBots   = 3
+	fDeltaHour   = 4
+
+	fHourHour   = 1
+	fHourHumans = 2
+	fHourBots   = 3
+
+	fCountsTotal    = 1
+	fCountsCountry  = 2
+	fCountsDevice   = 3
+	fCountsBrowser  = 4
+	fCountsOS       = 5
+	fCountsReferrer = 6
+	fCountsVisitors = 7
+	fTotalsHumans   = 1
+	fTotalsBots     = 2
+	fPairKey        = 1
+	fPairN          = 2
+)
+
+func appendMessage(b []byte, num protowire.Number, msg []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, msg)
+}
+
+func appendCounts(b []byte, c *Counts) []byte {
+	b = appendUint(b, fCountsTotal, c.Total)
+	for _, m := range []struct {
+		num protowire.Number
+		m   map[string]uint64
+	}{{fCountsCountry, c.Countries}, {fCountsDevice, c.Devices}, {fCountsBrowser, c.Browsers}, {fCountsOS, c.OS}, {fCountsReferrer, c.Referrers}} {
+		for _, k := range sortedKeys(m.m) {
+			var pair []byte
+			pair = appendString(pair, fPairKey, k)
+			pair = appendUint(pair, fPairN, m.m[k])
+			b = appendMessage(b, m.num, pair)
+		}
+	}
+	return appendBytes(b, fCountsVisitors, c.Visitors)
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func decodeCounts(body []byte) (Counts, error) {
+	var c Counts
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		var m *map[string]uint64
+		switch num {
+		case fCountsTotal:
+			c.Total = r.uint(typ, num)
+			continue
+		case fCountsVisitors:
+			c.Visitors = append([]byte(nil), r.bytes(typ, num)...)
+			continue
+		case fCountsCountry:
+			m = &c.Countries
+		case fCountsDevice:
+			m = &c.Devices
+		case fCountsBrowser:
+			m = &c.Browsers
+		case fCountsOS:
+			m = &c.OS
+		case fCountsReferrer:
+			m = &c.Referrers
+		default:
+			r.skip(num, typ)
+			continue
+		}
+		pr := fieldReader{b: r.bytes(typ, num)}
+		var k string
+		var n uint64
+		for {
+			pn, pt, ok := pr.next()
+			if !ok {
+				break
+			}
+			switch pn {
+			case fPairKey:
+				k = pr.str(pt, pn)
+			case fPairN:
+				n = pr.uint(pt, pn)
+			default:
+				pr.skip(pn, pt)
+			}
+		}
+		if pr.err != nil {
+			return c, pr.err
+		}
+		if *m == nil {
+			*m = map[string]uint64{}
+		}
+		(*m)[k] += n
+	}
+	return c, r.err
+}
+
+func appendTotals(b []byte, t *ClickTotals) []byte {
+	b = appendMessage(b, fTotalsHumans, appendCounts(nil, &t.Humans))
+	return appendMessage(b, fTotalsBots, appendCounts(nil, &t.Bots))
+}
+
+func decodeTotals(body []byte) (ClickTotals, error) {
+	var t ClickTotals
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		var err error
+		switch num {
+		case fTotalsHumans:
+			t.Humans, err = decodeCounts(r.bytes(typ, num))
+		case fTotalsBots:
+			t.Bots, err = decodeCounts(r.bytes(typ, num))
+		default:
+			r.skip(num, typ)
+		}
+		if err != nil {
+			return t, err
+		}
+	}
+	return t, r.err
+}
+
+// Encode returns the Raft entry for b.
+func (b *ClickBatch) Encode() []byte {
+	out := []byte{byte(TypeClickBatch)}
+	out = appendString(out, fBatchNode, b.Node)
+	out = appendUint(out, fBatchSeq, b.Seq)
+	for i := range b.Deltas {
+		d := &b.Deltas[i]
+		var m []byte
+		m = appendString(m, fDeltaCode, d.Code)
+		m = appendMessage(m, fDeltaHumans, appendCounts(nil, &d.Delta.Humans))
+		m = appendMessage(m, fDeltaBots, appendCounts(nil, &d.Delta.Bots))
+		for _, h := range d.Hours {
+			var hm []byte
+			hm = appendUint(hm, fHourHour, h.Hour)
+			hm = appendUint(hm, fHourHumans, h.Humans)
+			hm = appendUint(hm, fHourBots, h.Bots)
+			m = appendMessage(m, fDeltaHour, hm)
+		}
+		out = appendMessage(out, fBatchDelta, m)
+	}
+	return out
+}
+
+func decodeHour(body []byte) (HourCount, error) {
+	var h HourCount
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		switch num {
+		case fHourHour:
+			h.Hour = r.uint(typ, num)
+		case fHourHumans:
+			h.Humans = r.uint(typ, num)
+		case fHourBots:
+			h.Bots = r.uint(typ, num)
+		default:
+			r.skip(num, typ)
+		}
+	}
+	return h, r.err
+}
+
+func decodeClickBatch(body []byte) (*ClickBatch, error) {
+	b := &ClickBatch{}
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		switch num {
+		case fBatchNode:
+			b.Node = r.str(typ, num)
+		case fBatchSeq:
+			b.Seq = r.uint(typ, num)
+		case fBatchDelta:
+			d, err := decodeDelta(r.bytes(typ, num))
+			if err != nil {
+				return nil, err
+			}
+			b.Deltas = append(b.Deltas, d)
+		default:
+			r.skip(num, typ)
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if b.Node == "" || b.Seq == 0 {
+		return nil, fmt.Errorf("%w: click batch without node or seq", ErrDecode)
+	}
+	return b, nil
+}
+
+func decodeDelta(body []byte) (ClickDelta, error) {
+	var d ClickDelta
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		var err error
+		switch num {
+		case fDeltaCode:
+			d.Code = r.str(typ, num)
+		case fDeltaHumans:
+			d.Delta.Humans, err = decodeCounts(r.bytes(typ, num))
+		case fDeltaBots:
+			d.Delta.Bots, err = decodeCounts(r.bytes(typ, num))
+		case fDeltaHour:
+			var h HourCount
+			h, err = decodeHour(r.bytes(typ, num))
+			d.Hours = append(d.Hours, h)
+		default:
+			r.skip(num, typ)
+		}
+		if err != nil {
+			return d, err
+		}
+	}
+	return d, r.err
+}
+
+// mergeCounts adds d to c, bounding every breakdown.
+func mergeCounts(c *Counts, d *Counts) error {
+	c.Total += d.Total
+	for _, p := range []struct{ dst, src *map[string]uint64 }{
+		{&c.Countries, &d.Countries}, {&c.Devices, &d.Devices}, {&c.Browsers, &d.Browsers}, {&c.OS, &d.OS}, {&c.Referrers, &d.Referrers},
+	} {
+		if len(*p.src) == 0 {
+			continue
+		}
+		if *p.dst == nil {
+			*p.dst = map[string]uint64{}
+		}
+		for _, k := range sortedKeys(*p.src) { // sorted: every replica caps alike
+			if _, ok := (*p.dst)[k]; !ok && len(*p.dst) >= MaxBreakdownKeys {
+				k2 := OtherKey
+				(*p.dst)[k2] += (*p.src)[k]
+				continue
+			}
+			(*p.dst)[k] += (*p.src)[k]
+		}
+	}
+	if len(d.Visitors) == 0 {
+		return nil
+	}
+	add := hyperloglog.New14()
+	if err := add.UnmarshalBinary(d.Visitors); err != nil {
+		return err
+	}
+	if len(c.Visitors) > 0 {
+		cur := hyperloglog.New14()
+		if err := cur.UnmarshalBinary(c.Visitors); err != nil {
+			return err
+		}
+		if err := cur.Merge(add); err != nil {
+			return err
+		}
+		add = cur
+	}
+	v, err := add.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	c.Visitors = v
+	return nil
+}
+
+// MergeTotals adds d to t (breakdowns bounded, sketches merged).
+func MergeTotals(t *ClickTotals, d *ClickTotals) error {
+	if err := mergeCounts(&t.Humans, &d.Humans); err != nil {
+		return err
+	}
+	return mergeCounts(&t.Bots, &d.Bots)
+}
+
+func hourKey(code string, hour uint64) []byte {
+	k := make([]byte, 0, len(code)+9)
+	k = append(k, code...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, hour)
+}
+
+func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, b *ClickBatch) any {
+	seqs := tx.Bucket(bucketClickSeq)
+	if v := seqs.Get([]byte(b.Node)); len(v) == 8 && binary.BigEndian.Uint64(v) >= b.Seq {
+		return &ClickBatchResult{Duplicate: true}
+	}
+	if err := seqs.Put([]byte(b.Node), binary.BigEndian.AppendUint64(nil, b.Seq)); err != nil {
+		panic(fmt.Sprintf("fsm %s: put click seq: %v", f.path, err))
+	}
+	totals, hours := tx.Bucket(bucketClicks), tx.Bucket(bucketClickHours)
+	for i := range b.Deltas {
+		d := &b.Deltas[i]
+		// Clicks count toward links that exist (tombstones included: a
+		// visit just before a delete is still a visit).
+		if !link.ValidCode(d.Code) || getLink(tx, d.Code) == nil {
+			continue
+		}
+		var t ClickTotals
+		if v := totals.Get([]byte(d.Code)); v != nil {
+			var err error
+			if t, err = decodeTotals(v); err != nil {
+				panic(fmt.Sprintf("fsm %s: stored clicks of %q: %v", f.path, d.Code, err))
+			}
+		}
+		if err := MergeTotals(&t, &d.Delta); err != nil {
+			// A malformed sketch from a peer: count, but drop the sketch.
+			d.Delta.Humans.Visitors, d.Delta.Bots.Visitors = nil, nil
+			if err := MergeTotals(&t, &ClickTotals{}); err != nil {
+				panic(fmt.Sprintf("fsm %s: merge clicks: %v", f.path, err))
+			}
+		}
+		if err := totals.Put([]byte(d.Code), appendTotals(nil, &t)); err != nil {
+			panic(fmt.Sprintf("fsm %s: put clicks: %v", f.path, err))
+		}
+		for _, h := range d.Hours {
+			k := hourKey(d.Code, h.Hour)
+			cur := HourCount{Hour: h.Hour}
+			if v := hours.Get(k); v != nil {
+				var err error
+				if cur, err = decodeHour(v); err != nil {
+					panic(fmt.Sprintf("fsm %s: stored hour of %q: %v", f.path, d.Code, err))
+				}
+			}
+			cur.Hour, cur.Humans, cur.Bots = h.Hour, cur.Humans+h.Humans, cur.Bots+h.Bots
+			var v []byte
+			v = appendUint(v, fHourHour, cur.Hour)
+			v = appendUint(v, fHourHumans, cur.Humans)
+			v = appendUint(v, fHourBots, cur.Bots)
+			if err := hours.Put(k, v); err != nil {
+				panic(fmt.Sprintf("fsm %s: put click hour: %v", f.path, err))
+			}
+		}
+	}
+	return &ClickBatchResult{}
+}
+
+// ClickStats is what the stats API reads: the totals since creation and the
+// hourly counts in [From, To).
+type ClickStats struct {
+	Totals ClickTotals
+	Hours  []HourCount
+}
+
+// Clicks reads code's click state from this replica (it may lag the
+// leader by the replication delay). Unknown codes have zero counts.
+func (f *ShardFSM) Clicks(code string, from, to time.Time) (*ClickStats, error) {
+	st := &ClickStats{}
+	err := f.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketClicks).Get([]byte(code)); v != nil {
+			t, err := decodeTotals(v)
+			if err != nil {
+				return err
+			}
+			st.Totals = t
+		}
+		lo := uint64(max(from.Unix(), 0)) / 3600
+		hi := uint64(max(to.Unix(), 0)+3599) / 3600
+		c := tx.Bucket(bucketClickHours).Cursor()
+		prefix := append([]byte(code), 0)
+		for k, v := c.Seek(hourKey(code, lo)); k != nil && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
+			h, err := decodeHour(v)
+			if err != nil {
+				return err
+			}
+			if h.Hour >= hi {
+				break
+			}
+			st.Hours = append(st.Hours, h)
+		}
+		return nil
+	})
+	return st, err
+}
+
+// EncodeClickStats and DecodeClickStats carry ClickStats between nodes.
+func EncodeClickStats(s *ClickStats) []byte {
+	b := appendMessage(nil, 1, appendTotals(nil, &s.Totals))
+	for _, h := range s.Hours {
+		var hm []byte
+		hm = appendUint(hm, fHourHour, h.Hour)
+		hm = appendUint(hm, fHourHumans, h.Humans)
+		hm = appendUint(hm, fHourBots, h.Bots)
+		b = appendMessage(b, 2, hm)
+	}
+	return b
+}
+
+// DecodeClickStats parses what EncodeClickStats returned.
+func DecodeClickStats(body []byte) (*ClickStats, error) {
+	s := &ClickStats{}
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		var err error
+		switch num {
+		case 1:
+			s.Totals, err = decodeTotals(r.bytes(typ, num))
+		case 2:
+			var h HourCount
+			h, err = decodeHour(r.bytes(typ, num))
+			s.Hours = append(s.Hours, h)
+		default:
+			r.skip(num, typ)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, r.err
+}

@@ -1,0 +1,116 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/axiomhq/hyperloglog"
+	"github.com/google/go-cmp/cmp"
+)
+
+func sketch(tb testing.TB, visitors ...string) []byte {
+	tb.Helper()
+	s := hyperloglog.New14()
+	for _, v := range visitors {
+		s.Insert([]byte(v))
+	}
+	b, err := s.MarshalBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func uniques(tb testing.TB, b []byte) uint64 {
+	tb.Helper()
+	if len(b) == 0 {
+		return 0
+	}
+	s := hyperloglog.New14()
+	if err := s.UnmarshalBinary(b); err != nil {
+		tb.Fatal(err)
+	}
+	return s.Estimate()
+}
+
+func TestClickBatchesCountOnceAndMerge(t *testing.T) {
+	f := mustShard(t, ShardConfig{})
+	if r := result(t, applyAt(t, f, 1, (&CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	hour := uint64(t0.Unix() / 3600)
+	batch := func(node string, seq uint64, humans, bots uint64, visitors ...string) []byte {
+		b := &ClickBatch{Node: node, Seq: seq, Deltas: []ClickDelta{
+			{Code: "abc", Delta: ClickTotals{
+				Humans: Counts{Total: humans, Countries: map[string]uint64{"DE": humans}, Browsers: map[string]uint64{"Firefox": humans}, Visitors: sketch(t, visitors...)},
+				Bots:   Counts{Total: bots, Devices: map[string]uint64{"Bot": bots}},
+			}, Hours: []HourCount{{Hour: hour, Humans: humans, Bots: bots}}},
+			{Code: "nope", Delta: ClickTotals{Humans: Counts{Total: 99}}}, // no such link: ignored
+		}}
+		// The wire form survives the round trip.
+		back, err := Decode(b.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(b, back); d != "" {
+			t.Fatalf("batch round trip (-want +got):\n%s", d)
+		}
+		return b.Encode()
+	}
+	applyAt(t, f, 2, batch("n1", 10, 3, 1, "a", "b"))
+	// The same batch again (a retry after an unknown outcome): ignored.
+	if r := applyAt(t, f, 3, batch("n1", 10, 3, 1, "a", "b")).(*ClickBatchResult); !r.Duplicate {
+		t.Fatal("repeated batch not recognised")
+	}
+	// An older one too.
+	applyAt(t, f, 4, batch("n1", 9, 100, 100))
+	// Another node's batch with seq 1 counts: seqs are per node.
+	applyAt(t, f, 5, batch("n2", 1, 2, 0, "b", "c"))
+	applyAt(t, f, 6, batch("n1", 11, 1, 0, "d"))
+
+	st, err := f.Clicks("abc", t0.Add(-time.Hour), t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := st.Totals.Humans
+	if h.Total != 6 || h.Countries["DE"] != 6 || h.Browsers["Firefox"] != 6 || st.Totals.Bots.Total != 1 || st.Totals.Bots.Devices["Bot"] != 1 {
+		t.Fatalf("totals = %+v", st.Totals)
+	}
+	if u := uniques(t, h.Visitors); u != 4 {
+		t.Fatalf("uniques = %d, want 4 (a, b, c, d)", u)
+	}
+	if len(st.Hours) != 1 || st.Hours[0] != (HourCount{Hour: hour, Humans: 6, Bots: 1}) {
+		t.Fatalf("hours = %+v", st.Hours)
+	}
+	// Outside the range: no hours, same totals.
+	st, _ = f.Clicks("abc", t0.Add(2*time.Hour), t0.Add(3*time.Hour))
+	if len(st.Hours) != 0 || st.Totals.Humans.Total != 6 {
+		t.Fatalf("out of range = %+v", st)
+	}
+	if st, _ := f.Clicks("nope", t0, t0.Add(time.Hour)); st.Totals.Humans.Total != 0 {
+		t.Fatal("clicks counted for a code that does not exist")
+	}
+	// Round trip of what the stats RPC carries.
+	st, _ = f.Clicks("abc", t0.Add(-time.Hour), t0.Add(time.Hour))
+	back, err := DecodeClickStats(EncodeClickStats(st))
+	if err != nil || back.Totals.Humans.Total != 6 || len(back.Hours) != 1 {
+		t.Fatalf("stats round trip = %+v, %v", back, err)
+	}
+}
+
+func TestBreakdownsAreBounded(t *testing.T) {
+	f := mustShard(t, ShardConfig{})
+	applyAt(t, f, 1, (&CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())
+	refs := map[string]uint64{}
+	for i := range MaxBreakdownKeys + 20 {
+		refs[fmt.Sprintf("r%04d.example", i)] = 1
+	}
+	b := &ClickBatch{Node: "n1", Seq: 1, Deltas: []ClickDelta{{Code: "abc", Delta: ClickTotals{Humans: Counts{Total: uint64(len(refs)), Referrers: refs}}}}}
+	applyAt(t, f, 2, b.Encode())
+	st, _ := f.Clicks("abc", t0, t0)
+	r := st.Totals.Humans.Referrers
+	if len(r) != MaxBreakdownKeys+1 || r[OtherKey] != 20 {
+		t.Fatalf("%d referrer keys, other = %d", len(r), r[OtherKey])
+	}
+}
