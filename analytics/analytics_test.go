@@ -1,0 +1,201 @@
+package analytics
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axiomhq/hyperloglog"
+	"github.com/hashicorp/raft"
+
+	"github.com/linkraft/linkraft/fsm"
+)
+
+const (
+	chromeUA    = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36"
+	iphoneUA    = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1"
+	googlebotUA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+	previewUA   = "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)"
+	slackUA     = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"
+)
+
+func TestEnrichment(t *testing.T) {
+	e := NewEnricher()
+	if a := e.Agent(chromeUA); a.Bot || a.Browser != "Chrome" || a.OS != "Windows" || a.Device != "Desktop" {
+		t.Fatalf("chrome = %+v", a)
+	}
+	if a := e.Agent(iphoneUA); a.Bot || a.Device != "Mobile" || a.OS != "iOS" {
+		t.Fatalf("iphone = %+v", a)
+	}
+	for _, ua := range []string{googlebotUA, previewUA, slackUA, "", "curl/8.5.0", "python-requests/2.31"} {
+		if a := e.Agent(ua); !a.Bot {
+			t.Errorf("%q not taken for a bot: %+v", ua, a)
+		}
+	}
+	if c := Country(netip.MustParseAddr("8.8.8.8")); c != "US" {
+		t.Errorf("8.8.8.8 in %q", c)
+	}
+	if c := Country(netip.Addr{}); c != "unknown" {
+		t.Errorf("no address in %q", c)
+	}
+	for in, want := range map[string]string{
+		"": "direct", "https://News.Example.com/a?b": "news.example.com", "android-app://x": "unknown", "::bad": "unknown",
+	} {
+		if got := RefererHost(in); got != want {
+			t.Errorf("RefererHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"203.0.113.77": "203.0.113.0", "::ffff:203.0.113.77": "203.0.113.0", "2001:db8:abcd:12:34::1": "2001:db8:abcd::",
+	} {
+		if got := Anonymize(netip.MustParseAddr(in)).String(); got != want {
+			t.Errorf("Anonymize(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// fsmSubmit applies batches to a real shard state machine, and can be told
+// to lose the acknowledgement of the next n applied batches.
+type fsmSubmit struct {
+	mu       sync.Mutex
+	f        *fsm.ShardFSM
+	index    uint64
+	loseAcks int
+	calls    int
+}
+
+func (s *fsmSubmit) submit(_ context.Context, _ int, b *fsm.ClickBatch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	s.index++
+	s.f.Apply(&raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand, Data: b.Encode()})
+	if s.loseAcks > 0 {
+		s.loseAcks--
+		return errors.New("timeout: outcome unknown")
+	}
+	return nil
+}
+
+func newFSM(t *testing.T, codes ...string) *fsmSubmit {
+	t.Helper()
+	f, err := fsm.NewShardFSM(fsm.ShardConfig{Path: filepath.Join(t.TempDir(), "s.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	s := &fsmSubmit{f: f}
+	for _, c := range codes {
+		s.index++
+		f.Apply(&raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand,
+			Data: (&fsm.CreateIfAbsent{Code: c, URL: "https://e.example/" + c, Now: time.Now()}).Encode()})
+	}
+	return s
+}
+
+func salt(day time.Time) []byte { return []byte(day.Format("2006-01-02")) }
+
+func TestPipelineCountsExactlyOnceDespiteLostAcks(t *testing.T) {
+	sub := newFSM(t, "abc")
+	sub.loseAcks = 2 // the first two batches commit, but the node hears nothing
+	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Submit: sub.submit, Salt: salt, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	now := time.Date(2026, 11, 26, 10, 30, 0, 0, time.UTC)
+	for i := range 100 {
+		ip := netip.AddrFrom4([4]byte{198, 51, 100, byte(i % 10)}) // 10 visitors
+		p.Record(Click{Code: "abc", Time: now, IP: ip, UA: chromeUA, Referer: "https://news.example/x"})
+	}
+	for range 7 {
+		p.Record(Click{Code: "abc", Time: now, IP: netip.MustParseAddr("192.0.2.1"), UA: previewUA})
+	}
+	for range 5 { // do-not-track: counted, no visitor hash
+		p.Record(Click{Code: "abc", Time: now, IP: netip.MustParseAddr("192.0.2.99"), UA: iphoneUA, Private: true})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if left := p.Flush(ctx); left != 0 {
+		t.Fatalf("%d clicks unflushed", left)
+	}
+	if sub.calls < 3 {
+		t.Fatalf("%d submissions; the batch should have been resent after the lost acks", sub.calls)
+	}
+	st, err := sub.f.Clicks("abc", now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, b := st.Totals.Humans, st.Totals.Bots
+	if h.Total != 105 || b.Total != 7 {
+		t.Fatalf("humans %d bots %d, want 105 and 7 (a resent batch must count once)", h.Total, b.Total)
+	}
+	if h.Referrers["news.example"] != 100 || h.Referrers["direct"] != 5 || h.Devices["Mobile"] != 5 || h.Browsers["Chrome"] != 100 {
+		t.Fatalf("breakdowns = %+v", h)
+	}
+	sk := hyperloglog.New14()
+	if err := sk.UnmarshalBinary(h.Visitors); err != nil {
+		t.Fatal(err)
+	}
+	if u := sk.Estimate(); u != 10 {
+		t.Fatalf("uniques = %d, want 10 (DNT visitors are not hashed)", u)
+	}
+	if len(st.Hours) != 1 || st.Hours[0].Humans != 105 || st.Hours[0].Bots != 7 {
+		t.Fatalf("hours = %+v", st.Hours)
+	}
+}
+
+type countObs struct {
+	mu                sync.Mutex
+	recorded, dropped int
+	flushed, failed   int
+}
+
+func (o *countObs) ClickRecorded()         { o.mu.Lock(); o.recorded++; o.mu.Unlock() }
+func (o *countObs) ClickDropped()          { o.mu.Lock(); o.dropped++; o.mu.Unlock() }
+func (o *countObs) ClicksFlushed(int, int) { o.mu.Lock(); o.flushed++; o.mu.Unlock() }
+func (o *countObs) ClickFlushFailed(int)   { o.mu.Lock(); o.failed++; o.mu.Unlock() }
+
+// A full pipeline drops (and counts) instead of blocking the caller.
+func TestPipelineDropsWhenFull(t *testing.T) {
+	block := make(chan struct{})
+	obs := &countObs{}
+	p, err := New(Config{Node: "n1", Capacity: 4, FlushInterval: time.Hour, Observer: obs,
+		Shard:  func(string) int { <-block; return 0 }, // the worker is stuck on its first click
+		Submit: func(context.Context, int, *fsm.ClickBatch) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	if p.Record(Click{Code: "abc", Time: time.Now()}) {
+		accepted++
+	}
+	// Wait until the worker holds the first click (and is stuck with it).
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.in) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never took the first click")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range 19 {
+		if p.Record(Click{Code: "abc", Time: time.Now()}) {
+			accepted++
+		}
+	}
+	close(block)
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// One in the worker's hands, four in the queue, the rest dropped.
+	if accepted != 5 || obs.dropped != 15 || obs.recorded != 5 {
+		t.Fatalf("accepted %d, dropped %d, recorded %d", accepted, obs.dropped, obs.recorded)
+	}
+	if p.Record(Click{Code: "abc"}) {
+		t.Fatal("a closed pipeline took a click")
+	}
+}

@@ -1,0 +1,382 @@
+package analytics
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/linkraft/linkraft/fsm"
+)
+
+// Click is one redirect as the handler saw it. The raw IP never leaves the
+// pipeline: it is hashed (with the day's salt) for uniques and anonymised
+// for anything kept.
+type Click struct {
+	Code    string
+	Time    time.Time
+	IP      netip.Addr
+	UA      string
+	Referer string
+	// Private is set for DNT: 1 or Sec-GPC: 1: the click counts, but no
+	// visitor hash is taken.
+	Private bool
+}
+
+// Observer receives the pipeline's counters (implemented by
+// metrics.Metrics); every method must be cheap and safe for concurrent use.
+type Observer interface {
+	ClickRecorded()
+	ClickDropped()
+	ClicksFlushed(shard int, clicks int)
+	ClickFlushFailed(shard int)
+}
+
+// Config configures a Pipeline.
+type Config struct {
+	// Node is this node's ID: batches are sequenced per node.
+	Node string
+	// Shard maps a code to its shard.
+	Shard func(code string) int
+	// Submit proposes a batch through the shard's Raft group. An error
+	// means the outcome is unknown: the same batch is submitted again.
+	Submit func(ctx context.Context, shard int, b *fsm.ClickBatch) error
+	// Salt returns the visitor-hash salt of a UTC day; the same on every
+	// node, so a visitor seen by two nodes counts once. Nil: no uniques.
+	Salt func(day time.Time) []byte
+	// Enricher classifies clicks (default: a new one).
+	Enricher *Enricher
+	// Capacity bounds the clicks waiting for the pipeline (default 65536).
+	Capacity int
+	// FlushInterval is how often batches are submitted (default 1 s).
+	FlushInterval time.Duration
+	// SubmitTimeout bounds one submission (default 5 s).
+	SubmitTimeout time.Duration
+	// Observer, if set, receives counters.
+	Observer Observer
+	// Logger receives flush failures.
+	Logger *slog.Logger
+	// Seq0 is the first batch sequence number (default: the Unix time in
+	// nanoseconds at start, so a restarted node goes on above its old
+	// batches as long as the clock does not jump back by more than the
+	// node's uptime).
+	Seq0 uint64
+}
+
+// Pipeline is a node's click pipeline.
+type Pipeline struct {
+	cfg Config
+	in  chan Click
+	seq atomic.Uint64
+	// queued counts clicks handed over but not yet aggregated; it drops
+	// under mu together with the aggregate's count growing, so Pending
+	// never misses a click in transit.
+	queued atomic.Int64
+
+	mu     sync.Mutex
+	shards map[int]*shardState
+
+	stop   chan struct{}
+	done   chan struct{}
+	closed atomic.Bool
+}
+
+// shardState is one shard's clicks: those being aggregated, and the batch
+// submitted but not yet acknowledged (sent again until it is, before any
+// later batch, so sequence order is application order).
+type shardState struct {
+	acc      map[string]*agg
+	accN     int
+	pending  *fsm.ClickBatch
+	pendingN int
+	inFlight bool
+}
+
+type agg struct {
+	delta  fsm.ClickTotals
+	hours  map[uint64]*fsm.HourCount
+	humans *hyperloglog.Sketch
+	bots   *hyperloglog.Sketch
+}
+
+// New starts a pipeline; Close stops it.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Node == "" || cfg.Shard == nil || cfg.Submit == nil {
+		return nil, errors.New("analytics: Config needs Node, Shard and Submit")
+	}
+	if cfg.Enricher == nil {
+		cfg.Enricher = NewEnricher()
+	}
+	if cfg.Capacity <= 0 {
+		cfg.Capacity = 1 << 16
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = time.Second
+	}
+	if cfg.SubmitTimeout <= 0 {
+		cfg.SubmitTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Seq0 == 0 {
+		cfg.Seq0 = uint64(time.Now().UnixNano())
+	}
+	p := &Pipeline{cfg: cfg, in: make(chan Click, cfg.Capacity), shards: map[int]*shardState{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	p.seq.Store(cfg.Seq0)
+	go p.run()
+	return p, nil
+}
+
+// Record hands a click to the pipeline without waiting; if the pipeline is
+// full (or closed) the click is dropped and counted as dropped.
+func (p *Pipeline) Record(c Click) bool {
+	if p.closed.Load() {
+		p.dropped()
+		return false
+	}
+	p.queued.Add(1)
+	select {
+	case p.in <- c:
+		if o := p.cfg.Observer; o != nil {
+			o.ClickRecorded()
+		}
+		return true
+	default:
+		p.queued.Add(-1)
+		p.dropped()
+		return false
+	}
+}
+
+func (p *Pipeline) dropped() {
+	if o := p.cfg.Observer; o != nil {
+		o.ClickDropped()
+	}
+}
+
+func (p *Pipeline) run() {
+	defer close(p.done)
+	t := time.NewTicker(p.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case c := <-p.in:
+			p.add(c)
+		case <-t.C:
+			p.flush(false)
+		case <-p.stop:
+			// Take what is queued, then stop; Close flushes.
+			for {
+				select {
+				case c := <-p.in:
+					p.add(c)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// add enriches and aggregates one click.
+func (p *Pipeline) add(c Click) {
+	a := p.cfg.Enricher.Agent(c.UA)
+	country := Country(c.IP)
+	ref := RefererHost(c.Referer)
+	shard := p.cfg.Shard(c.Code)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.shards[shard]
+	if st == nil {
+		st = &shardState{acc: map[string]*agg{}}
+		p.shards[shard] = st
+	}
+	g := st.acc[c.Code]
+	if g == nil {
+		g = &agg{hours: map[uint64]*fsm.HourCount{}}
+		st.acc[c.Code] = g
+	}
+	st.accN++
+	p.queued.Add(-1)
+	counts := &g.delta.Humans
+	if a.Bot {
+		counts = &g.delta.Bots
+	}
+	counts.Total++
+	inc(&counts.Countries, country)
+	inc(&counts.Devices, a.Device)
+	inc(&counts.Browsers, a.Browser)
+	inc(&counts.OS, a.OS)
+	inc(&counts.Referrers, ref)
+	hour := uint64(max(c.Time.Unix(), 0)) / 3600
+	h := g.hours[hour]
+	if h == nil {
+		h = &fsm.HourCount{Hour: hour}
+		g.hours[hour] = h
+	}
+	if a.Bot {
+		h.Bots++
+	} else {
+		h.Humans++
+	}
+	if !c.Private && p.cfg.Salt != nil && c.IP.IsValid() {
+		sk := &g.humans
+		if a.Bot {
+			sk = &g.bots
+		}
+		if *sk == nil {
+			*sk = hyperloglog.New14()
+		}
+		(*sk).InsertHash(p.visitorHash(c))
+	}
+}
+
+// visitorHash is SHA-256(salt of the day, IP, UA), first 8 bytes: it cannot
+// be turned back into an IP without the salt, and the salt changes daily.
+func (p *Pipeline) visitorHash(c Click) uint64 {
+	h := sha256.New()
+	h.Write(p.cfg.Salt(c.Time.UTC().Truncate(24 * time.Hour)))
+	ip := c.IP.Unmap().AsSlice()
+	h.Write(ip)
+	h.Write([]byte{0})
+	h.Write([]byte(c.UA))
+	var sum [32]byte
+	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+}
+
+func inc(m *map[string]uint64, k string) {
+	if *m == nil {
+		*m = map[string]uint64{}
+	}
+	(*m)[k]++
+}
+
+// flush submits, per shard, the pending batch or a new one made of what has
+// accumulated. With wait it submits synchronously (Close); otherwise each
+// shard's submission runs on its own so one slow shard delays no other.
+func (p *Pipeline) flush(wait bool) {
+	p.mu.Lock()
+	var wg sync.WaitGroup
+	for shard, st := range p.shards {
+		if st.inFlight {
+			continue
+		}
+		if st.pending == nil && st.accN > 0 {
+			st.pending, st.pendingN = p.batch(st), st.accN
+			st.acc, st.accN = map[string]*agg{}, 0
+		}
+		if st.pending == nil {
+			continue
+		}
+		st.inFlight = true
+		b, n := st.pending, st.pendingN
+		wg.Go(func() { p.submit(shard, st, b, n) })
+	}
+	p.mu.Unlock()
+	if wait {
+		wg.Wait()
+	}
+}
+
+func (p *Pipeline) submit(shard int, st *shardState, b *fsm.ClickBatch, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.SubmitTimeout)
+	err := p.cfg.Submit(ctx, shard, b)
+	cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st.inFlight = false
+	if err != nil {
+		p.cfg.Logger.Debug("click batch not acknowledged; will resend", "shard", shard, "seq", b.Seq, "err", err)
+		if o := p.cfg.Observer; o != nil {
+			o.ClickFlushFailed(shard)
+		}
+		return
+	}
+	st.pending, st.pendingN = nil, 0
+	if o := p.cfg.Observer; o != nil {
+		o.ClicksFlushed(shard, n)
+	}
+}
+
+// batch turns a shard's aggregates into a ClickBatch with the next seq.
+func (p *Pipeline) batch(st *shardState) *fsm.ClickBatch {
+	b := &fsm.ClickBatch{Node: p.cfg.Node, Seq: p.seq.Add(1)}
+	for code, g := range st.acc {
+		d := fsm.ClickDelta{Code: code, Delta: g.delta}
+		for _, s := range []struct {
+			sk  *hyperloglog.Sketch
+			dst *[]byte
+		}{{g.humans, &d.Delta.Humans.Visitors}, {g.bots, &d.Delta.Bots.Visitors}} {
+			if s.sk != nil {
+				if v, err := s.sk.MarshalBinary(); err == nil {
+					*s.dst = v
+				}
+			}
+		}
+		for _, h := range g.hours {
+			d.Hours = append(d.Hours, *h)
+		}
+		b.Deltas = append(b.Deltas, d)
+	}
+	return b
+}
+
+// Pending reports how many clicks are not yet acknowledged (queued,
+// aggregating, or in an unacknowledged batch).
+func (p *Pipeline) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := int(p.queued.Load())
+	for _, st := range p.shards {
+		n += st.accN + st.pendingN
+	}
+	return n
+}
+
+// Flush submits everything recorded so far and waits for the attempt (for
+// tests and shutdown). It returns the clicks still unacknowledged.
+func (p *Pipeline) Flush(ctx context.Context) int {
+	for {
+		// Drain the queue into the aggregates first.
+		for drained := false; !drained; {
+			select {
+			case c := <-p.in:
+				p.add(c)
+			default:
+				drained = true
+			}
+		}
+		p.flush(true)
+		left := p.Pending()
+		if left == 0 || ctx.Err() != nil {
+			return left
+		}
+		select {
+		case <-ctx.Done():
+			return p.Pending()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops taking clicks and flushes what it holds until ctx ends.
+func (p *Pipeline) Close(ctx context.Context) error {
+	if !p.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(p.stop)
+	<-p.done
+	if left := p.Flush(ctx); left > 0 {
+		return errors.New("analytics: clicks left unflushed at shutdown")
+	}
+	return nil
+}
