@@ -131,7 +131,7 @@ func resultOf(out any) (*applyResult, error) {
 		return &applyResult{leaseStart: r.Start, leaseEnd: r.End}, nil
 	case *fsm.PlacementResult:
 		return &applyResult{placement: r.Placement}, r.Err
-	case *fsm.SettingsResult:
+	case *fsm.SettingsResult, *fsm.ClickBatchResult:
 		return &applyResult{}, nil
 	}
 	return nil, fmt.Errorf("unexpected apply response %T", out)

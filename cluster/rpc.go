@@ -25,6 +25,7 @@ import (
 const (
 	opApply  = "apply"
 	opLookup = "lookup"
+	opClicks = "clicks"
 
 	maxFrame       = 1 << 20
 	rpcIdleTimeout = 2 * time.Minute
@@ -38,6 +39,8 @@ type rpcRequest struct {
 	Consistent bool   `json:"consistent,omitempty"`
 	Hops       int    `json:"hops,omitempty"`
 	TimeoutMS  int64  `json:"timeout_ms,omitempty"`
+	From       int64  `json:"from,omitempty"` // clicks: Unix seconds
+	To         int64  `json:"to,omitempty"`
 }
 
 type rpcResponse struct {
@@ -47,6 +50,7 @@ type rpcResponse struct {
 	LeaseStart uint64         `json:"lease_start,omitempty"`
 	LeaseEnd   uint64         `json:"lease_end,omitempty"`
 	Placement  *fsm.Placement `json:"placement,omitempty"`
+	Clicks     []byte         `json:"clicks,omitempty"`
 }
 
 // error kinds on the wire
@@ -189,6 +193,16 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 			return fail(err)
 		}
 		resp.Link = fsm.EncodeLink(l)
+	case opClicks:
+		sh := n.localShard(int(req.Group))
+		if sh == nil {
+			return fail(fmt.Errorf("%w: shard %d is not hosted here", link.ErrUnavailable, req.Group))
+		}
+		st, err := sh.FSM().Clicks(req.Code, time.Unix(req.From, 0), time.Unix(req.To, 0))
+		if err != nil {
+			return fail(err)
+		}
+		resp.Clicks = fsm.EncodeClickStats(st)
 	default:
 		return fail(fmt.Errorf("unknown rpc op %q", req.Op))
 	}

@@ -191,7 +191,13 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, s.toJSON(l))
+	out := s.toJSON(l)
+	// clicks: human visits so far (the replicated counter; it trails the
+	// redirects by about a flush interval).
+	if st, err := s.svc.ClickStats(r.Context(), code, s.now(), s.now()); err == nil {
+		out.Clicks = st.Totals.Humans.Total
+	}
+	writeJSON(w, r, http.StatusOK, out)
 }
 
 // patchFields are the members a PATCH may hold.

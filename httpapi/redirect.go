@@ -4,10 +4,12 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gorilla/mux"
 
+	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -53,7 +55,24 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 		h.Set("Cache-Control", "private, max-age=90")
 	}
 	w.WriteHeader(l.Redirect)
+	if s.clicks != nil && r.Method == http.MethodGet {
+		// Handed over, never waited for; HEAD is a link checker, not a visit.
+		s.clicks.Record(analytics.Click{
+			Code: l.Code, Time: s.now(), IP: remoteIP(r), UA: r.UserAgent(), Referer: r.Referer(),
+			Private: r.Header.Get("DNT") == "1" || r.Header.Get("Sec-GPC") == "1",
+		})
+	}
 	return l.Redirect
+}
+
+// remoteIP is the connection's peer address (proxies' X-Forwarded-For is
+// not trusted).
+func remoteIP(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr()
 }
 
 // redirectError answers 404 or 410: a small page for browsers, a problem

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/link"
@@ -31,6 +32,13 @@ type Service interface {
 	RemoveNode(ctx context.Context, id string) error
 	Leases() ([]fsm.Lease, error)
 	ForEachLink(fn func(l *link.Link) bool) error
+	ClickStats(ctx context.Context, code string, from, to time.Time) (*fsm.ClickStats, error)
+}
+
+// ClickRecorder takes redirects for analytics without blocking
+// (implemented by *analytics.Pipeline).
+type ClickRecorder interface {
+	Record(c analytics.Click) bool
 }
 
 var _ Service = (*cluster.Node)(nil)
@@ -63,6 +71,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for expiry checks (default time.Now).
 	Now func() time.Time
+	// Clicks, if set, receives every GET redirect (analytics on).
+	Clicks ClickRecorder
 }
 
 // Server is the HTTP handler of a node.
@@ -75,6 +85,7 @@ type Server struct {
 	rec       Recorder
 	log       *slog.Logger
 	now       func() time.Time
+	clicks    ClickRecorder
 }
 
 // New builds the router.
@@ -91,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 	policy.OwnHosts = append(append([]string(nil), policy.OwnHosts...), strings.ToLower(u.Hostname()))
 	s := &Server{
 		router: mux.NewRouter(), svc: cfg.Service, publicURL: pub, policy: policy,
-		maxBody: cfg.MaxBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now,
+		maxBody: cfg.MaxBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
@@ -112,6 +123,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerHealthRoutes(cfg.Metrics)
 	s.registerAdminRoutes()
 	s.registerLinkRoutes()
+	s.registerStatsRoutes()
 	s.registerRedirectRoutes() // last: /{code} must not shadow the fixed routes
 	return s, nil
 }

@@ -21,6 +21,9 @@ type Metrics struct {
 	cacheHits   *prometheus.CounterVec
 	cacheMisses *prometheus.CounterVec
 	apply       *prometheus.HistogramVec
+	clicks      *prometheus.CounterVec // by outcome: recorded, dropped
+	flushed     *prometheus.CounterVec // clicks acknowledged, by shard
+	flushFails  *prometheus.CounterVec // batches resent, by shard
 	shardLabels []string
 }
 
@@ -51,11 +54,20 @@ func New() *Metrics {
 			Name: "linkraft_apply_duration_seconds", Help: "Time from proposing a shard command to its applied result, by shard.",
 			Buckets: latencyBuckets,
 		}, []string{"shard"}),
+		clicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linkraft_clicks_total", Help: "Redirects handed to the analytics pipeline (recorded) or dropped because it was full (dropped).",
+		}, []string{"outcome"}),
+		flushed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linkraft_clicks_flushed_total", Help: "Clicks in click batches the shard acknowledged, by shard.",
+		}, []string{"shard"}),
+		flushFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linkraft_click_batch_failures_total", Help: "Click batch submissions with an unknown outcome (resent), by shard.",
+		}, []string{"shard"}),
 	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.redirects, m.requests, m.cacheHits, m.cacheMisses, m.apply,
+		m.redirects, m.requests, m.cacheHits, m.cacheMisses, m.apply, m.clicks, m.flushed, m.flushFails,
 	)
 	m.shardLabels = make([]string, 256)
 	for i := range m.shardLabels {
@@ -119,3 +131,17 @@ func statusLabel(code int) string {
 	}
 	return strconv.Itoa(code)
 }
+
+// ClickRecorded counts a click handed to the analytics pipeline.
+func (m *Metrics) ClickRecorded() { m.clicks.WithLabelValues("recorded").Inc() }
+
+// ClickDropped counts a click the full pipeline could not take.
+func (m *Metrics) ClickDropped() { m.clicks.WithLabelValues("dropped").Inc() }
+
+// ClicksFlushed counts clicks in an acknowledged batch.
+func (m *Metrics) ClicksFlushed(shard, clicks int) {
+	m.flushed.WithLabelValues(m.shard(shard)).Add(float64(clicks))
+}
+
+// ClickFlushFailed counts a batch submission with an unknown outcome.
+func (m *Metrics) ClickFlushFailed(shard int) { m.flushFails.WithLabelValues(m.shard(shard)).Inc() }

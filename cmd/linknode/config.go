@@ -37,6 +37,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// FastRaft shortens Raft timers (tests and local experiments only).
 	FastRaft bool
+	// Analytics turns click counting on.
+	Analytics bool
+	// ClickBuffer bounds the clicks waiting for the analytics pipeline.
+	ClickBuffer int
+	// ClickFlush is how often click batches go through Raft.
+	ClickFlush time.Duration
 	// RemoteCacheTTL bounds how long a node serves a cached link of a shard
 	// it does not host when no invalidation reaches it.
 	RemoteCacheTTL time.Duration
@@ -71,6 +77,9 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
+	fs.BoolVar(&c.Analytics, "analytics", true, "count clicks (totals, uniques, breakdowns) through the shards' Raft groups")
+	fs.IntVar(&c.ClickBuffer, "click-buffer", 1<<16, "clicks that may wait for the analytics pipeline; more are dropped (and counted)")
+	fs.DurationVar(&c.ClickFlush, "click-flush", time.Second, "how often each node submits its click batches (the crash-loss bound)")
 	fs.DurationVar(&c.RemoteCacheTTL, "remote-cache-ttl", 30*time.Second, "how long a node caches links of shards it does not host (the staleness bound after a missed invalidation)")
 	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
 

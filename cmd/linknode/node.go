@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/idrange"
@@ -32,6 +33,7 @@ type Main struct {
 	installGlobalMetrics bool
 
 	node     *cluster.Node
+	clicks   *analytics.Pipeline
 	httpLn   net.Listener
 	httpSrv  *http.Server
 	httpDone chan struct{}
@@ -122,11 +124,22 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.node = node
-	api, err := httpapi.New(httpapi.Config{
+	hcfg := httpapi.Config{
 		Service: node, PublicURL: publicURL,
 		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist},
 		Metrics:   m.metrics.Handler(), Recorder: m.metrics, Logger: m.log,
-	})
+	}
+	if cfg.Analytics {
+		m.clicks, err = analytics.New(analytics.Config{
+			Node: node.ID(), Shard: node.ShardOf, Submit: node.SubmitClicks, Salt: node.VisitorSalt,
+			Capacity: cfg.ClickBuffer, FlushInterval: cfg.ClickFlush, Observer: m.metrics, Logger: m.log.With("component", "analytics"),
+		})
+		if err != nil {
+			return err
+		}
+		hcfg.Clicks = m.clicks
+	}
+	api, err := httpapi.New(hcfg)
 	if err != nil {
 		return err
 	}
@@ -181,6 +194,14 @@ func (m *Main) Close() error {
 			<-m.httpDone
 		} else if m.httpLn != nil {
 			_ = m.httpLn.Close()
+		}
+		if m.clicks != nil {
+			// The last batches go out while the groups still run.
+			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout/4)
+			if err := m.clicks.Close(ctx); err != nil {
+				m.log.Warn("analytics", "err", err)
+			}
+			cancel()
 		}
 		if m.node != nil {
 			errs = append(errs, m.node.Close())

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func visit(tb testing.TB, method, url, ua, ref string, dnt bool) int {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("User-Agent", ua)
+	if ref != "" {
+		req.Header.Set("Referer", ref)
+	}
+	if dnt {
+		req.Header.Set("DNT", "1")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+type statsDoc struct {
+	Total, Humans, Bots, Uniques uint64
+	Series                       []struct{ Count uint64 }
+	Devices, Referrers, Browsers []struct {
+		Key   string
+		Count uint64
+	}
+}
+
+func getStats(tb testing.TB, base, code, query string) statsDoc {
+	tb.Helper()
+	resp, err := client.Get(base + "/api/v1/links/" + code + "/stats" + query)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		tb.Fatalf("stats: %d", resp.StatusCode)
+	}
+	var d statsDoc
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+func counts(xs []struct {
+	Key   string
+	Count uint64
+}) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, x := range xs {
+		m[x.Key] = x.Count
+	}
+	return m
+}
+
+// TestClickStatsAcrossThreeNodes sends a known set of visits through three
+// real linknode processes — humans with five browsers, link-preview bots,
+// do-not-track visitors, HEAD requests — and requires every node's stats
+// to match it exactly once the batches are in.
+func TestClickStatsAcrossThreeNodes(t *testing.T) {
+	const size = 3
+	addrs := make([]procAddrs, size)
+	var gossips []string
+	for i := range addrs {
+		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeGossipAddr(t)}
+		gossips = append(gossips, addrs[i].gossip)
+	}
+	procs := make([]*proc, size)
+	for i := range procs {
+		procs[i] = launchProc(t, t.TempDir(), addrs[i], "-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", "3",
+			"-join", strings.Join(gossips, ","), "-shards", "4", "-click-flush", "100ms")
+	}
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { p.waitReady(t) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if status, m, _, err := call("POST", procs[0].base+"/api/v1/links", `{"url":"https://stats.example/","alias":"stats1"}`); err != nil || status != 201 {
+		t.Fatalf("create: %d %v %v", status, m, err)
+	}
+	link := func(i int) string { return procs[i%size].base + "/stats1" }
+	var humans [5]string
+	for i := range humans {
+		humans[i] = fmt.Sprintf("Mozilla/5.0 (X11; Linux x86_64; rv:12%d.0) Gecko/20100101 Firefox/12%d.0", i, i)
+	}
+	for i := range 90 {
+		if s := visit(t, "GET", link(i), humans[i%5], fmt.Sprintf("https://ref%d.example/page", i%2), false); s != 302 {
+			t.Fatalf("visit %d: %d", i, s)
+		}
+	}
+	for i := range 12 {
+		visit(t, "GET", link(i), "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)", "", false)
+	}
+	for i := range 6 {
+		visit(t, "GET", link(i), "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1", "", true)
+	}
+	for i := range 4 { // link checkers: not visits
+		visit(t, "HEAD", link(i), humans[0], "", false)
+	}
+
+	// The batches reach the shard within a few flush intervals: poll.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d := getStats(t, procs[2].base, "stats1", "")
+		if d.Humans == 96 && d.Bots == 12 {
+			break
+		}
+		if d.Humans > 96 || d.Bots > 12 {
+			t.Fatalf("over-counted: humans %d, bots %d", d.Humans, d.Bots)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats stuck at humans %d, bots %d", d.Humans, d.Bots)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, p := range procs {
+		// Followers apply the batches a moment later than the leader.
+		var d statsDoc
+		for {
+			d = getStats(t, p.base, "stats1", "")
+			if d.Humans == 96 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if d.Total != 96 || d.Humans != 96 || d.Bots != 12 {
+			t.Fatalf("%s: total %d humans %d bots %d", p.base, d.Total, d.Humans, d.Bots)
+		}
+		if d.Uniques != 5 {
+			t.Fatalf("%s: uniques %d, want 5 (do-not-track visitors are not hashed)", p.base, d.Uniques)
+		}
+		ref := counts(d.Referrers)
+		if ref["ref0.example"] != 45 || ref["ref1.example"] != 45 || ref["direct"] != 6 {
+			t.Fatalf("%s: referrers %v", p.base, ref)
+		}
+		dev := counts(d.Devices)
+		if dev["Desktop"] != 90 || dev["Mobile"] != 6 {
+			t.Fatalf("%s: devices %v", p.base, dev)
+		}
+		var series uint64
+		for _, pt := range d.Series {
+			series += pt.Count
+		}
+		if series != 96 {
+			t.Fatalf("%s: series sums to %d", p.base, series)
+		}
+		if only := getStats(t, p.base, "stats1", "?bots=only"); only.Total != 12 || only.Uniques != 1 {
+			t.Fatalf("%s: bots=only %+v", p.base, only)
+		}
+		if all := getStats(t, p.base, "stats1", "?bots=include&interval=day"); all.Total != 108 {
+			t.Fatalf("%s: bots=include total %d", p.base, all.Total)
+		}
+		if status, m, _, _ := call("GET", p.base+"/api/v1/links/stats1", ""); status != 200 || m["clicks"] != float64(96) {
+			t.Fatalf("%s: link clicks = %v", p.base, m["clicks"])
+		}
+	}
+	// Bad stats queries are problems, not 500s.
+	for _, q := range []string{"?interval=week", "?bots=maybe", "?from=yesterday", "?from=2030-01-02T00:00:00Z&to=2030-01-01T00:00:00Z", "?top=0"} {
+		if status, m, _, _ := call("GET", procs[0].base+"/api/v1/links/stats1/stats"+q, ""); status != 400 {
+			t.Fatalf("stats%s: %d %v", q, status, m)
+		}
+	}
+	if status, _, _, _ := call("GET", procs[0].base+"/api/v1/links/nosuchcode/stats", ""); status != 404 {
+		t.Fatalf("stats of an unknown code: %d", status)
+	}
+}
