@@ -66,3 +66,30 @@ func (n *Node) VisitorSalt(day time.Time) []byte {
 	mac.Write([]byte(day.UTC().Format("2006-01-02")))
 	return mac.Sum(nil)
 }
+
+// ConsumeVisit grants one visit of a link with a visit limit, through the
+// shard's Raft group, so exactly MaxVisits grants ever succeed cluster-wide;
+// link.ErrGone once they are used up. A grant whose outcome is unknown is
+// retried with the same nonce (never counted twice) until ctx ends. Links
+// without a limit cost nothing here: callers skip them.
+func (n *Node) ConsumeVisit(ctx context.Context, code string) (*link.Link, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := (&fsm.ConsumeVisit{Code: code, Nonce: newNonce()}).Encode()
+	group := shardGroupID(n.ring.Locate(code))
+	for {
+		r, err := n.applyGroup(ctx, group, cmd, 0)
+		if err == nil {
+			n.announceChange(r.link)
+			return r.link, nil
+		}
+		if !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(retryPause):
+		}
+	}
+}

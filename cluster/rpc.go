@@ -59,6 +59,7 @@ var wireErrors = []struct {
 	err  error
 }{
 	{"not-found", link.ErrNotFound},
+	{"gone", link.ErrGone},
 	{"alias-taken", link.ErrAliasTaken},
 	{"not-leader", link.ErrNotLeader},
 	{"unavailable", link.ErrUnavailable},

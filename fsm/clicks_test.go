@@ -1,12 +1,15 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/linkraft/linkraft/link"
 )
 
 func sketch(tb testing.TB, visitors ...string) []byte {
@@ -112,5 +115,40 @@ func TestBreakdownsAreBounded(t *testing.T) {
 	r := st.Totals.Humans.Referrers
 	if len(r) != MaxBreakdownKeys+1 || r[OtherKey] != 20 {
 		t.Fatalf("%d referrer keys, other = %d", len(r), r[OtherKey])
+	}
+}
+
+func TestConsumeVisitIsExactAndIdempotent(t *testing.T) {
+	f := mustShard(t, ShardConfig{})
+	applyAt(t, f, 1, (&CreateIfAbsent{Code: "once", URL: "https://e.example", Now: t0, MaxVisits: 2}).Encode())
+	applyAt(t, f, 2, (&CreateIfAbsent{Code: "free", URL: "https://e.example", Now: t0}).Encode())
+	consume := func(index uint64, code string, nonce uint64) *Result {
+		return result(t, applyAt(t, f, index, (&ConsumeVisit{Code: code, Nonce: nonce}).Encode()))
+	}
+	if r := consume(3, "once", 7); r.Err != nil || r.Link.Visits != 1 {
+		t.Fatalf("first visit = %+v", r)
+	}
+	// The same visit retried after an unknown outcome: granted, not counted.
+	if r := consume(4, "once", 7); r.Err != nil || r.Link.Visits != 1 {
+		t.Fatalf("retried visit = %+v", r)
+	}
+	if r := consume(5, "once", 8); r.Err != nil || r.Link.Visits != 2 {
+		t.Fatalf("second visit = %+v", r)
+	}
+	if r := consume(6, "once", 9); !errors.Is(r.Err, link.ErrGone) {
+		t.Fatalf("third visit err = %v, want ErrGone", r.Err)
+	}
+	// The second visit's retry still succeeds after the limit is reached.
+	if r := consume(7, "once", 8); r.Err != nil {
+		t.Fatalf("retry of a granted visit after the limit: %v", r.Err)
+	}
+	if l, _ := f.Get("once"); !l.OutOfVisits() || !l.Gone(t0) || l.Visits != 2 {
+		t.Fatalf("stored = %+v", l)
+	}
+	if r := consume(8, "free", 1); r.Err != nil || r.Link.Visits != 0 {
+		t.Fatalf("unlimited link = %+v", r)
+	}
+	if r := consume(9, "nope", 1); !errors.Is(r.Err, link.ErrNotFound) {
+		t.Fatalf("unknown code err = %v", r.Err)
 	}
 }

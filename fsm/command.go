@@ -20,6 +20,7 @@ const (
 	TypeCreateIfAbsent CommandType = 1
 	TypeUpdate         CommandType = 2
 	TypeDelete         CommandType = 3
+	TypeConsumeVisit   CommandType = 5
 
 	TypeSetSettings  CommandType = 32
 	TypeLeaseRange   CommandType = 33
@@ -143,6 +144,7 @@ const (
 	fTag       = 11
 	fNonce     = 12
 	fVersion   = 13
+	fVisits    = 14
 	fMask      = 20
 
 	fSetCluster   = 1
@@ -625,6 +627,7 @@ func encodeLink(l *link.Link) []byte {
 	}
 	b = appendUint(b, fNonce, l.Nonce)
 	b = appendUint(b, fVersion, l.Version)
+	b = appendUint(b, fVisits, l.Visits)
 	return b
 }
 
@@ -663,6 +666,8 @@ func decodeLink(b []byte) (*link.Link, error) {
 			l.Nonce = r.uint(typ, num)
 		case fVersion:
 			l.Version = r.uint(typ, num)
+		case fVisits:
+			l.Visits = r.uint(typ, num)
 		default:
 			r.skip(num, typ)
 		}
@@ -697,6 +702,8 @@ func Decode(data []byte) (any, error) {
 		return decodeLease(body)
 	case TypeClickBatch:
 		return decodeClickBatch(body)
+	case TypeConsumeVisit:
+		return decodeConsumeVisit(body)
 	case TypeSetPlacement:
 		p, err := decodePlacement(body)
 		if err != nil {
@@ -712,3 +719,46 @@ func EncodeLink(l *link.Link) []byte { return encodeLink(l) }
 
 // DecodeLink parses what EncodeLink returned.
 func DecodeLink(b []byte) (*link.Link, error) { return decodeLink(b) }
+
+// ConsumeVisit takes one visit of a link with a visit limit: it succeeds
+// (and counts the visit) while visits remain, and fails with link.ErrGone
+// once MaxVisits have been granted. Going through Raft makes the limit exact
+// across the cluster: exactly MaxVisits consumptions ever succeed.
+type ConsumeVisit struct {
+	Code string
+	// Nonce makes a retry after an unknown outcome idempotent: a visit
+	// already granted under this nonce is granted again, not counted again.
+	Nonce uint64
+}
+
+// Encode returns the Raft entry for c.
+func (c *ConsumeVisit) Encode() []byte {
+	b := appendString([]byte{byte(TypeConsumeVisit)}, fCode, c.Code)
+	return appendUint(b, fNonce, c.Nonce)
+}
+
+func decodeConsumeVisit(body []byte) (*ConsumeVisit, error) {
+	c := &ConsumeVisit{}
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		switch num {
+		case fCode:
+			c.Code = r.str(typ, num)
+		case fNonce:
+			c.Nonce = r.uint(typ, num)
+		default:
+			r.skip(num, typ)
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if c.Code == "" {
+		return nil, fmt.Errorf("%w: consume-visit without a code", ErrDecode)
+	}
+	return c, nil
+}

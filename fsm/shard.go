@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -9,7 +10,10 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-var bucketLinks = []byte("links")
+var (
+	bucketLinks       = []byte("links")
+	bucketVisitNonces = []byte("visit-nonces") // code 0x00 nonce(8) of granted visits
+)
 
 // Result is the response of every shard command, as returned by
 // raft.ApplyFuture.Response. Err is a business error (link.ErrAliasTaken,
@@ -42,7 +46,7 @@ type ShardFSM struct {
 // NewShardFSM opens (or creates) the shard's bbolt file.
 func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
-	s, err := openStore(cfg.Path, [][]byte{bucketLinks, bucketClicks, bucketClickHours, bucketClickSeq}, f.applyCommand)
+	s, err := openStore(cfg.Path, [][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq}, f.applyCommand)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +86,12 @@ func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index
 			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
 		}
 		return f.applyDelete(tx, d, index)
+	case TypeConsumeVisit:
+		c, err := decodeConsumeVisit(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applyConsumeVisit(tx, c, index)
 	case TypeClickBatch:
 		b, err := decodeClickBatch(body)
 		if err != nil {
@@ -166,6 +176,34 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *Update, index uint64) any {
 	l.UpdatedAt = u.Now
 	l.Version = index
 	f.putLink(tx, l)
+	return &Result{Link: l}
+}
+
+func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *ConsumeVisit, index uint64) any {
+	l := getLink(tx, c.Code)
+	switch {
+	case l == nil || l.Deleted:
+		return &Result{Err: link.ErrNotFound}
+	case l.MaxVisits == 0:
+		return &Result{Link: l} // no limit: nothing to count
+	}
+	// Granted nonces are kept per link: at most MaxVisits of them.
+	granted := tx.Bucket(bucketVisitNonces)
+	key := binary.BigEndian.AppendUint64(append([]byte(c.Code), 0), c.Nonce)
+	if c.Nonce != 0 && granted.Get(key) != nil {
+		return &Result{Link: l} // the same visit, retried
+	}
+	if l.OutOfVisits() {
+		return &Result{Err: link.ErrGone}
+	}
+	l.Visits++
+	l.Version = index
+	f.putLink(tx, l)
+	if c.Nonce != 0 {
+		if err := granted.Put(key, []byte{1}); err != nil {
+			panic(fmt.Sprintf("fsm %s: put visit nonce: %v", f.path, err))
+		}
+	}
 	return &Result{Link: l}
 }
 

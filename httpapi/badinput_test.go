@@ -70,7 +70,9 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"ttl overflowing", "POST", "/api/v1/links", js, `{"url":"https://example.com","ttl":9223372036854775807}`, 400, "invalid-input"},
 		{"redirect 303", "POST", "/api/v1/links", js, `{"url":"https://example.com","redirect":303}`, 400, "invalid-input"},
 		{"too many tags", "POST", "/api/v1/links", js, manyTags, 400, "invalid-input"},
-		{"max_visits (not enforced yet)", "POST", "/api/v1/links", js, `{"url":"https://example.com","max_visits":1}`, 400, "invalid-input"},
+		{"max_visits zero", "POST", "/api/v1/links", js, `{"url":"https://example.com","max_visits":0}`, 400, "invalid-input"},
+		{"max_visits too large", "POST", "/api/v1/links", js, `{"url":"https://example.com","max_visits":1000001}`, 400, "invalid-input"},
+		{"max_visits negative", "POST", "/api/v1/links", js, `{"url":"https://example.com","max_visits":-1}`, 400, "invalid-input"},
 		{"empty alias", "POST", "/api/v1/links", js, `{"url":"https://example.com","alias":""}`, 400, "invalid-alias"},
 		{"own host as loopback IP", "POST", "/api/v1/links", js, `{"url":"http://127.0.0.1:8080/keep-me"}`, 400, "invalid-url"},
 

@@ -132,10 +132,10 @@ func (s *Server) validateCreate(b *createBody) (cluster.CreateRequest, error) {
 	}
 	req.Tags = b.Tags
 	if b.MaxVisits != nil {
-		// Visit limits need click counting (the analytics capability);
-		// accepting one that is not enforced would hand out unlimited
-		// "one-time" links.
-		return req, field("max_visits", "is not supported yet", link.ErrInvalidInput)
+		if *b.MaxVisits < 1 || *b.MaxVisits > link.MaxVisitsLimit {
+			return req, field("max_visits", "must be 1 to "+strconv.FormatUint(link.MaxVisitsLimit, 10), link.ErrInvalidInput)
+		}
+		req.MaxVisits = *b.MaxVisits
 	}
 	return req, nil
 }

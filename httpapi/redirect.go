@@ -48,6 +48,18 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	if l.Gone(s.now()) {
 		return s.redirectError(w, r, link.ErrGone)
 	}
+	// A limited link grants each visit through Raft (exact across the
+	// cluster); links without a limit never get here. HEAD and bots look
+	// without using a visit up.
+	if l.MaxVisits > 0 && r.Method == http.MethodGet && (s.isBot == nil || !s.isBot(r.UserAgent())) {
+		if l, err = s.svc.ConsumeVisit(r.Context(), code); err != nil {
+			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
+				return s.redirectError(w, r, link.ErrGone)
+			}
+			s.Error(w, r, err)
+			return statusOf(err)
+		}
+	}
 	h := w.Header()
 	h.Set("Location", l.URL)
 	switch l.Redirect {

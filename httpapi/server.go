@@ -33,6 +33,7 @@ type Service interface {
 	Leases() ([]fsm.Lease, error)
 	ForEachLink(fn func(l *link.Link) bool) error
 	ClickStats(ctx context.Context, code string, from, to time.Time) (*fsm.ClickStats, error)
+	ConsumeVisit(ctx context.Context, code string) (*link.Link, error)
 }
 
 // ClickRecorder takes redirects for analytics without blocking
@@ -73,6 +74,9 @@ type Config struct {
 	Now func() time.Time
 	// Clicks, if set, receives every GET redirect (analytics on).
 	Clicks ClickRecorder
+	// IsBot, if set, tells bots (link previews, crawlers) apart: they are
+	// redirected without using up a limited link's visits.
+	IsBot func(userAgent string) bool
 }
 
 // Server is the HTTP handler of a node.
@@ -86,6 +90,7 @@ type Server struct {
 	log       *slog.Logger
 	now       func() time.Time
 	clicks    ClickRecorder
+	isBot     func(string) bool
 }
 
 // New builds the router.
@@ -103,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		router: mux.NewRouter(), svc: cfg.Service, publicURL: pub, policy: policy,
 		maxBody: cfg.MaxBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
+		isBot: cfg.IsBot,
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes

@@ -39,6 +39,9 @@ type Link struct {
 	Deleted bool
 	// MaxVisits is 0 for no limit.
 	MaxVisits uint64
+	// Visits counts the redirects a limited link has granted (only links
+	// with MaxVisits count them, through Raft).
+	Visits uint64
 	// Tags are free-form labels.
 	Tags []string
 	// Nonce is the creator's idempotency token: a create retried with the
@@ -55,7 +58,16 @@ func (l *Link) Expired(now time.Time) bool {
 
 // Gone reports whether a redirect for the link must answer 410 at time now.
 func (l *Link) Gone(now time.Time) bool {
-	return l.Deleted || l.Disabled || l.Expired(now)
+	return l.Deleted || l.Disabled || l.Expired(now) || l.OutOfVisits()
+}
+
+// MaxVisitsLimit bounds max_visits: every granted visit of a limited link
+// is a Raft entry (and a stored nonce), so limits are for small numbers.
+const MaxVisitsLimit = 1_000_000
+
+// OutOfVisits reports whether a limited link has granted all its visits.
+func (l *Link) OutOfVisits() bool {
+	return l.MaxVisits > 0 && l.Visits >= l.MaxVisits
 }
 
 // Clone returns a deep copy of l.

@@ -182,3 +182,68 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 		t.Fatalf("stats of an unknown code: %d", status)
 	}
 }
+
+// TestMaxVisitsExactAcrossThreeNodes: 60 clients spread over three nodes
+// race for a link limited to 25 visits. Exactly 25 redirects succeed, every
+// other answer is 410, and link-preview bots neither use visits up nor get
+// counted as visitors.
+func TestMaxVisitsExactAcrossThreeNodes(t *testing.T) {
+	const size, limit = 3, 25
+	addrs := make([]procAddrs, size)
+	var gossips []string
+	for i := range addrs {
+		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeGossipAddr(t)}
+		gossips = append(gossips, addrs[i].gossip)
+	}
+	procs := make([]*proc, size)
+	for i := range procs {
+		procs[i] = launchProc(t, t.TempDir(), addrs[i], "-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", "3",
+			"-join", strings.Join(gossips, ","), "-shards", "4")
+	}
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { p.waitReady(t) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	body := fmt.Sprintf(`{"url":"https://limited.example/","alias":"limited","max_visits":%d}`, limit)
+	if status, m, _, err := call("POST", procs[1].base+"/api/v1/links", body); err != nil || status != 201 || m["max_visits"] != float64(limit) {
+		t.Fatalf("create: %d %v %v", status, m, err)
+	}
+	const preview = "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)"
+	for i := range 10 { // previews first: they must not use anything up
+		if s := visit(t, "GET", procs[i%size].base+"/limited", preview, "", false); s != 302 {
+			t.Fatalf("preview %d: %d", i, s)
+		}
+	}
+	var mu sync.Mutex
+	answers := map[int]int{}
+	for c := range 60 {
+		wg.Go(func() {
+			base := procs[c%size].base
+			for range 3 {
+				s := visit(t, "GET", base+"/limited", "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0", "", false)
+				mu.Lock()
+				answers[s]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if answers[302] != limit || answers[410] != 180-limit {
+		t.Fatalf("answers %v: want exactly %d redirects and %d 410s", answers, limit, 180-limit)
+	}
+	// Every node now answers 410 (from its own state, once replicated), to
+	// bots too.
+	for _, p := range procs {
+		deadline := time.Now().Add(10 * time.Second)
+		for visit(t, "GET", p.base+"/limited", preview, "", false) != 410 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still redirects the used-up link", p.base)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

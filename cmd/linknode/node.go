@@ -129,8 +129,11 @@ func (m *Main) Run(ctx context.Context) error {
 		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist},
 		Metrics:   m.metrics.Handler(), Recorder: m.metrics, Logger: m.log,
 	}
+	// Bots never use up a limited link's visits, analytics on or off.
+	enricher := analytics.NewEnricher()
+	hcfg.IsBot = func(ua string) bool { return enricher.Agent(ua).Bot }
 	if cfg.Analytics {
-		m.clicks, err = analytics.New(analytics.Config{
+		m.clicks, err = analytics.New(analytics.Config{Enricher: enricher,
 			Node: node.ID(), Shard: node.ShardOf, Submit: node.SubmitClicks, Salt: node.VisitorSalt,
 			Capacity: cfg.ClickBuffer, FlushInterval: cfg.ClickFlush, Observer: m.metrics, Logger: m.log.With("component", "analytics"),
 		})
