@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
 )
 
 const (
@@ -159,6 +160,7 @@ func (o *countObs) ClickRecorded()         { o.mu.Lock(); o.recorded++; o.mu.Unl
 func (o *countObs) ClickDropped()          { o.mu.Lock(); o.dropped++; o.mu.Unlock() }
 func (o *countObs) ClicksFlushed(int, int) { o.mu.Lock(); o.flushed++; o.mu.Unlock() }
 func (o *countObs) ClickFlushFailed(int)   { o.mu.Lock(); o.failed++; o.mu.Unlock() }
+func (o *countObs) OrphanVisit()           {}
 
 // A full pipeline drops (and counts) instead of blocking the caller.
 func TestPipelineDropsWhenFull(t *testing.T) {
@@ -198,4 +200,77 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 	if p.Record(Click{Code: "abc"}) {
 		t.Fatal("a closed pipeline took a click")
 	}
+}
+
+func TestVisitStoreListAndPurge(t *testing.T) {
+	s, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var vs []link.Visit
+	for i := range 50 {
+		vs = append(vs, link.Visit{Code: "abc", Time: t0.Add(time.Duration(i) * time.Hour), UserAgent: "ua"})
+		vs = append(vs, link.Visit{Code: "ab", Time: t0.Add(time.Duration(i) * time.Hour)}) // a prefix of abc
+	}
+	if err := s.Add(vs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List("abc", t0.Add(10*time.Hour), t0.Add(20*time.Hour), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 || !got[0].Time.Equal(t0.Add(19*time.Hour)) || !got[9].Time.Equal(t0.Add(10*time.Hour)) || got[0].Code != "abc" {
+		t.Fatalf("range: %d visits, first %v", len(got), got[0].Time)
+	}
+	if got, _ := s.List("abc", t0, t0.Add(100*time.Hour), 3); len(got) != 3 || !got[0].Time.Equal(t0.Add(49*time.Hour)) {
+		t.Fatalf("limit: %+v", got)
+	}
+	n, err := s.Purge(t0.Add(40 * time.Hour))
+	if err != nil || n != 80 {
+		t.Fatalf("purged %d, %v; want 80 (40 hours of two codes)", n, err)
+	}
+	if got, _ := s.List("abc", t0, t0.Add(100*time.Hour), 100); len(got) != 10 {
+		t.Fatalf("after purge: %d visits of abc, want 10", len(got))
+	}
+}
+
+func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
+	sub := newFSM(t, "abc")
+	store, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	p, err := New(Config{Node: "n7", Shard: func(string) int { return 0 }, Submit: sub.submit, Visits: store, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	p.Record(Click{Code: "abc", Time: now, IP: netip.MustParseAddr("203.0.113.77"), UA: chromeUA, Referer: "https://news.example/a?user=42#x"})
+	p.Record(Click{Code: "abc", Time: now, IP: netip.MustParseAddr("2001:db8:1:2:3::9"), UA: chromeUA, Private: true})
+	for range 3 {
+		p.RecordOrphan("typo")
+	}
+	p.RecordOrphan("other")
+	if left := p.Flush(context.Background()); left != 0 {
+		t.Fatalf("%d unflushed", left)
+	}
+	vs, err := p.ListVisits("abc", now.Add(-time.Minute), now.Add(time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 1 {
+		t.Fatalf("%d visit records, want 1 (the DNT visit keeps none)", len(vs))
+	}
+	v := vs[0]
+	if v.Network != "203.0.113.0/24" || v.Referer != "https://news.example/a" || v.Node != "n7" || v.Bot {
+		t.Fatalf("visit = %+v", v)
+	}
+	o := p.Orphans(1)
+	if o.Total != 4 || len(o.Top) != 1 || o.Top[0] != (link.CodeCount{Code: "typo", Count: 3}) {
+		t.Fatalf("orphans = %+v", o)
+	}
+	_ = p.Close(context.Background())
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
 )
 
 // Click is one redirect as the handler saw it. The raw IP never leaves the
@@ -37,6 +40,7 @@ type Observer interface {
 	ClickDropped()
 	ClicksFlushed(shard int, clicks int)
 	ClickFlushFailed(shard int)
+	OrphanVisit()
 }
 
 // Config configures a Pipeline.
@@ -53,6 +57,9 @@ type Config struct {
 	Salt func(day time.Time) []byte
 	// Enricher classifies clicks (default: a new one).
 	Enricher *Enricher
+	// Visits, if set, receives raw visits (anonymised; none for private
+	// clicks), written once per flush.
+	Visits *VisitStore
 	// Capacity bounds the clicks waiting for the pipeline (default 65536).
 	Capacity int
 	// FlushInterval is how often batches are submitted (default 1 s).
@@ -80,8 +87,13 @@ type Pipeline struct {
 	// never misses a click in transit.
 	queued atomic.Int64
 
-	mu     sync.Mutex
-	shards map[int]*shardState
+	mu       sync.Mutex
+	shards   map[int]*shardState
+	visitBuf []link.Visit
+
+	orphanMu    sync.Mutex
+	orphans     map[string]uint64
+	orphanTotal uint64
 
 	stop   chan struct{}
 	done   chan struct{}
@@ -129,7 +141,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Seq0 == 0 {
 		cfg.Seq0 = uint64(time.Now().UnixNano())
 	}
-	p := &Pipeline{cfg: cfg, in: make(chan Click, cfg.Capacity), shards: map[int]*shardState{},
+	p := &Pipeline{cfg: cfg, in: make(chan Click, cfg.Capacity), shards: map[int]*shardState{}, orphans: map[string]uint64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	p.seq.Store(cfg.Seq0)
 	go p.run()
@@ -228,6 +240,12 @@ func (p *Pipeline) add(c Click) {
 	} else {
 		h.Humans++
 	}
+	if p.cfg.Visits != nil && !c.Private && len(p.visitBuf) < maxVisitBuffer {
+		p.visitBuf = append(p.visitBuf, link.Visit{
+			Code: c.Code, Time: c.Time.UTC(), Node: p.cfg.Node, Network: networkOf(c.IP), Country: country,
+			UserAgent: c.UA, Referer: stripQuery(c.Referer), Bot: a.Bot,
+		})
+	}
 	if !c.Private && p.cfg.Salt != nil && c.IP.IsValid() {
 		sk := &g.humans
 		if a.Bot {
@@ -264,6 +282,15 @@ func inc(m *map[string]uint64, k string) {
 // accumulated. With wait it submits synchronously (Close); otherwise each
 // shard's submission runs on its own so one slow shard delays no other.
 func (p *Pipeline) flush(wait bool) {
+	p.mu.Lock()
+	visits := p.visitBuf
+	p.visitBuf = nil
+	p.mu.Unlock()
+	if len(visits) > 0 {
+		if err := p.cfg.Visits.Add(visits); err != nil {
+			p.cfg.Logger.Warn("visits not stored", "count", len(visits), "err", err)
+		}
+	}
 	p.mu.Lock()
 	var wg sync.WaitGroup
 	for shard, st := range p.shards {
@@ -335,7 +362,7 @@ func (p *Pipeline) batch(st *shardState) *fsm.ClickBatch {
 func (p *Pipeline) Pending() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := int(p.queued.Load())
+	n := int(p.queued.Load()) + len(p.visitBuf)
 	for _, st := range p.shards {
 		n += st.accN + st.pendingN
 	}
@@ -366,6 +393,86 @@ func (p *Pipeline) Flush(ctx context.Context) int {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// maxVisitBuffer bounds the raw visits held between flushes.
+const maxVisitBuffer = 100_000
+
+// maxOrphanCodes bounds the distinct unknown codes counted one by one.
+const maxOrphanCodes = 10_000
+
+func networkOf(ip netip.Addr) string {
+	if !ip.IsValid() {
+		return ""
+	}
+	a := Anonymize(ip)
+	bits := 48
+	if a.Is4() {
+		bits = 24
+	}
+	return netip.PrefixFrom(a, bits).String()
+}
+
+// stripQuery drops a referrer's query and fragment (they may carry personal
+// data) and bounds its length.
+func stripQuery(ref string) string {
+	if i := strings.IndexAny(ref, "?#"); i >= 0 {
+		ref = ref[:i]
+	}
+	if len(ref) > 512 {
+		ref = ref[:512]
+	}
+	return ref
+}
+
+// RecordOrphan counts a request for a code that does not exist.
+func (p *Pipeline) RecordOrphan(code string) {
+	p.orphanMu.Lock()
+	p.orphanTotal++
+	if _, ok := p.orphans[code]; ok || len(p.orphans) < maxOrphanCodes {
+		p.orphans[code]++
+	} else {
+		p.orphans[fsm.OtherKey]++
+	}
+	p.orphanMu.Unlock()
+	if o := p.cfg.Observer; o != nil {
+		o.OrphanVisit()
+	}
+}
+
+// Orphans summarises the unknown codes this node was asked for since it
+// started: the total and the top codes.
+func (p *Pipeline) Orphans(top int) link.OrphanSummary {
+	p.orphanMu.Lock()
+	defer p.orphanMu.Unlock()
+	out := link.OrphanSummary{Total: p.orphanTotal, Top: []link.CodeCount{}}
+	for c, n := range p.orphans {
+		out.Top = append(out.Top, link.CodeCount{Code: c, Count: n})
+	}
+	SortCodeCounts(out.Top)
+	if len(out.Top) > top {
+		out.Top = out.Top[:top]
+	}
+	return out
+}
+
+// SortCodeCounts orders by count, then code.
+func SortCodeCounts(cs []link.CodeCount) {
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].Count != cs[j].Count {
+			return cs[i].Count > cs[j].Count
+		}
+		return cs[i].Code < cs[j].Code
+	})
+}
+
+// ListVisits returns this node's visits of code (see VisitStore.List); an
+// empty list when visit records are off.
+func (p *Pipeline) ListVisits(code string, from, to time.Time, limit int) ([]link.Visit, error) {
+	if p.cfg.Visits == nil {
+		return []link.Visit{}, nil
+	}
+	return p.cfg.Visits.List(code, from, to, limit)
 }
 
 // Close stops taking clicks and flushes what it holds until ctx ends.

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
@@ -92,4 +93,149 @@ func (n *Node) ConsumeVisit(ctx context.Context, code string) (*link.Link, error
 		case <-time.After(retryPause):
 		}
 	}
+}
+
+// LocalAnalytics is what a node keeps about visits on its own (the
+// analytics pipeline): raw visits and unknown-code counts, never
+// replicated.
+type LocalAnalytics interface {
+	ListVisits(code string, from, to time.Time, limit int) ([]link.Visit, error)
+	Orphans(top int) link.OrphanSummary
+}
+
+// SetLocalAnalytics attaches the node's pipeline (it is built after the
+// node opens, from the node's ID and ring); until then the node reports no
+// visits.
+func (n *Node) SetLocalAnalytics(a LocalAnalytics) {
+	n.analyticsMu.Lock()
+	n.analytics = a
+	n.analyticsMu.Unlock()
+}
+
+func (n *Node) localAnalytics() LocalAnalytics {
+	n.analyticsMu.Lock()
+	defer n.analyticsMu.Unlock()
+	return n.analytics
+}
+
+func (n *Node) localVisits(code string, from, to time.Time, limit int) ([]link.Visit, error) {
+	if a := n.localAnalytics(); a != nil {
+		return a.ListVisits(code, from, to, limit)
+	}
+	return []link.Visit{}, nil
+}
+
+func (n *Node) localOrphans(top int) link.OrphanSummary {
+	if a := n.localAnalytics(); a != nil {
+		return a.Orphans(top)
+	}
+	return link.OrphanSummary{Top: []link.CodeCount{}}
+}
+
+// Gathered says which nodes a cluster-wide answer is missing.
+type Gathered struct {
+	// Partial is set when some member did not answer in time.
+	Partial bool `json:"partial"`
+	// Missing lists those members.
+	Missing []string `json:"missing_nodes,omitempty"`
+}
+
+// gather asks every member but this node (in parallel, each bounded by
+// ctx) and returns the answers of those that replied.
+func (n *Node) gather(ctx context.Context, req *rpcRequest) ([]*rpcResponse, Gathered) {
+	var g Gathered
+	type answer struct {
+		id   string
+		resp *rpcResponse
+		err  error
+	}
+	var asked []NodeInfo
+	for _, m := range n.nodes() {
+		if m.ID != n.cfg.NodeID {
+			asked = append(asked, m)
+		}
+	}
+	ch := make(chan answer, len(asked))
+	for _, m := range asked {
+		go func() {
+			if m.RaftAddr == "" || m.Status == "failed" {
+				ch <- answer{id: m.ID, err: fmt.Errorf("%w: %s is down", link.ErrUnavailable, m.ID)}
+				return
+			}
+			resp, err := n.rpc.call(ctx, m.RaftAddr, req)
+			if err == nil {
+				err = errFromWire(resp.Err, resp.Detail)
+			}
+			ch <- answer{id: m.ID, resp: resp, err: err}
+		}()
+	}
+	var out []*rpcResponse
+	for range asked {
+		a := <-ch
+		if a.err != nil {
+			g.Partial = true
+			g.Missing = append(g.Missing, a.id)
+			continue
+		}
+		out = append(out, a.resp)
+	}
+	return out, g
+}
+
+// Visits gathers the raw visits of code in [from, to) from every node (each
+// keeps its own), newest first, at most limit; nodes that do not answer
+// within ctx (default 2 s) make the answer partial.
+func (n *Node) Visits(ctx context.Context, code string, from, to time.Time, limit int) ([]link.Visit, Gathered, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 2*time.Second)
+	defer cancel()
+	visits, err := n.localVisits(code, from, to, limit)
+	if err != nil {
+		return nil, Gathered{}, err
+	}
+	answers, g := n.gather(ctx, &rpcRequest{Op: opVisits, Code: code, From: from.UnixNano(), To: to.UnixNano(), Limit: limit})
+	for _, a := range answers {
+		visits = append(visits, a.Visits...)
+	}
+	sort.SliceStable(visits, func(i, j int) bool { return visits[i].Time.After(visits[j].Time) })
+	if len(visits) > limit {
+		visits = visits[:limit]
+	}
+	return visits, g, nil
+}
+
+// Orphans sums the unknown-code counts of every node.
+func (n *Node) Orphans(ctx context.Context, top int) (link.OrphanSummary, Gathered) {
+	ctx, cancel := withDefaultTimeout(ctx, 2*time.Second)
+	defer cancel()
+	// Each node sends more than top, so the sum's top is closer to right.
+	local := n.localOrphans(top * 4)
+	answers, g := n.gather(ctx, &rpcRequest{Op: opOrphans, Limit: top * 4})
+	byCode := map[string]uint64{}
+	total := local.Total
+	for _, c := range local.Top {
+		byCode[c.Code] += c.Count
+	}
+	for _, a := range answers {
+		if a.Orphans == nil {
+			continue
+		}
+		total += a.Orphans.Total
+		for _, c := range a.Orphans.Top {
+			byCode[c.Code] += c.Count
+		}
+	}
+	out := link.OrphanSummary{Total: total, Top: []link.CodeCount{}}
+	for c, k := range byCode {
+		out.Top = append(out.Top, link.CodeCount{Code: c, Count: k})
+	}
+	sort.Slice(out.Top, func(i, j int) bool {
+		if out.Top[i].Count != out.Top[j].Count {
+			return out.Top[i].Count > out.Top[j].Count
+		}
+		return out.Top[i].Code < out.Top[j].Code
+	})
+	if len(out.Top) > top {
+		out.Top = out.Top[:top]
+	}
+	return out, g
 }

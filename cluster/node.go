@@ -123,8 +123,11 @@ type Node struct {
 	ring     *shard.Ring
 	coder    *idrange.Coder
 	alloc    *idrange.Allocator
-	bugs     bugs   // deliberate faults, only in -tags jepsenbugs builds
-	bugNext  uint64 // the no-lease bug's local counter
+	bugs     bugs // deliberate faults, only in -tags jepsenbugs builds
+
+	analyticsMu sync.Mutex
+	analytics   LocalAnalytics
+	bugNext     uint64 // the no-lease bug's local counter
 
 	shardsMu sync.RWMutex
 	shards   []*shard.Shard // index = shard id; nil if not hosted here

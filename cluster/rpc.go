@@ -23,9 +23,11 @@ import (
 // or replica; nothing internal is on the HTTP port.
 
 const (
-	opApply  = "apply"
-	opLookup = "lookup"
-	opClicks = "clicks"
+	opApply   = "apply"
+	opLookup  = "lookup"
+	opClicks  = "clicks"
+	opVisits  = "visits"
+	opOrphans = "orphans"
 
 	maxFrame       = 1 << 20
 	rpcIdleTimeout = 2 * time.Minute
@@ -39,18 +41,21 @@ type rpcRequest struct {
 	Consistent bool   `json:"consistent,omitempty"`
 	Hops       int    `json:"hops,omitempty"`
 	TimeoutMS  int64  `json:"timeout_ms,omitempty"`
-	From       int64  `json:"from,omitempty"` // clicks: Unix seconds
+	From       int64  `json:"from,omitempty"` // clicks: Unix seconds; visits: Unix nanoseconds
 	To         int64  `json:"to,omitempty"`
+	Limit      int    `json:"limit,omitempty"`
 }
 
 type rpcResponse struct {
-	Link       []byte         `json:"link,omitempty"`
-	Err        string         `json:"err,omitempty"`
-	Detail     string         `json:"detail,omitempty"`
-	LeaseStart uint64         `json:"lease_start,omitempty"`
-	LeaseEnd   uint64         `json:"lease_end,omitempty"`
-	Placement  *fsm.Placement `json:"placement,omitempty"`
-	Clicks     []byte         `json:"clicks,omitempty"`
+	Link       []byte              `json:"link,omitempty"`
+	Err        string              `json:"err,omitempty"`
+	Detail     string              `json:"detail,omitempty"`
+	LeaseStart uint64              `json:"lease_start,omitempty"`
+	LeaseEnd   uint64              `json:"lease_end,omitempty"`
+	Placement  *fsm.Placement      `json:"placement,omitempty"`
+	Clicks     []byte              `json:"clicks,omitempty"`
+	Visits     []link.Visit        `json:"visits,omitempty"`
+	Orphans    *link.OrphanSummary `json:"orphans,omitempty"`
 }
 
 // error kinds on the wire
@@ -204,6 +209,15 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 			return fail(err)
 		}
 		resp.Clicks = fsm.EncodeClickStats(st)
+	case opVisits:
+		v, err := n.localVisits(req.Code, time.Unix(0, req.From), time.Unix(0, req.To), req.Limit)
+		if err != nil {
+			return fail(err)
+		}
+		resp.Visits = v
+	case opOrphans:
+		o := n.localOrphans(req.Limit)
+		resp.Orphans = &o
 	default:
 		return fail(fmt.Errorf("unknown rpc op %q", req.Op))
 	}

@@ -40,6 +40,9 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	l, err := s.svc.Resolve(r.Context(), code)
 	if err != nil {
 		if errors.Is(err, link.ErrNotFound) {
+			if s.clicks != nil {
+				s.clicks.RecordOrphan(code) // mistyped or scraped
+			}
 			return s.redirectError(w, r, err)
 		}
 		s.Error(w, r, err)

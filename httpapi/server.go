@@ -34,12 +34,15 @@ type Service interface {
 	ForEachLink(fn func(l *link.Link) bool) error
 	ClickStats(ctx context.Context, code string, from, to time.Time) (*fsm.ClickStats, error)
 	ConsumeVisit(ctx context.Context, code string) (*link.Link, error)
+	Visits(ctx context.Context, code string, from, to time.Time, limit int) ([]link.Visit, cluster.Gathered, error)
+	Orphans(ctx context.Context, top int) (link.OrphanSummary, cluster.Gathered)
 }
 
 // ClickRecorder takes redirects for analytics without blocking
 // (implemented by *analytics.Pipeline).
 type ClickRecorder interface {
 	Record(c analytics.Click) bool
+	RecordOrphan(code string)
 }
 
 var _ Service = (*cluster.Node)(nil)

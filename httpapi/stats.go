@@ -52,6 +52,70 @@ const maxSeriesPoints = 10000
 
 func (s *Server) registerStatsRoutes() {
 	s.router.HandleFunc("/api/v1/links/{code}/stats", s.measured("/api/v1/links/{code}/stats", s.handleStats)).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/api/v1/links/{code}/visits", s.measured("/api/v1/links/{code}/visits", s.handleVisits)).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/api/v1/orphan-visits", s.measured("/api/v1/orphan-visits", s.handleOrphans)).Methods(http.MethodGet, http.MethodHead)
+}
+
+// handleVisits serves GET /api/v1/links/{code}/visits?from=&to=&limit=:
+// raw visits (anonymised) gathered from every node, newest first. partial
+// says some node did not answer in time.
+func (s *Server) handleVisits(w http.ResponseWriter, r *http.Request) {
+	code, err := codeVar(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	to := s.now().UTC()
+	if v := q.Get("to"); v != "" {
+		if to, err = time.Parse(time.RFC3339, v); err != nil {
+			s.Error(w, r, field("to", "must be an RFC 3339 time", link.ErrInvalidInput))
+			return
+		}
+	}
+	from := time.Unix(0, 0).UTC()
+	if v := q.Get("from"); v != "" {
+		if from, err = time.Parse(time.RFC3339, v); err != nil {
+			s.Error(w, r, field("from", "must be an RFC 3339 time", link.ErrInvalidInput))
+			return
+		}
+	}
+	if !from.Before(to) {
+		s.Error(w, r, field("from", "must be before to", link.ErrInvalidInput))
+		return
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
+			s.Error(w, r, field("limit", "must be 1 to 1000", link.ErrInvalidInput))
+			return
+		}
+	}
+	if _, err := s.svc.Resolve(r.Context(), code); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	visits, g, err := s.svc.Visits(r.Context(), code, from, to, limit)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, map[string]any{"code": code, "visits": visits, "partial": g.Partial, "missing_nodes": g.Missing})
+}
+
+// handleOrphans serves GET /api/v1/orphan-visits?top=N: requests for codes
+// that do not exist, summed over the nodes since they started.
+func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
+	top := 20
+	if v := r.URL.Query().Get("top"); v != "" {
+		var err error
+		if top, err = strconv.Atoi(v); err != nil || top < 1 || top > 1000 {
+			s.Error(w, r, field("top", "must be 1 to 1000", link.ErrInvalidInput))
+			return
+		}
+	}
+	o, g := s.svc.Orphans(r.Context(), top)
+	writeJSON(w, r, http.StatusOK, map[string]any{"total": o.Total, "top": o.Top, "partial": g.Partial, "missing_nodes": g.Missing})
 }
 
 // handleStats serves GET /api/v1/links/{code}/stats?from=&to=&interval=

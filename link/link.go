@@ -145,3 +145,33 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // Unwrap returns the sentinel error.
 func (e *FieldError) Unwrap() error { return e.Err }
+
+// Visit is one raw visit as the node that served it keeps it: node-local,
+// never replicated, anonymised before it is stored, purged after the
+// retention period.
+type Visit struct {
+	Code string    `json:"code"`
+	Time time.Time `json:"time"`
+	Node string    `json:"node"`
+	// Network is the visitor's address with the host part zeroed (/24 for
+	// IPv4, /48 for IPv6).
+	Network   string `json:"network"`
+	Country   string `json:"country"`
+	UserAgent string `json:"user_agent"`
+	// Referer is the referring page without its query and fragment.
+	Referer string `json:"referer"`
+	Bot     bool   `json:"bot"`
+}
+
+// CodeCount is a code with a count (orphan-visit summaries).
+type CodeCount struct {
+	Code  string `json:"code"`
+	Count uint64 `json:"count"`
+}
+
+// OrphanSummary counts requests for codes that do not exist, as one node
+// (or, gathered, the cluster) saw them since it started.
+type OrphanSummary struct {
+	Total uint64      `json:"total"`
+	Top   []CodeCount `json:"top"`
+}

@@ -24,6 +24,7 @@ type Metrics struct {
 	clicks      *prometheus.CounterVec // by outcome: recorded, dropped
 	flushed     *prometheus.CounterVec // clicks acknowledged, by shard
 	flushFails  *prometheus.CounterVec // batches resent, by shard
+	orphans     prometheus.Counter
 	shardLabels []string
 }
 
@@ -60,6 +61,9 @@ func New() *Metrics {
 		flushed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "linkraft_clicks_flushed_total", Help: "Clicks in click batches the shard acknowledged, by shard.",
 		}, []string{"shard"}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkraft_orphan_visits_total", Help: "Redirect requests for codes that do not exist.",
+		}),
 		flushFails: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "linkraft_click_batch_failures_total", Help: "Click batch submissions with an unknown outcome (resent), by shard.",
 		}, []string{"shard"}),
@@ -67,7 +71,7 @@ func New() *Metrics {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.redirects, m.requests, m.cacheHits, m.cacheMisses, m.apply, m.clicks, m.flushed, m.flushFails,
+		m.redirects, m.requests, m.cacheHits, m.cacheMisses, m.apply, m.clicks, m.flushed, m.flushFails, m.orphans,
 	)
 	m.shardLabels = make([]string, 256)
 	for i := range m.shardLabels {
@@ -145,3 +149,6 @@ func (m *Metrics) ClicksFlushed(shard, clicks int) {
 
 // ClickFlushFailed counts a batch submission with an unknown outcome.
 func (m *Metrics) ClickFlushFailed(shard int) { m.flushFails.WithLabelValues(m.shard(shard)).Inc() }
+
+// OrphanVisit counts a request for an unknown code.
+func (m *Metrics) OrphanVisit() { m.orphans.Inc() }

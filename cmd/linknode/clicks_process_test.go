@@ -172,10 +172,69 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 			t.Fatalf("%s: link clicks = %v", p.base, m["clicks"])
 		}
 	}
+	// Raw visits, gathered from the three nodes: every visit but the
+	// do-not-track ones, anonymised, newest first.
+	var vis struct {
+		Visits []struct {
+			Node, Network, Referer string
+			Bot                    bool
+			Time                   time.Time
+		}
+		Partial bool
+	}
+	resp, err := client.Get(procs[1].base + "/api/v1/links/stats1/visits?limit=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&vis); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	nodes, bots := map[string]int{}, 0
+	for i, v := range vis.Visits {
+		nodes[v.Node]++
+		if v.Bot {
+			bots++
+		}
+		if v.Network != "127.0.0.0/24" || strings.Contains(v.Referer, "?") {
+			t.Fatalf("visit not anonymised: %+v", v)
+		}
+		if i > 0 && v.Time.After(vis.Visits[i-1].Time) {
+			t.Fatal("visits not newest first")
+		}
+	}
+	if vis.Partial || len(vis.Visits) != 102 || bots != 12 || len(nodes) != size {
+		t.Fatalf("visits: %d (bots %d) from %v, partial %v; want 102 from all 3 nodes", len(vis.Visits), bots, nodes, vis.Partial)
+	}
+	// Unknown codes are orphan visits, summed over the nodes.
+	for i := range 3 {
+		visit(t, "GET", procs[i].base+"/typo-code", humans[0], "", false)
+	}
+	var orph struct {
+		Total uint64
+		Top   []struct {
+			Code  string
+			Count uint64
+		}
+		Partial bool
+	}
+	resp, err = client.Get(procs[2].base + "/api/v1/orphan-visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&orph); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if orph.Partial || orph.Total < 3 || len(orph.Top) == 0 || orph.Top[0].Code != "typo-code" || orph.Top[0].Count != 3 {
+		t.Fatalf("orphans = %+v", orph)
+	}
+
 	// Bad stats queries are problems, not 500s.
-	for _, q := range []string{"?interval=week", "?bots=maybe", "?from=yesterday", "?from=2030-01-02T00:00:00Z&to=2030-01-01T00:00:00Z", "?top=0"} {
-		if status, m, _, _ := call("GET", procs[0].base+"/api/v1/links/stats1/stats"+q, ""); status != 400 {
-			t.Fatalf("stats%s: %d %v", q, status, m)
+	for _, q := range []string{"stats?interval=week", "stats?bots=maybe", "stats?from=yesterday", "stats?from=2030-01-02T00:00:00Z&to=2030-01-01T00:00:00Z", "stats?top=0",
+		"visits?limit=0", "visits?limit=5000", "visits?from=soon"} {
+		if status, m, _, _ := call("GET", procs[0].base+"/api/v1/links/stats1/"+q, ""); status != 400 {
+			t.Fatalf("%s: %d %v", q, status, m)
 		}
 	}
 	if status, _, _, _ := call("GET", procs[0].base+"/api/v1/links/nosuchcode/stats", ""); status != 404 {

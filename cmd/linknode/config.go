@@ -43,6 +43,10 @@ type Config struct {
 	ClickBuffer int
 	// ClickFlush is how often click batches go through Raft.
 	ClickFlush time.Duration
+	// Visits keeps raw (anonymised) visit records on each node.
+	Visits bool
+	// VisitRetention is how long visit records are kept.
+	VisitRetention time.Duration
 	// RemoteCacheTTL bounds how long a node serves a cached link of a shard
 	// it does not host when no invalidation reaches it.
 	RemoteCacheTTL time.Duration
@@ -80,6 +84,8 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.BoolVar(&c.Analytics, "analytics", true, "count clicks (totals, uniques, breakdowns) through the shards' Raft groups")
 	fs.IntVar(&c.ClickBuffer, "click-buffer", 1<<16, "clicks that may wait for the analytics pipeline; more are dropped (and counted)")
 	fs.DurationVar(&c.ClickFlush, "click-flush", time.Second, "how often each node submits its click batches (the crash-loss bound)")
+	fs.BoolVar(&c.Visits, "visits", true, "keep raw visit records (anonymised IP, user agent, referrer, country) on each node")
+	fs.DurationVar(&c.VisitRetention, "visit-retention", 30*24*time.Hour, "how long raw visit records are kept")
 	fs.DurationVar(&c.RemoteCacheTTL, "remote-cache-ttl", 30*time.Second, "how long a node caches links of shards it does not host (the staleness bound after a missed invalidation)")
 	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
 

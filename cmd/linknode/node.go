@@ -32,11 +32,13 @@ type Main struct {
 	// real process does it.
 	installGlobalMetrics bool
 
-	node     *cluster.Node
-	clicks   *analytics.Pipeline
-	httpLn   net.Listener
-	httpSrv  *http.Server
-	httpDone chan struct{}
+	node      *cluster.Node
+	clicks    *analytics.Pipeline
+	visits    *analytics.VisitStore
+	stopPurge func() // stops the visit purge loop and waits for it
+	httpLn    net.Listener
+	httpSrv   *http.Server
+	httpDone  chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -133,7 +135,19 @@ func (m *Main) Run(ctx context.Context) error {
 	enricher := analytics.NewEnricher()
 	hcfg.IsBot = func(ua string) bool { return enricher.Agent(ua).Bot }
 	if cfg.Analytics {
-		m.clicks, err = analytics.New(analytics.Config{Enricher: enricher,
+		if cfg.Visits {
+			if m.visits, err = analytics.OpenVisitStore(filepath.Join(dataDir, "visits.db")); err != nil {
+				return err
+			}
+			purgeCtx, stop := context.WithCancel(context.Background())
+			purged := make(chan struct{})
+			m.stopPurge = func() { stop(); <-purged }
+			go func() {
+				defer close(purged)
+				m.visits.RunPurge(purgeCtx, cfg.VisitRetention, time.Hour, m.log.With("component", "visits"))
+			}()
+		}
+		m.clicks, err = analytics.New(analytics.Config{Enricher: enricher, Visits: m.visits,
 			Node: node.ID(), Shard: node.ShardOf, Submit: node.SubmitClicks, Salt: node.VisitorSalt,
 			Capacity: cfg.ClickBuffer, FlushInterval: cfg.ClickFlush, Observer: m.metrics, Logger: m.log.With("component", "analytics"),
 		})
@@ -141,6 +155,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		hcfg.Clicks = m.clicks
+		node.SetLocalAnalytics(m.clicks)
 	}
 	api, err := httpapi.New(hcfg)
 	if err != nil {
@@ -205,6 +220,10 @@ func (m *Main) Close() error {
 				m.log.Warn("analytics", "err", err)
 			}
 			cancel()
+		}
+		if m.visits != nil {
+			m.stopPurge()
+			errs = append(errs, m.visits.Close())
 		}
 		if m.node != nil {
 			errs = append(errs, m.node.Close())
