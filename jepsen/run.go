@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -245,10 +246,16 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		rng: rand.New(rand.NewPCG(opt.Seed, 0x6e656d)), lossPct: opt.LossPercent, counts: map[string]int{}}
 	nem.buildFaults(faults)
 
+	var keys []string
+	if slices.Contains(workloads, "counter") {
+		if keys, err = counterKeys(ctx, renv); err != nil {
+			return out, err
+		}
+	}
 	var wg sync.WaitGroup
 	var nemErr error
 	wg.Go(func() { nemErr = nem.run(ctx, renv.deadline) })
-	runWorkloads(ctx, renv, workloads, opt.Concurrency)
+	runWorkloads(ctx, renv, workloads, opt.Concurrency, keys)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return out, ctx.Err()
@@ -288,6 +295,10 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	}
 	if err := finalReads(ctx, cl, d, ops, &final); err != nil {
 		return out, err
+	}
+	if len(keys) > 0 {
+		opt.logf("waiting for the click counters to settle")
+		final.Counters = finalCounters(ctx, cl, d, keys, 30*time.Second)
 	}
 	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "final-reads-done"})
 	ops = rec.Ops()
@@ -343,6 +354,11 @@ func decodeSequential(code string) (uint64, error) {
 	return id, nil
 }
 
+// clickLossWindow is the counter checker's crash-loss bound: clicks a node
+// served this long before it was killed may not have reached a committed
+// batch (the 1 s flush interval plus time to commit, with margin).
+const clickLossWindow = 3 * time.Second
+
 // staleBound is the linknode -remote-cache-ttl the harness runs with: the
 // staleness bound of guarantee 4 (apply lag aside).
 const staleBound = 5 * time.Second
@@ -369,6 +385,8 @@ func check(ops []history.Op, final checker.Final, prefix string, workloads []str
 			results = append(results, checker.CheckUniqueIDs(ops, final, decodeSequential))
 		case "ryw":
 			results = append(results, checker.CheckRYW(ops))
+		case "counter":
+			results = append(results, checker.CheckCounter(ops, final, checker.CounterOptions{LossWindow: clickLossWindow}))
 
 		}
 	}

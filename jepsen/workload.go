@@ -14,7 +14,7 @@ import (
 )
 
 // Workloads the harness knows, in the order they are listed.
-var allWorkloads = []string{"register", "set", "unique-ids", "ryw"}
+var allWorkloads = []string{"register", "set", "unique-ids", "ryw", "counter"}
 
 // runEnv is what workers share.
 type runEnv struct {
@@ -75,7 +75,7 @@ func (w *worker) node() *dbNode { return w.env.nodes[w.rng.IntN(len(w.env.nodes)
 
 // runWorkloads runs every selected workload with concurrency workers each
 // until the deadline.
-func runWorkloads(ctx context.Context, e *runEnv, names []string, concurrency int) {
+func runWorkloads(ctx context.Context, e *runEnv, names []string, concurrency int, counterKeys []string) {
 	var wg sync.WaitGroup
 	for _, name := range names {
 		switch name {
@@ -98,6 +98,11 @@ func runWorkloads(ctx context.Context, e *runEnv, names []string, concurrency in
 			for i := range concurrency {
 				w := e.newWorker(name, i)
 				wg.Go(func() { rywWorker(ctx, w) })
+			}
+		case "counter":
+			for i := range concurrency {
+				w := e.newWorker(name, i)
+				wg.Go(func() { counterWorker(ctx, w, counterKeys) })
 			}
 		}
 	}

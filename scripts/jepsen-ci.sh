@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The short chaos run CI makes (needs root): 5 nodes in network namespaces,
-# 60 s of register + set + unique-ids + ryw under partitions, kills and
+# 60 s of register + set + unique-ids + ryw + counter under partitions, kills and
 # pauses (a fault every 5 s), linknode built with the race detector. Exits
 # non-zero unless every checker says valid. Results: store/ci/latest/.
 set -euo pipefail
@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 go run ./jepsen/cmd/jepsen test -name ci -store store \
   -nodes 5 -time-limit "${JEPSEN_TIME:-60s}" \
   -nemesis partition,kill,pause -nemesis-interval 5s \
-  -workload register,set,unique-ids,ryw -race "$@"
+  -workload register,set,unique-ids,ryw,counter -race "$@"

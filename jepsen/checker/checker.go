@@ -110,6 +110,9 @@ type Final struct {
 	// Truth[code] is a linearizable read of each register code
 	// (?consistent=true): Status 200 with the URL in Location, or 404.
 	Truth map[string]Read `json:"truth"`
+	// Counters[node][code] is the final click count each node reports for
+	// the counter workload's codes.
+	Counters map[string]map[string]uint64 `json:"counters,omitempty"`
 	// Recovered says whether every node reported ready before the reads
 	// and answered them.
 	Recovered bool `json:"recovered"`

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/linkraft/linkraft/jepsen/history"
 )
@@ -95,7 +96,7 @@ func TestSetLostUnexpectedDuplicated(t *testing.T) {
 			"n1": {"a": {Status: 302, Location: "P/set/1"}, "b": {Status: 302, Location: "P/set/2"}},
 			"n2": {"a": {Status: 302, Location: "P/set/1"}, "b": {Status: 302, Location: "P/set/2"}},
 		},
-		Links: map[string][]Listed{"n1": {{Code: "a", URL: "P/set/1"}, {Code: "b", URL: "P/set/2"}, {Code: "c", URL: "P/set/3"}}},
+		Links: map[string][]Listed{"n1": {{Code: "a", URL: "P/set/1"}, {Code: "b", URL: "P/set/2"}, {Code: "c", URL: "P/set/3"}, {Code: "k", URL: "P/register/k/1"}}},
 	}
 	if r := CheckSet(ops, good, "P/"); r.Valid != Valid || r.Stats["indeterminate-stored"] != 1 {
 		t.Fatalf("good final judged %v: %+v", r.Valid, r)
@@ -218,5 +219,46 @@ func TestConverge(t *testing.T) {
 	final.Resolves["n1"]["k2"] = Read{Status: 302, Location: "u0"}
 	if r := CheckConverge(final); r.Valid != Invalid || r.AnomalyCount != 2 {
 		t.Fatalf("stale nodes judged %v: %+v", r.Valid, r)
+	}
+}
+
+func TestCounter(t *testing.T) {
+	var rows []row
+	for i := range 10 { // ten acknowledged clicks on n1
+		rows = append(rows, row{p: i, typ: history.Invoke, f: FClick, key: "c", wl: "counter", node: "n1"},
+			row{p: i, typ: history.OK, f: FClick, key: "c", status: 302, wl: "counter", node: "n1"})
+	}
+	rows = append(rows, row{p: 20, typ: history.Invoke, f: FRead, key: "c", wl: "counter", node: "n2"},
+		row{p: 20, typ: history.OK, f: FRead, key: "c", value: "10", wl: "counter", node: "n2"})
+	ops := build(rows...)
+	final := func(v uint64) Final {
+		return Final{Nodes: []string{"n1", "n2"}, Recovered: true, Counters: map[string]map[string]uint64{"n1": {"c": v}, "n2": {"c": v}}}
+	}
+	if r := CheckCounter(ops, final(10), CounterOptions{}); r.Valid != Valid {
+		t.Fatalf("exact count judged %v: %+v", r.Valid, r)
+	}
+	if r := CheckCounter(ops, final(11), CounterOptions{}); r.Valid != Invalid || r.Anomalies[0].Kind != "over-count" {
+		t.Fatalf("over-count judged %v: %+v", r.Valid, r)
+	}
+	if r := CheckCounter(ops, final(7), CounterOptions{}); r.Valid != Invalid || r.Anomalies[0].Kind != "lost-clicks" {
+		t.Fatalf("lost clicks without a kill judged %v: %+v", r.Valid, r)
+	}
+	// A read during the run above everything invoked so far.
+	over := append(append([]history.Op(nil), ops...), build(
+		row{p: 21, typ: history.Invoke, f: FRead, key: "c", wl: "counter", node: "n2"},
+		row{p: 21, typ: history.OK, f: FRead, key: "c", value: "12", wl: "counter", node: "n2"})...)
+	for i := range over {
+		over[i].Index, over[i].Time = i, int64(i*10)
+	}
+	if r := CheckCounter(over, final(10), CounterOptions{}); r.Valid != Invalid {
+		t.Fatalf("over-counting read judged %v", r.Valid)
+	}
+	// Clicks served by n1 just before it was killed may be lost.
+	killed := append(append([]history.Op(nil), ops...), history.Op{Process: history.NemesisProcess, Type: history.OK, F: "start", Value: "SIGKILL n1"})
+	for i := range killed {
+		killed[i].Index, killed[i].Time = i, int64(i*10)
+	}
+	if r := CheckCounter(killed, final(7), CounterOptions{LossWindow: time.Second}); r.Valid != Valid {
+		t.Fatalf("loss within the kill window judged %v: %+v", r.Valid, r)
 	}
 }

@@ -79,7 +79,7 @@ func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
 	codesOf := map[string]map[string]bool{} // URL -> codes
 	for _, node := range final.Nodes {
 		for _, l := range final.Links[node] {
-			if l.Deleted || !strings.HasPrefix(l.URL, urlPrefix) || isRegisterURL(l.URL, urlPrefix) {
+			if l.Deleted || !isGeneratedURL(l.URL, urlPrefix) {
 				continue
 			}
 			if codesOf[l.URL] == nil {
@@ -130,8 +130,15 @@ func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
 // RegisterPath is where register-workload URLs live under a run's prefix.
 const RegisterPath = "register/"
 
-func isRegisterURL(u, prefix string) bool {
-	return strings.HasPrefix(u, prefix+RegisterPath)
+// isGeneratedURL: the URL of a create with a generated code (set,
+// unique-ids, ryw) of this run.
+func isGeneratedURL(u, prefix string) bool {
+	for _, w := range []string{"set/", "unique-ids/", "ryw/"} {
+		if strings.HasPrefix(u, prefix+w) {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys(m map[string]bool) []string {
