@@ -58,8 +58,12 @@ type Config struct {
 	// Enricher classifies clicks (default: a new one).
 	Enricher *Enricher
 	// Visits, if set, receives raw visits (anonymised; none for private
-	// clicks), written once per flush.
+	// clicks).
 	Visits *VisitStore
+	// VisitFlushInterval is how often raw visits are written (default 5 s:
+	// they are a local, best-effort record, and larger transactions cost
+	// far less per visit than one a second).
+	VisitFlushInterval time.Duration
 	// Capacity bounds the clicks waiting for the pipeline (default 65536).
 	Capacity int
 	// FlushInterval is how often batches are submitted (default 1 s).
@@ -90,6 +94,11 @@ type Pipeline struct {
 	mu       sync.Mutex
 	shards   map[int]*shardState
 	visitBuf []link.Visit
+	// Per-click work memoised under mu: the day's salt, referrer hosts.
+	saltDay  time.Time
+	salt     []byte
+	visitsAt time.Time // last write of raw visits
+	refMemo  map[string]string
 
 	orphanMu    sync.Mutex
 	orphans     map[string]uint64
@@ -131,6 +140,9 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = time.Second
+	}
+	if cfg.VisitFlushInterval <= 0 {
+		cfg.VisitFlushInterval = 5 * time.Second
 	}
 	if cfg.SubmitTimeout <= 0 {
 		cfg.SubmitTimeout = 5 * time.Second
@@ -185,6 +197,9 @@ func (p *Pipeline) run() {
 			p.add(c)
 		case <-t.C:
 			p.flush(false)
+			if time.Since(p.visitsAt) >= p.cfg.VisitFlushInterval {
+				p.writeVisits()
+			}
 		case <-p.stop:
 			// Take what is queued, then stop; Close flushes.
 			for {
@@ -203,10 +218,17 @@ func (p *Pipeline) run() {
 func (p *Pipeline) add(c Click) {
 	a := p.cfg.Enricher.Agent(c.UA)
 	country := Country(c.IP)
-	ref := RefererHost(c.Referer)
 	shard := p.cfg.Shard(c.Code)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	ref, ok := p.refMemo[c.Referer]
+	if !ok {
+		ref = RefererHost(c.Referer)
+		if p.refMemo == nil || len(p.refMemo) >= maxMemo {
+			p.refMemo = map[string]string{}
+		}
+		p.refMemo[c.Referer] = ref
+	}
 	st := p.shards[shard]
 	if st == nil {
 		st = &shardState{acc: map[string]*agg{}}
@@ -260,15 +282,19 @@ func (p *Pipeline) add(c Click) {
 
 // visitorHash is SHA-256(salt of the day, IP, UA), first 8 bytes: it cannot
 // be turned back into an IP without the salt, and the salt changes daily.
+// Called under mu (the salt is cached for the day).
 func (p *Pipeline) visitorHash(c Click) uint64 {
-	h := sha256.New()
-	h.Write(p.cfg.Salt(c.Time.UTC().Truncate(24 * time.Hour)))
-	ip := c.IP.Unmap().AsSlice()
-	h.Write(ip)
-	h.Write([]byte{0})
-	h.Write([]byte(c.UA))
-	var sum [32]byte
-	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+	day := c.Time.UTC().Truncate(24 * time.Hour)
+	if p.salt == nil || !day.Equal(p.saltDay) {
+		p.saltDay, p.salt = day, p.cfg.Salt(day)
+	}
+	var buf [128]byte
+	b := append(buf[:0], p.salt...)
+	b = append(b, c.IP.Unmap().AsSlice()...)
+	b = append(b, 0)
+	b = append(b, c.UA...)
+	sum := sha256.Sum256(b)
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 func inc(m *map[string]uint64, k string) {
@@ -282,15 +308,6 @@ func inc(m *map[string]uint64, k string) {
 // accumulated. With wait it submits synchronously (Close); otherwise each
 // shard's submission runs on its own so one slow shard delays no other.
 func (p *Pipeline) flush(wait bool) {
-	p.mu.Lock()
-	visits := p.visitBuf
-	p.visitBuf = nil
-	p.mu.Unlock()
-	if len(visits) > 0 {
-		if err := p.cfg.Visits.Add(visits); err != nil {
-			p.cfg.Logger.Warn("visits not stored", "count", len(visits), "err", err)
-		}
-	}
 	p.mu.Lock()
 	var wg sync.WaitGroup
 	for shard, st := range p.shards {
@@ -383,14 +400,29 @@ func (p *Pipeline) Flush(ctx context.Context) int {
 			}
 		}
 		p.flush(true)
+		p.writeVisits()
 		left := p.Pending()
-		if left == 0 || ctx.Err() != nil {
+		if left <= 0 || ctx.Err() != nil {
 			return left
 		}
 		select {
 		case <-ctx.Done():
 			return p.Pending()
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// writeVisits stores the buffered raw visits in one transaction.
+func (p *Pipeline) writeVisits() {
+	p.mu.Lock()
+	visits := p.visitBuf
+	p.visitBuf = nil
+	p.visitsAt = time.Now()
+	p.mu.Unlock()
+	if len(visits) > 0 {
+		if err := p.cfg.Visits.Add(visits); err != nil {
+			p.cfg.Logger.Warn("visits not stored", "count", len(visits), "err", err)
 		}
 	}
 }

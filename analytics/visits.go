@@ -13,9 +13,13 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
+// Visits are appended in time order to one bucket (sequential keys: cheap
+// inserts, and the purge walks it from the front); a second bucket indexes
+// them by code with empty values, so the random-order part of every write
+// is small.
 var (
-	bucketVisits = []byte("visits")  // code 0x00 time(8) seq(4) -> JSON visit
-	bucketByTime = []byte("by-time") // time(8) seq(4) code -> empty (for the purge)
+	bucketByTime = []byte("visits-by-time") // time(8) seq(4) -> JSON visit
+	bucketByCode = []byte("visits-by-code") // code 0x00 time(8) seq(4) -> empty
 )
 
 // VisitStore keeps this node's raw visits in a local bbolt file. Nothing in
@@ -27,12 +31,16 @@ type VisitStore struct {
 
 // OpenVisitStore opens (or creates) the visit file at path.
 func OpenVisitStore(path string) (*VisitStore, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("analytics: open visits: %w", err)
 	}
+	// Raw visits are a local, best-effort record: a crash of the process
+	// loses nothing (the page cache survives it); a power loss may lose the
+	// last writes. No fsync per flush.
+	db.NoSync = true
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketVisits, bucketByTime} {
+		for _, b := range [][]byte{bucketByCode, bucketByTime} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -49,6 +57,10 @@ func OpenVisitStore(path string) (*VisitStore, error) {
 // Close closes the file.
 func (s *VisitStore) Close() error { return s.db.Close() }
 
+func timeKey(t int64, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(make([]byte, 0, 12), uint64(t)), seq)
+}
+
 func visitKey(code string, t int64, seq uint32) []byte {
 	k := make([]byte, 0, len(code)+13)
 	k = append(k, code...)
@@ -63,7 +75,8 @@ func (s *VisitStore) Add(visits []link.Visit) error {
 		return nil
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
-		vb, tb := tx.Bucket(bucketVisits), tx.Bucket(bucketByTime)
+		tb, cb := tx.Bucket(bucketByTime), tx.Bucket(bucketByCode)
+		tb.FillPercent = 0.95 // appends: pack the pages
 		for i := range visits {
 			v := &visits[i]
 			s.seq++
@@ -72,11 +85,10 @@ func (s *VisitStore) Add(visits []link.Visit) error {
 			if err != nil {
 				return err
 			}
-			if err := vb.Put(visitKey(v.Code, t, s.seq), val); err != nil {
+			if err := tb.Put(timeKey(t, s.seq), val); err != nil {
 				return err
 			}
-			tk := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, uint64(t)), s.seq)
-			if err := tb.Put(append(tk, v.Code...), nil); err != nil {
+			if err := cb.Put(visitKey(v.Code, t, s.seq), nil); err != nil {
 				return err
 			}
 		}
@@ -88,19 +100,24 @@ func (s *VisitStore) Add(visits []link.Visit) error {
 func (s *VisitStore) List(code string, from, to time.Time, limit int) ([]link.Visit, error) {
 	out := []link.Visit{}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketVisits).Cursor()
+		tb := tx.Bucket(bucketByTime)
+		c := tx.Bucket(bucketByCode).Cursor()
 		lo := visitKey(code, max(from.UnixNano(), 0), 0)
 		hi := visitKey(code, max(to.UnixNano(), 0), 0)
-		k, v := c.Seek(hi)
+		k, _ := c.Seek(hi)
 		if k == nil {
-			k, v = c.Last()
+			k, _ = c.Last()
 		}
-		for ; k != nil && len(out) < limit; k, v = c.Prev() {
+		for ; k != nil && len(out) < limit; k, _ = c.Prev() {
 			if string(k) >= string(hi) {
 				continue
 			}
 			if string(k) < string(lo) {
 				break
+			}
+			v := tb.Get(k[len(k)-12:])
+			if v == nil {
+				continue // purged meanwhile
 			}
 			var vis link.Visit
 			if err := json.Unmarshal(v, &vis); err != nil {
@@ -121,14 +138,20 @@ func (s *VisitStore) Purge(before time.Time) (int, error) {
 	for {
 		n := 0
 		err := s.db.Update(func(tx *bolt.Tx) error {
-			vb, tb := tx.Bucket(bucketVisits), tx.Bucket(bucketByTime)
+			tb, cb := tx.Bucket(bucketByTime), tx.Bucket(bucketByCode)
 			c := tb.Cursor()
-			for k, _ := c.First(); k != nil && string(k[:8]) < string(cut) && n < 10000; k, _ = c.First() {
-				if len(k) < 12 {
-					return fmt.Errorf("analytics: malformed visit index key")
+			for k, v := c.First(); k != nil && string(k[:8]) < string(cut) && n < 10000; k, v = c.First() {
+				if len(k) != 12 {
+					return fmt.Errorf("analytics: malformed visit key")
 				}
-				t, seq := int64(binary.BigEndian.Uint64(k[:8])), binary.BigEndian.Uint32(k[8:12])
-				if err := vb.Delete(visitKey(string(k[12:]), t, seq)); err != nil {
+				var vis struct {
+					Code string `json:"code"`
+				}
+				if err := json.Unmarshal(v, &vis); err != nil {
+					return err
+				}
+				ik := append(append([]byte(vis.Code), 0), k...)
+				if err := cb.Delete(ik); err != nil {
 					return err
 				}
 				if err := c.Delete(); err != nil {

@@ -404,7 +404,7 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, b *ClickBatch) any {
 		d := &b.Deltas[i]
 		// Clicks count toward links that exist (tombstones included: a
 		// visit just before a delete is still a visit).
-		if !link.ValidCode(d.Code) || getLink(tx, d.Code) == nil {
+		if !link.ValidCode(d.Code) || tx.Bucket(bucketLinks).Get([]byte(d.Code)) == nil {
 			continue
 		}
 		var t ClickTotals

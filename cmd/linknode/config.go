@@ -37,6 +37,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// FastRaft shortens Raft timers (tests and local experiments only).
 	FastRaft bool
+	// PprofAddr, if set, serves net/http/pprof there (keep it on loopback).
+	PprofAddr string
 	// Analytics turns click counting on.
 	Analytics bool
 	// ClickBuffer bounds the clicks waiting for the analytics pipeline.
@@ -81,6 +83,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
 	fs.BoolVar(&c.Analytics, "analytics", true, "count clicks (totals, uniques, breakdowns) through the shards' Raft groups")
 	fs.IntVar(&c.ClickBuffer, "click-buffer", 1<<16, "clicks that may wait for the analytics pipeline; more are dropped (and counted)")
 	fs.DurationVar(&c.ClickFlush, "click-flush", time.Second, "how often each node submits its click batches (the crash-loss bound)")

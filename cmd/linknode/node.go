@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -36,6 +37,7 @@ type Main struct {
 	clicks    *analytics.Pipeline
 	visits    *analytics.VisitStore
 	stopPurge func() // stops the visit purge loop and waits for it
+	pprofSrv  *http.Server
 	httpLn    net.Listener
 	httpSrv   *http.Server
 	httpDone  chan struct{}
@@ -126,6 +128,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.node = node
+	if cfg.PprofAddr != "" {
+		if err := m.startPprof(cfg.PprofAddr); err != nil {
+			return err
+		}
+	}
 	hcfg := httpapi.Config{
 		Service: node, PublicURL: publicURL,
 		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist},
@@ -225,10 +232,32 @@ func (m *Main) Close() error {
 			m.stopPurge()
 			errs = append(errs, m.visits.Close())
 		}
+		if m.pprofSrv != nil {
+			_ = m.pprofSrv.Close()
+		}
 		if m.node != nil {
 			errs = append(errs, m.node.Close())
 		}
 		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
+}
+
+// startPprof serves the Go profiler on its own listener (never on the
+// public HTTP port).
+func (m *Main) startPprof(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	m.pprofSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = m.pprofSrv.Serve(ln) }()
+	m.log.Info("pprof listening", "addr", ln.Addr().String())
+	return nil
 }

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Redirect throughput with analytics on versus off, same node, same data,
+# same machine, interleaved (on, off, on, off, ...): wrk on loopback, browser
+# User-Agent and Referer so every redirect is a counted human visit with a
+# raw visit record. Prints each run and the medians.
+#
+#   bash scripts/bench-analytics.sh          # 3 rounds of 10 s each way
+#   ROUNDS=5 DURATION=20s bash scripts/bench-analytics.sh
+#
+# Bounded: every wrk run stops after DURATION; the node is started and
+# stopped here, by PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-64}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-3}
+HTTP=127.0.0.1:${BENCH_HTTP_PORT:-18580}
+RAFT=127.0.0.1:${BENCH_RAFT_PORT:-18570}
+
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+work=$(mktemp -d)
+pid=
+stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; fi; }
+trap 'stop; rm -rf "$work"' EXIT
+
+go build -o "$work/linknode" ./cmd/linknode
+start() { # $1: -analytics value
+  "$work/linknode" -data-dir "$work/data" -http-addr "$HTTP" -raft-addr "$RAFT" -gossip-addr 127.0.0.1:0 \
+    -log-level warn -analytics="$1" -visits="${VISITS:-true}" >>"$work/node.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 300); do
+    curl -fs "http://$HTTP/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "node not ready"; cat "$work/node.log"; exit 1
+}
+
+start true
+for i in $(seq 1 10000); do
+  printf '{"url":"https://example.com/r/%d"}\n' "$i"
+done | xargs -d '\n' -P 16 -I{} curl -fs -H 'Content-Type: application/json' -d '{}' "http://$HTTP/api/v1/links" \
+  | grep -o '"code":"[^"]*"' | cut -d'"' -f4 >"$work/codes"
+stop
+
+echo "== machine: $(nproc) cores (wrk shares them), $(go version | cut -d' ' -f3); $(wc -l <"$work/codes") links, $CONNS connections, $DURATION per run"
+on=(); off=()
+for r in $(seq 1 "$ROUNDS"); do
+  for mode in true false; do
+    start "$mode"
+    line=$(CODES="$work/codes" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/visit.lua "http://$HTTP" | grep RESULT)
+    stop
+    echo "round $r analytics=$mode: $line"
+    rps=$(echo "$line" | sed 's/.*rps=\([0-9]*\).*/\1/')
+    if [ "$mode" = true ]; then on+=("$rps"); else off+=("$rps"); fi
+  done
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+mon=$(median "${on[@]}"); moff=$(median "${off[@]}")
+echo "== median redirects/s: analytics on $mon, off $moff; on/off = $(awk -v a="$mon" -v b="$moff" 'BEGIN{printf "%.3f", a/b}')"
