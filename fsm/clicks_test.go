@@ -186,3 +186,43 @@ func BenchmarkClickBatchApply(b *testing.B) {
 		f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data[i]})
 	}
 }
+
+// BenchmarkClicksQuery reads the stats of a code with 300 million clicks:
+// full breakdowns (500 referrers, 250 countries, ...), a dense visitor
+// sketch of a million visitors and 30 days of hourly buckets. The
+// aggregates are bounded, so the cost does not grow with the clicks.
+func BenchmarkClicksQuery(b *testing.B) {
+	f := mustShard(b, ShardConfig{})
+	applyAt(b, f, 1, (&CreateIfAbsent{Code: "hot", URL: "https://e.example", Now: t0}).Encode())
+	big := func(n int, prefix string) map[string]uint64 {
+		m := map[string]uint64{}
+		for i := range n {
+			m[fmt.Sprintf("%s%03d", prefix, i)] = 300_000_000 / uint64(n)
+		}
+		return m
+	}
+	sk := hyperloglog.New14()
+	for i := range 1_000_000 {
+		sk.InsertHash(uint64(i) * 0x9E3779B97F4A7C15)
+	}
+	vis, _ := sk.MarshalBinary()
+	start := uint64(t0.Unix() / 3600)
+	var hours []HourCount
+	for h := range 720 {
+		hours = append(hours, HourCount{Hour: start + uint64(h), Humans: 400_000, Bots: 16_000})
+	}
+	batch := &ClickBatch{Node: "n1", Seq: 1, Deltas: []ClickDelta{{Code: "hot", Delta: ClickTotals{
+		Humans: Counts{Total: 288_000_000, Countries: big(250, "C"), Devices: big(5, "D"), Browsers: big(40, "B"), OS: big(20, "O"), Referrers: big(500, "r"), Visitors: vis},
+		Bots:   Counts{Total: 11_520_000, Devices: big(1, "Bot")},
+	}, Hours: hours}}}
+	applyAt(b, f, 2, batch.Encode())
+	from, to := t0, t0.Add(30*24*time.Hour)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		st, err := f.Clicks("hot", from, to)
+		if err != nil || len(st.Hours) != 720 || st.Totals.Humans.Total != 288_000_000 {
+			b.Fatalf("%v %d", err, len(st.Hours))
+		}
+	}
+}
