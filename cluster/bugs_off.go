@@ -11,3 +11,4 @@ func loadBugs() bugs { return bugs{} }
 func (bugs) followerRead() bool { return false }
 func (bugs) earlyAck() bool     { return false }
 func (bugs) noLease() bool      { return false }
+func (bugs) clickDouble() bool  { return false }

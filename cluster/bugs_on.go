@@ -10,7 +10,7 @@ import (
 
 // BugsEnv names the environment variable that turns on deliberate faults in
 // a binary built with -tags jepsenbugs: a comma-separated list of
-// follower-read, early-ack and no-lease. The chaos harness's tests use them
+// follower-read, early-ack, no-lease and click-double. The chaos harness's tests use them
 // to prove that its checkers notice each kind of bug. Never ship such a
 // build.
 const BugsEnv = "LINKRAFT_JEPSEN_BUGS"
@@ -34,3 +34,8 @@ func (b bugs) earlyAck() bool { return slices.Contains(b.on, "early-ack") }
 // through the meta group (codes outside every lease; would collide without
 // the create-if-absent check).
 func (b bugs) noLease() bool { return slices.Contains(b.on, "no-lease") }
+
+// clickDouble: every click batch is also applied under another node name,
+// so the FSM's per-node sequence check cannot see the repeat (clicks
+// counted twice).
+func (b bugs) clickDouble() bool { return slices.Contains(b.on, "click-double") }

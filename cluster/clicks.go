@@ -18,6 +18,11 @@ import (
 // caller resends the same batch, which the FSM applies at most once.
 func (n *Node) SubmitClicks(ctx context.Context, s int, b *fsm.ClickBatch) error {
 	_, err := n.applyGroup(ctx, shardGroupID(s), b.Encode(), 0)
+	if err == nil && n.bugs.clickDouble() {
+		dup := *b
+		dup.Node += "#dup"
+		_, err = n.applyGroup(ctx, shardGroupID(s), dup.Encode(), 0)
+	}
 	return err
 }
 

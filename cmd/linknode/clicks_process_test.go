@@ -182,14 +182,22 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 		}
 		Partial bool
 	}
-	resp, err := client.Get(procs[1].base + "/api/v1/links/stats1/visits?limit=1000")
-	if err != nil {
-		t.Fatal(err)
+	// Raw visits are written every 5 s (a local, best-effort record): poll.
+	for visitsBy := time.Now().Add(20 * time.Second); ; {
+		resp, err := client.Get(procs[1].base + "/api/v1/links/stats1/visits?limit=1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		vis.Visits = nil
+		if err := json.NewDecoder(resp.Body).Decode(&vis); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(vis.Visits) >= 102 || time.Now().After(visitsBy) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&vis); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
 	nodes, bots := map[string]int{}, 0
 	for i, v := range vis.Visits {
 		nodes[v.Node]++
@@ -218,7 +226,7 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 		}
 		Partial bool
 	}
-	resp, err = client.Get(procs[2].base + "/api/v1/orphan-visits")
+	resp, err := client.Get(procs[2].base + "/api/v1/orphan-visits")
 	if err != nil {
 		t.Fatal(err)
 	}

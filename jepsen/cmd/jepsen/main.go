@@ -113,7 +113,7 @@ func test(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opt.Binary, "binary", "", "linknode binary to run (default: build ./cmd/linknode)")
 	fs.StringVar(&opt.BuildTags, "tags", "", "build tags for linknode (jepsenbugs enables -bugs)")
 	fs.BoolVar(&opt.Race, "race", false, "build linknode with the race detector")
-	fs.StringVar(&bugs, "bugs", "", "deliberate faults to turn on (needs -tags jepsenbugs): follower-read, early-ack, no-lease")
+	fs.StringVar(&bugs, "bugs", "", "deliberate faults to turn on (needs -tags jepsenbugs): follower-read, early-ack, no-lease, click-double")
 	fs.StringVar(&nodeArgs, "node-args", "", "extra linknode flags, space-separated (for example -fast-raft)")
 	fs.StringVar(&opt.Prefix, "prefix", "lkj", "name prefix of namespaces and interfaces")
 	fs.Func("subnet", "private IPv4 /24 of the test network (default 10.77.0.0/24)", func(v string) (err error) {
