@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -147,7 +148,8 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 			return "", bad("has a numeric host that is not a dotted-quad IPv4 address")
 		}
 		asciiHost, err = idna.Lookup.ToASCII(strings.TrimSuffix(host, "."))
-		if err != nil || asciiHost == "" {
+		if err != nil || asciiHost == "" || slices.Contains(strings.Split(asciiHost, "."), "") {
+			// Empty labels ("..", ".example.com") are no host at all.
 			return "", bad("has an invalid host name")
 		}
 		asciiHost = strings.ToLower(asciiHost)
