@@ -466,7 +466,10 @@ func (g *Group) VerifyRead(ctx context.Context) error {
 	select {
 	case err := <-done:
 		if err != nil {
-			return translate(err)
+			// A read has no effect: whatever went wrong (leadership lost
+			// or handed over mid-round), the caller may ask the leader
+			// again.
+			return fmt.Errorf("%w: %w", link.ErrNotLeader, err)
 		}
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
@@ -505,9 +508,9 @@ func (g *Group) ConfirmLeader(ctx context.Context) error {
 	start := time.Now()
 	if err := WaitFuture(ctx, g.raft.VerifyLeader()); err != nil {
 		if errors.Is(err, link.ErrUnavailable) {
-			return err
+			return err // ctx ended
 		}
-		return translate(err)
+		return fmt.Errorf("%w: %w", link.ErrNotLeader, err) // a read: ask again
 	}
 	if g.raft.CurrentTerm() != term || !g.leaderReady() {
 		return link.ErrNotLeader
