@@ -235,15 +235,17 @@ func (b *ClickBatch) Encode() []byte {
 		m = appendMessage(m, fDeltaHumans, appendCounts(nil, &d.Delta.Humans))
 		m = appendMessage(m, fDeltaBots, appendCounts(nil, &d.Delta.Bots))
 		for _, h := range d.Hours {
-			var hm []byte
-			hm = appendUint(hm, fHourHour, h.Hour)
-			hm = appendUint(hm, fHourHumans, h.Humans)
-			hm = appendUint(hm, fHourBots, h.Bots)
-			m = appendMessage(m, fDeltaHour, hm)
+			m = appendMessage(m, fDeltaHour, appendHour(nil, h))
 		}
 		out = appendMessage(out, fBatchDelta, m)
 	}
 	return out
+}
+
+func appendHour(b []byte, h HourCount) []byte {
+	b = appendUint(b, fHourHour, h.Hour)
+	b = appendUint(b, fHourHumans, h.Humans)
+	return appendUint(b, fHourBots, h.Bots)
 }
 
 func decodeHour(body []byte) (HourCount, error) {
@@ -434,11 +436,7 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, b *ClickBatch) any {
 				}
 			}
 			cur.Hour, cur.Humans, cur.Bots = h.Hour, cur.Humans+h.Humans, cur.Bots+h.Bots
-			var v []byte
-			v = appendUint(v, fHourHour, cur.Hour)
-			v = appendUint(v, fHourHumans, cur.Humans)
-			v = appendUint(v, fHourBots, cur.Bots)
-			if err := hours.Put(k, v); err != nil {
+			if err := hours.Put(k, appendHour(nil, cur)); err != nil {
 				panic(fmt.Sprintf("fsm %s: put click hour: %v", f.path, err))
 			}
 		}
@@ -488,11 +486,7 @@ func (f *ShardFSM) Clicks(code string, from, to time.Time) (*ClickStats, error) 
 func EncodeClickStats(s *ClickStats) []byte {
 	b := appendMessage(nil, 1, appendTotals(nil, &s.Totals))
 	for _, h := range s.Hours {
-		var hm []byte
-		hm = appendUint(hm, fHourHour, h.Hour)
-		hm = appendUint(hm, fHourHumans, h.Humans)
-		hm = appendUint(hm, fHourBots, h.Bots)
-		b = appendMessage(b, 2, hm)
+		b = appendMessage(b, 2, appendHour(nil, h))
 	}
 	return b
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"time"
@@ -66,22 +67,9 @@ func (s *Server) handleVisits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	to := s.now().UTC()
-	if v := q.Get("to"); v != "" {
-		if to, err = time.Parse(time.RFC3339, v); err != nil {
-			s.Error(w, r, field("to", "must be an RFC 3339 time", link.ErrInvalidInput))
-			return
-		}
-	}
-	from := time.Unix(0, 0).UTC()
-	if v := q.Get("from"); v != "" {
-		if from, err = time.Parse(time.RFC3339, v); err != nil {
-			s.Error(w, r, field("from", "must be an RFC 3339 time", link.ErrInvalidInput))
-			return
-		}
-	}
-	if !from.Before(to) {
-		s.Error(w, r, field("from", "must be before to", link.ErrInvalidInput))
+	from, to, err := s.timeRange(q, 0)
+	if err != nil {
+		s.Error(w, r, err)
 		return
 	}
 	limit := 100
@@ -127,23 +115,9 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	now := s.now().UTC()
-	to := now
-	if v := q.Get("to"); v != "" {
-		if to, err = time.Parse(time.RFC3339, v); err != nil {
-			s.Error(w, r, field("to", "must be an RFC 3339 time", link.ErrInvalidInput))
-			return
-		}
-	}
-	from := to.Add(-30 * 24 * time.Hour)
-	if v := q.Get("from"); v != "" {
-		if from, err = time.Parse(time.RFC3339, v); err != nil {
-			s.Error(w, r, field("from", "must be an RFC 3339 time", link.ErrInvalidInput))
-			return
-		}
-	}
-	if !from.Before(to) {
-		s.Error(w, r, field("from", "must be before to", link.ErrInvalidInput))
+	from, to, err := s.timeRange(q, 30*24*time.Hour)
+	if err != nil {
+		s.Error(w, r, err)
 		return
 	}
 	interval := q.Get("interval")
@@ -233,6 +207,30 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 		out.BreakdownsSince = l.CreatedAt.UTC()
 	}
 	writeJSON(w, r, http.StatusOK, out)
+}
+
+// timeRange reads from and to (RFC 3339). to defaults to now; from to
+// span before to, or the epoch when span is 0. from must come first.
+func (s *Server) timeRange(q url.Values, span time.Duration) (from, to time.Time, err error) {
+	to = s.now().UTC()
+	if v := q.Get("to"); v != "" {
+		if to, err = time.Parse(time.RFC3339, v); err != nil {
+			return from, to, field("to", "must be an RFC 3339 time", link.ErrInvalidInput)
+		}
+	}
+	from = time.Unix(0, 0).UTC()
+	if span > 0 {
+		from = to.Add(-span)
+	}
+	if v := q.Get("from"); v != "" {
+		if from, err = time.Parse(time.RFC3339, v); err != nil {
+			return from, to, field("from", "must be an RFC 3339 time", link.ErrInvalidInput)
+		}
+	}
+	if !from.Before(to) {
+		return from, to, field("from", "must be before to", link.ErrInvalidInput)
+	}
+	return from, to, nil
 }
 
 func pick(mode string, humans, bots uint64) uint64 {

@@ -10,6 +10,34 @@ import (
 	"time"
 )
 
+// startCluster starts size linknode processes on loopback that form one
+// cluster (4 shards), with extra flags, and waits until each is ready; nil
+// if one failed to start (the test has failed then).
+func startCluster(t *testing.T, size int, extra ...string) []*proc {
+	t.Helper()
+	addrs := make([]procAddrs, size)
+	var gossips []string
+	for i := range addrs {
+		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeGossipAddr(t)}
+		gossips = append(gossips, addrs[i].gossip)
+	}
+	procs := make([]*proc, size)
+	for i := range procs {
+		flags := append([]string{"-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", fmt.Sprint(size),
+			"-join", strings.Join(gossips, ","), "-shards", "4"}, extra...)
+		procs[i] = launchProc(t, t.TempDir(), addrs[i], flags...)
+	}
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { p.waitReady(t) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		return nil
+	}
+	return procs
+}
+
 func visit(tb testing.TB, method, url, ua, ref string, dnt bool) int {
 	tb.Helper()
 	req, err := http.NewRequest(method, url, nil)
@@ -74,23 +102,8 @@ func counts(xs []struct {
 // to match it exactly once the batches are in.
 func TestClickStatsAcrossThreeNodes(t *testing.T) {
 	const size = 3
-	addrs := make([]procAddrs, size)
-	var gossips []string
-	for i := range addrs {
-		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeGossipAddr(t)}
-		gossips = append(gossips, addrs[i].gossip)
-	}
-	procs := make([]*proc, size)
-	for i := range procs {
-		procs[i] = launchProc(t, t.TempDir(), addrs[i], "-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", "3",
-			"-join", strings.Join(gossips, ","), "-shards", "4", "-click-flush", "100ms")
-	}
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Go(func() { p.waitReady(t) })
-	}
-	wg.Wait()
-	if t.Failed() {
+	procs := startCluster(t, size, "-click-flush", "100ms")
+	if procs == nil {
 		return
 	}
 	if status, m, _, err := call("POST", procs[0].base+"/api/v1/links", `{"url":"https://stats.example/","alias":"stats1"}`); err != nil || status != 201 {
@@ -256,25 +269,11 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 // counted as visitors.
 func TestMaxVisitsExactAcrossThreeNodes(t *testing.T) {
 	const size, limit = 3, 25
-	addrs := make([]procAddrs, size)
-	var gossips []string
-	for i := range addrs {
-		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeGossipAddr(t)}
-		gossips = append(gossips, addrs[i].gossip)
-	}
-	procs := make([]*proc, size)
-	for i := range procs {
-		procs[i] = launchProc(t, t.TempDir(), addrs[i], "-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", "3",
-			"-join", strings.Join(gossips, ","), "-shards", "4")
-	}
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Go(func() { p.waitReady(t) })
-	}
-	wg.Wait()
-	if t.Failed() {
+	procs := startCluster(t, size)
+	if procs == nil {
 		return
 	}
+	var wg sync.WaitGroup
 	body := fmt.Sprintf(`{"url":"https://limited.example/","alias":"limited","max_visits":%d}`, limit)
 	if status, m, _, err := call("POST", procs[1].base+"/api/v1/links", body); err != nil || status != 201 || m["max_visits"] != float64(limit) {
 		t.Fatalf("create: %d %v %v", status, m, err)
