@@ -105,10 +105,12 @@ func counterWorker(ctx context.Context, w *worker, keys []string) {
 func finalCounters(ctx context.Context, cl *client, d *db, keys []string, limit time.Duration) map[string]map[string]uint64 {
 	read := func() map[string]map[string]uint64 {
 		out := map[string]map[string]uint64{}
+		for _, n := range d.nodes {
+			out[n.id] = map[string]uint64{} // before any reader starts
+		}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, n := range d.nodes {
-			out[n.id] = map[string]uint64{}
 			for _, k := range keys {
 				wg.Go(func() {
 					r := cl.clicks(ctx, n.HTTP(), k)

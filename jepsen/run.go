@@ -433,8 +433,10 @@ func finalReads(ctx context.Context, cl *client, d *db, ops []history.Op, final 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, len(d.nodes))
+	for _, n := range d.nodes {
+		final.Resolves[n.id] = map[string]checker.Read{} // before any reader starts
+	}
 	for i, n := range d.nodes {
-		final.Resolves[n.id] = map[string]checker.Read{}
 		wg.Go(func() {
 			sem := make(chan struct{}, 32)
 			var rw sync.WaitGroup
