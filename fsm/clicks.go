@@ -9,8 +9,6 @@ import (
 	"github.com/axiomhq/hyperloglog"
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/linkraft/linkraft/link"
 )
 
 // TypeClickBatch carries a node's aggregated clicks for one shard. It only
@@ -391,57 +389,6 @@ func hourKey(code string, hour uint64) []byte {
 	k = append(k, code...)
 	k = append(k, 0)
 	return binary.BigEndian.AppendUint64(k, hour)
-}
-
-func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, b *ClickBatch) any {
-	seqs := tx.Bucket(bucketClickSeq)
-	if v := seqs.Get([]byte(b.Node)); len(v) == 8 && binary.BigEndian.Uint64(v) >= b.Seq {
-		return &ClickBatchResult{Duplicate: true}
-	}
-	if err := seqs.Put([]byte(b.Node), binary.BigEndian.AppendUint64(nil, b.Seq)); err != nil {
-		panic(fmt.Sprintf("fsm %s: put click seq: %v", f.path, err))
-	}
-	totals, hours := tx.Bucket(bucketClicks), tx.Bucket(bucketClickHours)
-	for i := range b.Deltas {
-		d := &b.Deltas[i]
-		// Clicks count toward links that exist (tombstones included: a
-		// visit just before a delete is still a visit).
-		if !link.ValidCode(d.Code) || tx.Bucket(bucketLinks).Get([]byte(d.Code)) == nil {
-			continue
-		}
-		var t ClickTotals
-		if v := totals.Get([]byte(d.Code)); v != nil {
-			var err error
-			if t, err = decodeTotals(v); err != nil {
-				panic(fmt.Sprintf("fsm %s: stored clicks of %q: %v", f.path, d.Code, err))
-			}
-		}
-		if err := MergeTotals(&t, &d.Delta); err != nil {
-			// A malformed sketch from a peer: count, but drop the sketch.
-			d.Delta.Humans.Visitors, d.Delta.Bots.Visitors = nil, nil
-			if err := MergeTotals(&t, &ClickTotals{}); err != nil {
-				panic(fmt.Sprintf("fsm %s: merge clicks: %v", f.path, err))
-			}
-		}
-		if err := totals.Put([]byte(d.Code), appendTotals(nil, &t)); err != nil {
-			panic(fmt.Sprintf("fsm %s: put clicks: %v", f.path, err))
-		}
-		for _, h := range d.Hours {
-			k := hourKey(d.Code, h.Hour)
-			cur := HourCount{Hour: h.Hour}
-			if v := hours.Get(k); v != nil {
-				var err error
-				if cur, err = decodeHour(v); err != nil {
-					panic(fmt.Sprintf("fsm %s: stored hour of %q: %v", f.path, d.Code, err))
-				}
-			}
-			cur.Hour, cur.Humans, cur.Bots = h.Hour, cur.Humans+h.Humans, cur.Bots+h.Bots
-			if err := hours.Put(k, appendHour(nil, cur)); err != nil {
-				panic(fmt.Sprintf("fsm %s: put click hour: %v", f.path, err))
-			}
-		}
-	}
-	return &ClickBatchResult{}
 }
 
 // ClickStats is what the stats API reads: the totals since creation and the

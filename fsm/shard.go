@@ -93,11 +93,7 @@ func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index
 		}
 		return f.applyConsumeVisit(tx, c, index)
 	case TypeClickBatch:
-		b, err := decodeClickBatch(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
-		return f.applyClickBatch(tx, b)
+		return f.applyClickBatch(tx, body)
 	}
 	return unknownType(f.path, typ, index)
 }
