@@ -82,19 +82,21 @@ func (s *fsmSubmit) submit(_ context.Context, _ int, b *fsm.ClickBatch) error {
 	return nil
 }
 
-func newFSM(t *testing.T, codes ...string) *fsmSubmit {
-	t.Helper()
-	f, err := fsm.NewShardFSM(fsm.ShardConfig{Path: filepath.Join(t.TempDir(), "s.db")})
+func newFSM(tb testing.TB, codes ...string) *fsmSubmit {
+	tb.Helper()
+	f, err := fsm.NewShardFSM(fsm.ShardConfig{Path: filepath.Join(tb.TempDir(), "s.db")})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
+	tb.Cleanup(func() { f.Close() })
 	s := &fsmSubmit{f: f}
+	logs := make([]*raft.Log, 0, len(codes))
 	for _, c := range codes {
 		s.index++
-		f.Apply(&raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand,
+		logs = append(logs, &raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand,
 			Data: (&fsm.CreateIfAbsent{Code: c, URL: "https://e.example/" + c, Now: time.Now()}).Encode()})
 	}
+	f.ApplyBatch(logs)
 	return s
 }
 

@@ -5,7 +5,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -55,4 +57,55 @@ func BenchmarkRecordOnly(b *testing.B) {
 			p.Record(c)
 		}
 	})
+}
+
+// BenchmarkClickPath is the whole cost of one click on a single node, on
+// the redirect benchmark's load (scripts/bench-analytics.sh: 10,000 links,
+// 15,000 clicks a second): enrichment and aggregation, the batch of every
+// second encoded and applied by a real shard state machine (bbolt,
+// fsync), and the raw visit written. The Raft log append is not in it.
+// Codes are drawn round-robin (flat) or Zipf-like (s = 1.1).
+func BenchmarkClickPath(b *testing.B) {
+	const links, perSecond = 10000, 15000
+	codes := make([]string, links)
+	for i := range codes {
+		codes[i] = fmt.Sprintf("c%05d", i)
+	}
+	for _, mode := range []string{"flat", "zipf"} {
+		b.Run(mode, func(b *testing.B) {
+			sub := newFSM(b, codes...)
+			vs, err := OpenVisitStore(filepath.Join(b.TempDir(), "visits.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer vs.Close()
+			p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Salt: salt, FlushInterval: time.Hour,
+				Submit: sub.submit, Visits: vs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			rng := rand.New(rand.NewPCG(1, 1))
+			zipf := rand.NewZipf(rng, 1.1, 1, links-1)
+			now := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				c := i % links
+				if mode == "zipf" {
+					c = int(zipf.Uint64())
+				}
+				p.queued.Add(1) // as Record does
+				p.add(Click{Code: codes[c], Time: now, IP: netip.AddrFrom4([4]byte{127, 0, 0, 1}), UA: chromeUA, Referer: "https://news.example/item"})
+				if (i+1)%perSecond == 0 {
+					p.flush(true)
+					if (i+1)%(5*perSecond) == 0 {
+						p.writeVisits()
+					}
+				}
+			}
+			p.flush(true)
+			p.writeVisits()
+		})
+	}
 }

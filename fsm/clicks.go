@@ -3,7 +3,7 @@ package fsm
 import (
 	"encoding/binary"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/axiomhq/hyperloglog"
@@ -111,15 +111,15 @@ func appendMessage(b []byte, num protowire.Number, msg []byte) []byte {
 
 func appendCounts(b []byte, c *Counts) []byte {
 	b = appendUint(b, fCountsTotal, c.Total)
-	for _, m := range []struct {
-		num protowire.Number
-		m   map[string]uint64
-	}{{fCountsCountry, c.Countries}, {fCountsDevice, c.Devices}, {fCountsBrowser, c.Browsers}, {fCountsOS, c.OS}, {fCountsReferrer, c.Referrers}} {
-		for _, k := range sortedKeys(m.m) {
-			var pair []byte
-			pair = appendString(pair, fPairKey, k)
-			pair = appendUint(pair, fPairN, m.m[k])
-			b = appendMessage(b, m.num, pair)
+	var buf [32]string
+	for d, m := range [numDims]map[string]uint64{c.Countries, c.Devices, c.Browsers, c.OS, c.Referrers} {
+		keys := buf[:0]
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			b = appendPair(b, dimFields[d], k, m[k])
 		}
 	}
 	return appendBytes(b, fCountsVisitors, c.Visitors)
@@ -130,7 +130,7 @@ func sortedKeys(m map[string]uint64) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }
 
@@ -223,17 +223,21 @@ func decodeTotals(body []byte) (ClickTotals, error) {
 
 // Encode returns the Raft entry for b.
 func (b *ClickBatch) Encode() []byte {
-	out := []byte{byte(TypeClickBatch)}
+	out := make([]byte, 0, 32+len(b.Deltas)*128)
+	out = append(out, byte(TypeClickBatch))
 	out = appendString(out, fBatchNode, b.Node)
 	out = appendUint(out, fBatchSeq, b.Seq)
+	var m, counts []byte // scratch for the nested messages
 	for i := range b.Deltas {
 		d := &b.Deltas[i]
-		var m []byte
-		m = appendString(m, fDeltaCode, d.Code)
-		m = appendMessage(m, fDeltaHumans, appendCounts(nil, &d.Delta.Humans))
-		m = appendMessage(m, fDeltaBots, appendCounts(nil, &d.Delta.Bots))
+		m = appendString(m[:0], fDeltaCode, d.Code)
+		counts = appendCounts(counts[:0], &d.Delta.Humans)
+		m = appendMessage(m, fDeltaHumans, counts)
+		counts = appendCounts(counts[:0], &d.Delta.Bots)
+		m = appendMessage(m, fDeltaBots, counts)
 		for _, h := range d.Hours {
-			m = appendMessage(m, fDeltaHour, appendHour(nil, h))
+			var hb [32]byte
+			m = appendMessage(m, fDeltaHour, appendHour(hb[:0], h))
 		}
 		out = appendMessage(out, fBatchDelta, m)
 	}
