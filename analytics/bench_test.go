@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/linkraft/linkraft/fsm"
 )
 
 // BenchmarkRecordAndAggregate is the whole per-click cost of analytics on
@@ -25,7 +23,7 @@ func BenchmarkRecordAndAggregate(b *testing.B) {
 		return m.Sum(nil)
 	}
 	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Salt: saltFn, FlushInterval: time.Hour,
-		Submit: func(context.Context, int, *fsm.ClickBatch) error { return nil }})
+		Submit: func(context.Context, int, []byte) error { return nil }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +43,7 @@ func BenchmarkRecordAndAggregate(b *testing.B) {
 
 func BenchmarkRecordOnly(b *testing.B) {
 	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Capacity: 1 << 20, FlushInterval: time.Hour,
-		Submit: func(context.Context, int, *fsm.ClickBatch) error { return nil }})
+		Submit: func(context.Context, int, []byte) error { return nil }})
 	if err != nil {
 		b.Fatal(err)
 	}

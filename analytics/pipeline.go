@@ -1,12 +1,15 @@
 package analytics
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -49,9 +52,10 @@ type Config struct {
 	Node string
 	// Shard maps a code to its shard.
 	Shard func(code string) int
-	// Submit proposes a batch through the shard's Raft group. An error
-	// means the outcome is unknown: the same batch is submitted again.
-	Submit func(ctx context.Context, shard int, b *fsm.ClickBatch) error
+	// Submit proposes a batch (an encoded fsm.ClickBatch, the Raft entry)
+	// through the shard's Raft group. An error means the outcome is
+	// unknown: the same batch is submitted again.
+	Submit func(ctx context.Context, shard int, entry []byte) error
 	// Salt returns the visitor-hash salt of a UTC day; the same on every
 	// node, so a visitor seen by two nodes counts once. Nil: no uniques.
 	Salt func(day time.Time) []byte
@@ -99,6 +103,11 @@ type Pipeline struct {
 	salt     []byte
 	visitsAt time.Time // last write of raw visits
 	refMemo  map[string]string
+	free     []*agg // aggs of past batches, for reuse
+	enc      fsm.BatchEncoder
+	humans   fsm.DeltaCounts // scratch of batch
+	bots     fsm.DeltaCounts
+	codes    []string
 
 	orphanMu    sync.Mutex
 	orphans     map[string]uint64
@@ -113,18 +122,88 @@ type Pipeline struct {
 // submitted but not yet acknowledged (sent again until it is, before any
 // later batch, so sequence order is application order).
 type shardState struct {
-	acc      map[string]*agg
-	accN     int
-	pending  *fsm.ClickBatch
-	pendingN int
-	inFlight bool
+	acc        map[string]*agg
+	accN       int
+	pending    []byte // encoded batch
+	pendingSeq uint64
+	pendingN   int
+	inFlight   bool
 }
 
+// agg is one code's clicks since the last batch, kept without a map per
+// code: breakdown counts are a short list searched in place (an index is
+// built if the list grows long), and aggs are reused from batch to batch.
 type agg struct {
-	delta  fsm.ClickTotals
-	hours  map[uint64]*fsm.HourCount
-	humans *hyperloglog.Sketch
-	bots   *hyperloglog.Sketch
+	total   [2]uint64 // humans, bots
+	entries []aggEntry
+	index   map[aggKey]int
+	hours   []fsm.HourCount
+	sketch  [2]*hyperloglog.Sketch
+}
+
+type aggEntry struct {
+	bot bool
+	fsm.DeltaEntry
+}
+
+type aggKey struct {
+	bot bool
+	dim int
+	key string
+}
+
+// linearEntries is how long an agg's breakdown list grows before it gets
+// an index.
+const linearEntries = 32
+
+// count adds one click to the breakdown (bot, dim, key).
+func (g *agg) count(bot bool, dim int, key string) {
+	if g.index == nil {
+		for i := range g.entries {
+			e := &g.entries[i]
+			if e.bot == bot && e.Dim == dim && e.Key == key {
+				e.N++
+				return
+			}
+		}
+		g.entries = append(g.entries, aggEntry{bot, fsm.DeltaEntry{Dim: dim, Key: key, N: 1}})
+		if len(g.entries) > linearEntries {
+			g.index = make(map[aggKey]int, 2*len(g.entries))
+			for i, e := range g.entries {
+				g.index[aggKey{e.bot, e.Dim, e.Key}] = i
+			}
+		}
+		return
+	}
+	k := aggKey{bot, dim, key}
+	if i, ok := g.index[k]; ok {
+		g.entries[i].N++
+		return
+	}
+	g.index[k] = len(g.entries)
+	g.entries = append(g.entries, aggEntry{bot, fsm.DeltaEntry{Dim: dim, Key: key, N: 1}})
+}
+
+func (g *agg) hour(h uint64, bot bool) {
+	i := len(g.hours) - 1
+	for ; i >= 0 && g.hours[i].Hour != h; i-- {
+	}
+	if i < 0 {
+		g.hours = append(g.hours, fsm.HourCount{Hour: h})
+		i = len(g.hours) - 1
+	}
+	if bot {
+		g.hours[i].Bots++
+	} else {
+		g.hours[i].Humans++
+	}
+}
+
+func (g *agg) reset() {
+	g.total = [2]uint64{}
+	g.entries, g.hours = g.entries[:0], g.hours[:0]
+	g.index = nil
+	g.sketch = [2]*hyperloglog.Sketch{}
 }
 
 // New starts a pipeline; Close stops it.
@@ -236,32 +315,26 @@ func (p *Pipeline) add(c Click) {
 	}
 	g := st.acc[c.Code]
 	if g == nil {
-		g = &agg{hours: map[uint64]*fsm.HourCount{}}
+		if n := len(p.free); n > 0 {
+			g, p.free = p.free[n-1], p.free[:n-1]
+		} else {
+			g = &agg{}
+		}
 		st.acc[c.Code] = g
 	}
 	st.accN++
 	p.queued.Add(-1)
-	counts := &g.delta.Humans
+	aud := 0
 	if a.Bot {
-		counts = &g.delta.Bots
+		aud = 1
 	}
-	counts.Total++
-	inc(&counts.Countries, country)
-	inc(&counts.Devices, a.Device)
-	inc(&counts.Browsers, a.Browser)
-	inc(&counts.OS, a.OS)
-	inc(&counts.Referrers, ref)
-	hour := uint64(max(c.Time.Unix(), 0)) / 3600
-	h := g.hours[hour]
-	if h == nil {
-		h = &fsm.HourCount{Hour: hour}
-		g.hours[hour] = h
-	}
-	if a.Bot {
-		h.Bots++
-	} else {
-		h.Humans++
-	}
+	g.total[aud]++
+	g.count(a.Bot, fsm.DimCountry, country)
+	g.count(a.Bot, fsm.DimDevice, a.Device)
+	g.count(a.Bot, fsm.DimBrowser, a.Browser)
+	g.count(a.Bot, fsm.DimOS, a.OS)
+	g.count(a.Bot, fsm.DimReferrer, ref)
+	g.hour(uint64(max(c.Time.Unix(), 0))/3600, a.Bot)
 	if p.cfg.Visits != nil && !c.Private && len(p.visitBuf) < maxVisitBuffer {
 		p.visitBuf = append(p.visitBuf, link.Visit{
 			Code: c.Code, Time: c.Time.UTC(), Node: p.cfg.Node, Network: networkOf(c.IP), Country: country,
@@ -269,10 +342,7 @@ func (p *Pipeline) add(c Click) {
 		})
 	}
 	if !c.Private && p.cfg.Salt != nil && c.IP.IsValid() {
-		sk := &g.humans
-		if a.Bot {
-			sk = &g.bots
-		}
+		sk := &g.sketch[aud]
 		if *sk == nil {
 			*sk = hyperloglog.New14()
 		}
@@ -297,13 +367,6 @@ func (p *Pipeline) visitorHash(c Click) uint64 {
 	return binary.BigEndian.Uint64(sum[:8])
 }
 
-func inc(m *map[string]uint64, k string) {
-	if *m == nil {
-		*m = map[string]uint64{}
-	}
-	(*m)[k]++
-}
-
 // flush submits, per shard, the pending batch or a new one made of what has
 // accumulated. With wait it submits synchronously (Close); otherwise each
 // shard's submission runs on its own so one slow shard delays no other.
@@ -315,15 +378,16 @@ func (p *Pipeline) flush(wait bool) {
 			continue
 		}
 		if st.pending == nil && st.accN > 0 {
-			st.pending, st.pendingN = p.batch(st), st.accN
-			st.acc, st.accN = map[string]*agg{}, 0
+			st.pendingSeq = p.seq.Add(1)
+			st.pending, st.pendingN = p.batch(st, st.pendingSeq), st.accN
+			st.accN = 0
 		}
 		if st.pending == nil {
 			continue
 		}
 		st.inFlight = true
-		b, n := st.pending, st.pendingN
-		wg.Go(func() { p.submit(shard, st, b, n) })
+		b, seq, n := st.pending, st.pendingSeq, st.pendingN
+		wg.Go(func() { p.submit(shard, st, b, seq, n) })
 	}
 	p.mu.Unlock()
 	if wait {
@@ -331,7 +395,7 @@ func (p *Pipeline) flush(wait bool) {
 	}
 }
 
-func (p *Pipeline) submit(shard int, st *shardState, b *fsm.ClickBatch, n int) {
+func (p *Pipeline) submit(shard int, st *shardState, b []byte, seq uint64, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.SubmitTimeout)
 	err := p.cfg.Submit(ctx, shard, b)
 	cancel()
@@ -339,7 +403,7 @@ func (p *Pipeline) submit(shard int, st *shardState, b *fsm.ClickBatch, n int) {
 	defer p.mu.Unlock()
 	st.inFlight = false
 	if err != nil {
-		p.cfg.Logger.Debug("click batch not acknowledged; will resend", "shard", shard, "seq", b.Seq, "err", err)
+		p.cfg.Logger.Debug("click batch not acknowledged; will resend", "shard", shard, "seq", seq, "err", err)
 		if o := p.cfg.Observer; o != nil {
 			o.ClickFlushFailed(shard)
 		}
@@ -351,27 +415,45 @@ func (p *Pipeline) submit(shard int, st *shardState, b *fsm.ClickBatch, n int) {
 	}
 }
 
-// batch turns a shard's aggregates into a ClickBatch with the next seq.
-func (p *Pipeline) batch(st *shardState) *fsm.ClickBatch {
-	b := &fsm.ClickBatch{Node: p.cfg.Node, Seq: p.seq.Add(1)}
-	for code, g := range st.acc {
-		d := fsm.ClickDelta{Code: code, Delta: g.delta}
-		for _, s := range []struct {
-			sk  *hyperloglog.Sketch
-			dst *[]byte
-		}{{g.humans, &d.Delta.Humans.Visitors}, {g.bots, &d.Delta.Bots.Visitors}} {
-			if s.sk != nil {
-				if v, err := s.sk.MarshalBinary(); err == nil {
-					*s.dst = v
+// batch encodes a shard's aggregates as ClickBatch seq (codes in order,
+// for locality in the replicas' B+trees) and empties them. Called under mu.
+func (p *Pipeline) batch(st *shardState, seq uint64) []byte {
+	p.enc.Begin(p.cfg.Node, seq)
+	p.codes = p.codes[:0]
+	for code := range st.acc {
+		p.codes = append(p.codes, code)
+	}
+	slices.Sort(p.codes)
+	for _, code := range p.codes {
+		g := st.acc[code]
+		slices.SortFunc(g.entries, func(a, b aggEntry) int {
+			return cmp.Or(cmp.Compare(a.Dim, b.Dim), strings.Compare(a.Key, b.Key))
+		})
+		p.humans = fsm.DeltaCounts{Total: g.total[0], Entries: p.humans.Entries[:0]}
+		p.bots = fsm.DeltaCounts{Total: g.total[1], Entries: p.bots.Entries[:0]}
+		for _, e := range g.entries {
+			if e.bot {
+				p.bots.Entries = append(p.bots.Entries, e.DeltaEntry)
+			} else {
+				p.humans.Entries = append(p.humans.Entries, e.DeltaEntry)
+			}
+		}
+		for i, dc := range []*fsm.DeltaCounts{&p.humans, &p.bots} {
+			if sk := g.sketch[i]; sk != nil {
+				if v, err := sk.MarshalBinary(); err == nil {
+					dc.Visitors = v
 				}
 			}
 		}
-		for _, h := range g.hours {
-			d.Hours = append(d.Hours, *h)
+		slices.SortFunc(g.hours, func(a, b fsm.HourCount) int { return cmp.Compare(a.Hour, b.Hour) })
+		p.enc.Add(code, &p.humans, &p.bots, g.hours)
+		g.reset()
+		if len(p.free) < maxFreeAggs {
+			p.free = append(p.free, g)
 		}
-		b.Deltas = append(b.Deltas, d)
 	}
-	return b
+	clear(st.acc)
+	return bytes.Clone(p.enc.Bytes())
 }
 
 // Pending reports how many clicks are not yet acknowledged (queued,
@@ -426,6 +508,9 @@ func (p *Pipeline) writeVisits() {
 		}
 	}
 }
+
+// maxFreeAggs bounds the aggs kept for reuse.
+const maxFreeAggs = 1 << 16
 
 // maxVisitBuffer bounds the raw visits held between flushes.
 const maxVisitBuffer = 100_000

@@ -13,15 +13,18 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-// SubmitClicks proposes a click batch through shard s's Raft group (on its
-// leader, forwarded if need be). An error means the outcome is unknown; the
-// caller resends the same batch, which the FSM applies at most once.
-func (n *Node) SubmitClicks(ctx context.Context, s int, b *fsm.ClickBatch) error {
-	_, err := n.applyGroup(ctx, shardGroupID(s), b.Encode(), 0)
+// SubmitClicks proposes a click batch (an encoded fsm.ClickBatch) through
+// shard s's Raft group (on its leader, forwarded if need be). An error
+// means the outcome is unknown; the caller resends the same batch, which
+// the FSM applies at most once.
+func (n *Node) SubmitClicks(ctx context.Context, s int, entry []byte) error {
+	_, err := n.applyGroup(ctx, shardGroupID(s), entry, 0)
 	if err == nil && n.bugs.clickDouble() {
-		dup := *b
-		dup.Node += "#dup"
-		_, err = n.applyGroup(ctx, shardGroupID(s), dup.Encode(), 0)
+		cmd, derr := fsm.Decode(entry)
+		if b, ok := cmd.(*fsm.ClickBatch); derr == nil && ok {
+			b.Node += "#dup"
+			_, err = n.applyGroup(ctx, shardGroupID(s), b.Encode(), 0)
+		}
 	}
 	return err
 }
