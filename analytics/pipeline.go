@@ -98,6 +98,8 @@ type Pipeline struct {
 	mu       sync.Mutex
 	shards   map[int]*shardState
 	visitBuf []link.Visit
+	// spareVisits is the other visit buffer, while visitBuf fills.
+	spareVisits []link.Visit
 	// Per-click work memoised under mu: the day's salt, referrer hosts.
 	saltDay  time.Time
 	salt     []byte
@@ -499,7 +501,7 @@ func (p *Pipeline) Flush(ctx context.Context) int {
 func (p *Pipeline) writeVisits() {
 	p.mu.Lock()
 	visits := p.visitBuf
-	p.visitBuf = nil
+	p.visitBuf, p.spareVisits = p.spareVisits, nil
 	p.visitsAt = time.Now()
 	p.mu.Unlock()
 	if len(visits) > 0 {
@@ -507,6 +509,14 @@ func (p *Pipeline) writeVisits() {
 			p.cfg.Logger.Warn("visits not stored", "count", len(visits), "err", err)
 		}
 	}
+	// The buffer is used again (two take turns): growing a fresh one to
+	// tens of thousands of visits every flush was a good part of the cost.
+	clear(visits)
+	p.mu.Lock()
+	if p.spareVisits == nil {
+		p.spareVisits = visits[:0]
+	}
+	p.mu.Unlock()
 }
 
 // maxFreeAggs bounds the aggs kept for reuse.

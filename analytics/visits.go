@@ -1,6 +1,7 @@
 package analytics
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -13,16 +14,21 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/linkraft/linkraft/link"
 )
 
-// Visits are appended in time order to one bucket (sequential keys: cheap
-// inserts, and the purge walks it from the front); a second bucket indexes
-// them by code with empty values, so the random-order part of every write
-// is small.
+// Visits live in one bucket per UTC hour, under a parent bucket: in an
+// hour's bucket they are keyed by code, then time, so a code's visits in a
+// range are a few seeks, and a write is one put per visit into the current
+// hour (the random-order region of the B+tree is one hour, not the whole
+// retention). The purge drops whole hours. Each hour bucket's sequence
+// counts its visits.
 var (
-	bucketByTime = []byte("visits-by-time") // time(8) seq(4) -> visit (appendVisit)
+	bucketVisits = []byte("visits-by-hour") // hour(8, BE) -> bucket: code 0x00 time(8) seq(4) -> visit (appendVisit)
+	// Files written before hour buckets: migrated when opened.
+	bucketByTime = []byte("visits-by-time") // time(8) seq(4) -> visit
 	bucketByCode = []byte("visits-by-code") // code 0x00 time(8) seq(4) -> empty
 )
 
@@ -47,27 +53,71 @@ func OpenVisitStore(path string) (*VisitStore, error) {
 	// loses nothing (the page cache survives it); a power loss may lose the
 	// last writes. No fsync per flush.
 	db.NoSync = true
+	s := &VisitStore{db: db}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketByCode, bucketByTime} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := tx.CreateBucketIfNotExists(bucketVisits)
+		return err
 	})
+	if err == nil {
+		err = s.migrate()
+	}
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &VisitStore{db: db}, nil
+	return s, nil
+}
+
+// migrate moves visits from the layout before hour buckets, 10,000 per
+// transaction.
+func (s *VisitStore) migrate() error {
+	for {
+		done := false
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			tb := tx.Bucket(bucketByTime)
+			if tb == nil {
+				done = true
+				return nil
+			}
+			var vs []link.Visit
+			var keys [][]byte
+			c := tb.Cursor()
+			for k, v := c.First(); k != nil && len(vs) < 10000; k, v = c.Next() {
+				vis, err := decodeVisit(v)
+				if err != nil {
+					return err
+				}
+				vs = append(vs, vis)
+				keys = append(keys, bytes.Clone(k))
+			}
+			for _, k := range keys { // deleting under the cursor would skip keys
+				if err := tb.Delete(k); err != nil {
+					return err
+				}
+			}
+			if len(vs) == 0 {
+				done = true
+				for _, b := range [][]byte{bucketByTime, bucketByCode} {
+					if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+						return err
+					}
+				}
+				return nil
+			}
+			return s.put(tx, vs)
+		})
+		if err != nil || done {
+			return err
+		}
+	}
 }
 
 // Close closes the file.
 func (s *VisitStore) Close() error { return s.db.Close() }
 
-func appendTimeKey(b []byte, t int64, seq uint32) []byte {
-	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(b, uint64(t)), seq)
-}
+func hourKey(h int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(h)) }
+
+func hourOf(ns int64) int64 { return ns / int64(time.Hour) }
 
 func appendVisitKey(b []byte, code string, t int64, seq uint32) []byte {
 	b = append(b, code...)
@@ -80,14 +130,18 @@ func visitKey(code string, t int64, seq uint32) []byte {
 	return appendVisitKey(make([]byte, 0, len(code)+13), code, t, seq)
 }
 
-// Add stores visits in one transaction. Both buckets are written in key
-// order: a bbolt node takes a put by moving the keys after it, so keys in
-// order cost a constant each where keys in arrival order (random in the
-// by-code index) cost a move of the node.
+// Add stores visits in one transaction.
 func (s *VisitStore) Add(visits []link.Visit) error {
 	if len(visits) == 0 {
 		return nil
 	}
+	return s.db.Update(func(tx *bolt.Tx) error { return s.put(tx, visits) })
+}
+
+// put writes visits in key order: a bbolt node takes a put by moving the
+// keys after it, so keys in order cost a constant each where keys in
+// arrival order cost a move of the node.
+func (s *VisitStore) put(tx *bolt.Tx, visits []link.Visit) error {
 	type entry struct {
 		v   *link.Visit
 		t   int64
@@ -98,8 +152,11 @@ func (s *VisitStore) Add(visits []link.Visit) error {
 	for i := range visits {
 		s.seq++
 		es[i] = entry{&visits[i], max(visits[i].Time.UnixNano(), 0), s.seq}
-		size += 12 + len(visits[i].Code) + 13 + encodedVisitSize(&visits[i])
+		size += len(visits[i].Code) + 13 + encodedVisitSize(&visits[i])
 	}
+	slices.SortFunc(es, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(hourOf(a.t), hourOf(b.t)), strings.Compare(a.v.Code, b.v.Code), cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq))
+	})
 	// One allocation for every key and value (bbolt holds them until the
 	// commit).
 	arena := make([]byte, 0, size)
@@ -108,28 +165,27 @@ func (s *VisitStore) Add(visits []link.Visit) error {
 		arena = fill(arena)
 		return arena[start:len(arena):len(arena)]
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		tb, cb := tx.Bucket(bucketByTime), tx.Bucket(bucketByCode)
-		tb.FillPercent = 0.95 // appends: pack the pages
-		slices.SortFunc(es, func(a, b entry) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq)) })
-		for _, e := range es {
-			k := carve(func(b []byte) []byte { return appendTimeKey(b, e.t, e.seq) })
-			v := carve(func(b []byte) []byte { return appendVisit(b, e.v) })
-			if err := tb.Put(k, v); err != nil {
+	parent := tx.Bucket(bucketVisits)
+	var b *bolt.Bucket
+	hour := int64(-1)
+	for _, e := range es {
+		if h := hourOf(e.t); h != hour || b == nil {
+			var err error
+			if b, err = parent.CreateBucketIfNotExists(hourKey(h)); err != nil {
 				return err
 			}
+			hour = h
 		}
-		slices.SortFunc(es, func(a, b entry) int {
-			return cmp.Or(strings.Compare(a.v.Code, b.v.Code), cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq))
-		})
-		for _, e := range es {
-			k := carve(func(b []byte) []byte { return appendVisitKey(b, e.v.Code, e.t, e.seq) })
-			if err := cb.Put(k, nil); err != nil {
-				return err
-			}
+		k := carve(func(a []byte) []byte { return appendVisitKey(a, e.v.Code, e.t, e.seq) })
+		v := carve(func(a []byte) []byte { return appendVisit(a, e.v) })
+		if err := b.Put(k, v); err != nil {
+			return err
 		}
-		return nil
-	})
+		if err := b.SetSequence(b.Sequence() + 1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // A visit is stored as version byte 1, the time (Unix ns, 8 bytes BE), the
@@ -188,68 +244,71 @@ func decodeVisit(b []byte) (link.Visit, error) {
 // List returns up to limit visits of code in [from, to), newest first.
 func (s *VisitStore) List(code string, from, to time.Time, limit int) ([]link.Visit, error) {
 	out := []link.Visit{}
+	lo, hi := max(from.UnixNano(), 0), max(to.UnixNano(), 0)
+	if hi <= lo || limit <= 0 {
+		return out, nil
+	}
+	loKey, hiKey := visitKey(code, lo, 0), visitKey(code, hi, 0)
 	err := s.db.View(func(tx *bolt.Tx) error {
-		tb := tx.Bucket(bucketByTime)
-		c := tx.Bucket(bucketByCode).Cursor()
-		lo := visitKey(code, max(from.UnixNano(), 0), 0)
-		hi := visitKey(code, max(to.UnixNano(), 0), 0)
-		k, _ := c.Seek(hi)
+		parent := tx.Bucket(bucketVisits)
+		pc := parent.Cursor()
+		k, _ := pc.Seek(hourKey(hourOf(hi - 1)))
 		if k == nil {
-			k, _ = c.Last()
+			k, _ = pc.Last()
+		} else if int64(binary.BigEndian.Uint64(k)) > hourOf(hi-1) {
+			k, _ = pc.Prev()
 		}
-		for ; k != nil && len(out) < limit; k, _ = c.Prev() {
-			if string(k) >= string(hi) {
+		for ; k != nil && int64(binary.BigEndian.Uint64(k)) >= hourOf(lo) && len(out) < limit; k, _ = pc.Prev() {
+			b := parent.Bucket(k)
+			if b == nil {
 				continue
 			}
-			if string(k) < string(lo) {
-				break
+			c := b.Cursor()
+			vk, v := c.Seek(hiKey)
+			if vk == nil {
+				vk, v = c.Last()
 			}
-			v := tb.Get(k[len(k)-12:])
-			if v == nil {
-				continue // purged meanwhile
+			for ; vk != nil && len(out) < limit; vk, v = c.Prev() {
+				if string(vk) >= string(hiKey) {
+					continue
+				}
+				if string(vk) < string(loKey) {
+					break
+				}
+				vis, err := decodeVisit(v)
+				if err != nil {
+					return err
+				}
+				out = append(out, vis)
 			}
-			vis, err := decodeVisit(v)
-			if err != nil {
-				return err
-			}
-			out = append(out, vis)
 		}
 		return nil
 	})
 	return out, err
 }
 
-// Purge deletes the visits older than before, in transactions of at most
-// 10,000, and returns how many went.
+// Purge deletes the visits of the hours that ended by before (so a visit
+// outlives the retention by less than an hour), one hour per
+// transaction, and returns how many went.
 func (s *VisitStore) Purge(before time.Time) (int, error) {
-	cut := binary.BigEndian.AppendUint64(nil, uint64(max(before.UnixNano(), 0)))
+	cut := hourOf(max(before.UnixNano(), 0))
 	total := 0
 	for {
-		n := 0
+		n, done := 0, false
 		err := s.db.Update(func(tx *bolt.Tx) error {
-			tb, cb := tx.Bucket(bucketByTime), tx.Bucket(bucketByCode)
-			c := tb.Cursor()
-			for k, v := c.First(); k != nil && string(k[:8]) < string(cut) && n < 10000; k, v = c.First() {
-				if len(k) != 12 {
-					return fmt.Errorf("analytics: malformed visit key")
-				}
-				vis, err := decodeVisit(v)
-				if err != nil {
-					return err
-				}
-				ik := append(append([]byte(vis.Code), 0), k...)
-				if err := cb.Delete(ik); err != nil {
-					return err
-				}
-				if err := c.Delete(); err != nil {
-					return err
-				}
-				n++
+			parent := tx.Bucket(bucketVisits)
+			k, _ := parent.Cursor().First()
+			if k == nil || int64(binary.BigEndian.Uint64(k)) >= cut {
+				done = true
+				return nil
 			}
-			return nil
+			if b := parent.Bucket(k); b != nil {
+				n = int(b.Sequence())
+			}
+			return parent.DeleteBucket(k)
 		})
 		total += n
-		if err != nil || n < 10000 {
+		if err != nil || done {
 			return total, err
 		}
 	}
