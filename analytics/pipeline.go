@@ -97,9 +97,9 @@ type Pipeline struct {
 
 	mu       sync.Mutex
 	shards   map[int]*shardState
-	visitBuf []link.Visit
+	visitBuf *VisitBatch
 	// spareVisits is the other visit buffer, while visitBuf fills.
-	spareVisits []link.Visit
+	spareVisits *VisitBatch
 	// Per-click work memoised under mu: the day's salt, referrer hosts.
 	saltDay  time.Time
 	salt     []byte
@@ -234,7 +234,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Seq0 == 0 {
 		cfg.Seq0 = uint64(time.Now().UnixNano())
 	}
-	p := &Pipeline{cfg: cfg, in: make(chan Click, cfg.Capacity), shards: map[int]*shardState{}, orphans: map[string]uint64{},
+	p := &Pipeline{cfg: cfg, in: make(chan Click, cfg.Capacity), shards: map[int]*shardState{}, orphans: map[string]uint64{}, visitBuf: &VisitBatch{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	p.seq.Store(cfg.Seq0)
 	go p.run()
@@ -337,8 +337,8 @@ func (p *Pipeline) add(c Click) {
 	g.count(a.Bot, fsm.DimOS, a.OS)
 	g.count(a.Bot, fsm.DimReferrer, ref)
 	g.hour(uint64(max(c.Time.Unix(), 0))/3600, a.Bot)
-	if p.cfg.Visits != nil && !c.Private && len(p.visitBuf) < maxVisitBuffer {
-		p.visitBuf = append(p.visitBuf, link.Visit{
+	if p.cfg.Visits != nil && !c.Private && p.visitBuf.Len() < maxVisitBuffer {
+		p.visitBuf.Append(&link.Visit{
 			Code: c.Code, Time: c.Time.UTC(), Node: p.cfg.Node, Network: networkOf(c.IP), Country: country,
 			UserAgent: c.UA, Referer: stripQuery(c.Referer), Bot: a.Bot,
 		})
@@ -463,7 +463,7 @@ func (p *Pipeline) batch(st *shardState, seq uint64) []byte {
 func (p *Pipeline) Pending() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := int(p.queued.Load()) + len(p.visitBuf)
+	n := int(p.queued.Load()) + p.visitBuf.Len()
 	for _, st := range p.shards {
 		n += st.accN + st.pendingN
 	}
@@ -502,19 +502,22 @@ func (p *Pipeline) writeVisits() {
 	p.mu.Lock()
 	visits := p.visitBuf
 	p.visitBuf, p.spareVisits = p.spareVisits, nil
+	if p.visitBuf == nil {
+		p.visitBuf = &VisitBatch{}
+	}
 	p.visitsAt = time.Now()
 	p.mu.Unlock()
-	if len(visits) > 0 {
-		if err := p.cfg.Visits.Add(visits); err != nil {
-			p.cfg.Logger.Warn("visits not stored", "count", len(visits), "err", err)
+	if visits.Len() > 0 {
+		if err := p.cfg.Visits.AddBatch(visits); err != nil {
+			p.cfg.Logger.Warn("visits not stored", "count", visits.Len(), "err", err)
 		}
 	}
 	// The buffer is used again (two take turns): growing a fresh one to
 	// tens of thousands of visits every flush was a good part of the cost.
-	clear(visits)
+	visits.Reset()
 	p.mu.Lock()
 	if p.spareVisits == nil {
-		p.spareVisits = visits[:0]
+		p.spareVisits = visits
 	}
 	p.mu.Unlock()
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -79,15 +78,15 @@ func (s *VisitStore) migrate() error {
 				done = true
 				return nil
 			}
-			var vs []link.Visit
+			var vs VisitBatch
 			var keys [][]byte
 			c := tb.Cursor()
-			for k, v := c.First(); k != nil && len(vs) < 10000; k, v = c.Next() {
+			for k, v := c.First(); k != nil && vs.Len() < 10000; k, v = c.Next() {
 				vis, err := decodeVisit(v)
 				if err != nil {
 					return err
 				}
-				vs = append(vs, vis)
+				vs.Append(&vis)
 				keys = append(keys, bytes.Clone(k))
 			}
 			for _, k := range keys { // deleting under the cursor would skip keys
@@ -95,7 +94,7 @@ func (s *VisitStore) migrate() error {
 					return err
 				}
 			}
-			if len(vs) == 0 {
+			if vs.Len() == 0 {
 				done = true
 				for _, b := range [][]byte{bucketByTime, bucketByCode} {
 					if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
@@ -104,7 +103,7 @@ func (s *VisitStore) migrate() error {
 				}
 				return nil
 			}
-			return s.put(tx, vs)
+			return s.put(tx, &vs)
 		})
 		if err != nil || done {
 			return err
@@ -130,58 +129,95 @@ func visitKey(code string, t int64, seq uint32) []byte {
 	return appendVisitKey(make([]byte, 0, len(code)+13), code, t, seq)
 }
 
-// Add stores visits in one transaction.
-func (s *VisitStore) Add(visits []link.Visit) error {
-	if len(visits) == 0 {
-		return nil
-	}
-	return s.db.Update(func(tx *bolt.Tx) error { return s.put(tx, visits) })
+// VisitBatch is visits encoded back to back, as the pipeline collects
+// them: bytes and offsets only, so the garbage collector has nothing in it
+// to scan however many visits wait for the next write.
+type VisitBatch struct {
+	buf  []byte
+	ends []int
 }
 
-// put writes visits in key order: a bbolt node takes a put by moving the
-// keys after it, so keys in order cost a constant each where keys in
-// arrival order cost a move of the node.
-func (s *VisitStore) put(tx *bolt.Tx, visits []link.Visit) error {
-	type entry struct {
-		v   *link.Visit
-		t   int64
-		seq uint32
-	}
-	es := make([]entry, len(visits))
-	size := 0
+// Append adds v.
+func (b *VisitBatch) Append(v *link.Visit) {
+	b.buf = appendVisit(b.buf, v)
+	b.ends = append(b.ends, len(b.buf))
+}
+
+// Len is the number of visits in b.
+func (b *VisitBatch) Len() int { return len(b.ends) }
+
+// Reset empties b, keeping its memory.
+func (b *VisitBatch) Reset() { b.buf, b.ends = b.buf[:0], b.ends[:0] }
+
+// Add stores visits in one transaction.
+func (s *VisitStore) Add(visits []link.Visit) error {
+	var b VisitBatch
 	for i := range visits {
+		b.Append(&visits[i])
+	}
+	return s.AddBatch(&b)
+}
+
+// AddBatch stores a batch of visits in one transaction.
+func (s *VisitStore) AddBatch(b *VisitBatch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return s.put(tx, b) })
+}
+
+// put writes a batch in key order: a bbolt node takes a put by moving the
+// keys after it, so keys in order cost a constant each where keys in
+// arrival order cost a move of the node. The values are the batch's own
+// bytes (bbolt holds them until the commit, which comes before the batch
+// is reused).
+func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch) error {
+	type entry struct {
+		rec  []byte
+		code []byte
+		t    int64
+		seq  uint32
+	}
+	es := make([]entry, b.Len())
+	size, start := 0, 0
+	for i, end := range b.ends {
+		rec := b.buf[start:end:end]
+		start = end
+		if len(rec) < 10 || rec[0] != visitFormat {
+			return errBadVisit
+		}
+		n, k := binary.Uvarint(rec[10:])
+		if k <= 0 || uint64(len(rec)-10-k) < n {
+			return errBadVisit
+		}
 		s.seq++
-		es[i] = entry{&visits[i], max(visits[i].Time.UnixNano(), 0), s.seq}
-		size += len(visits[i].Code) + 13 + encodedVisitSize(&visits[i])
+		es[i] = entry{rec, rec[10+k : 10+k+int(n)], max(int64(binary.BigEndian.Uint64(rec[1:9])), 0), s.seq}
+		size += int(n) + 13
 	}
 	slices.SortFunc(es, func(a, b entry) int {
-		return cmp.Or(cmp.Compare(hourOf(a.t), hourOf(b.t)), strings.Compare(a.v.Code, b.v.Code), cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq))
+		return cmp.Or(cmp.Compare(hourOf(a.t), hourOf(b.t)), bytes.Compare(a.code, b.code), cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq))
 	})
-	// One allocation for every key and value (bbolt holds them until the
-	// commit).
-	arena := make([]byte, 0, size)
-	carve := func(fill func([]byte) []byte) []byte {
-		start := len(arena)
-		arena = fill(arena)
-		return arena[start:len(arena):len(arena)]
-	}
+	keys := make([]byte, 0, size) // one allocation for every key
 	parent := tx.Bucket(bucketVisits)
-	var b *bolt.Bucket
+	var bk *bolt.Bucket
 	hour := int64(-1)
 	for _, e := range es {
-		if h := hourOf(e.t); h != hour || b == nil {
+		if h := hourOf(e.t); h != hour || bk == nil {
 			var err error
-			if b, err = parent.CreateBucketIfNotExists(hourKey(h)); err != nil {
+			if bk, err = parent.CreateBucketIfNotExists(hourKey(h)); err != nil {
 				return err
 			}
 			hour = h
 		}
-		k := carve(func(a []byte) []byte { return appendVisitKey(a, e.v.Code, e.t, e.seq) })
-		v := carve(func(a []byte) []byte { return appendVisit(a, e.v) })
-		if err := b.Put(k, v); err != nil {
+		from := len(keys)
+		keys = append(keys, e.code...)
+		keys = append(keys, 0)
+		keys = binary.BigEndian.AppendUint64(keys, uint64(e.t))
+		keys = binary.BigEndian.AppendUint32(keys, e.seq)
+		if err := bk.Put(keys[from:len(keys):len(keys)], e.rec); err != nil {
 			return err
 		}
-		if err := b.SetSequence(b.Sequence() + 1); err != nil {
+		if err := bk.SetSequence(bk.Sequence() + 1); err != nil {
 			return err
 		}
 	}
@@ -192,14 +228,6 @@ func (s *VisitStore) put(tx *bolt.Tx, visits []link.Visit) error {
 // bot flag and six length-prefixed strings. Files written before that hold
 // JSON (first byte '{'); they are still read.
 const visitFormat = 1
-
-func encodedVisitSize(v *link.Visit) int {
-	n := 10
-	for _, s := range [...]string{v.Code, v.Node, v.Network, v.Country, v.UserAgent, v.Referer} {
-		n += binary.MaxVarintLen16 + len(s)
-	}
-	return n
-}
 
 func appendVisit(b []byte, v *link.Visit) []byte {
 	b = append(b, visitFormat)

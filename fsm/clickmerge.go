@@ -357,8 +357,10 @@ func (f *ShardFSM) applyClickDelta(m *clickMerger, totals, hours *bolt.Bucket, b
 		}
 	}
 	// Clicks count toward links that exist (tombstones included: a visit
-	// just before a delete is still a visit).
-	if !link.ValidCode(string(code)) || get(m.links, code) == nil {
+	// just before a delete is still a visit). Stored clicks mean the link
+	// exists (neither links nor clicks are ever removed), which spares the
+	// usual case a lookup.
+	if !link.ValidCode(string(code)) {
 		return nil
 	}
 	m.cur[0].parse(nil)
@@ -367,6 +369,8 @@ func (f *ShardFSM) applyClickDelta(m *clickMerger, totals, hours *bolt.Bucket, b
 		if err := m.parseTotals(v); err != nil {
 			panic(fmt.Sprintf("fsm %s: stored clicks of %q: %v", f.path, code, err))
 		}
+	} else if get(m.links, code) == nil {
+		return nil
 	}
 	m.out = m.out[:0]
 	m.appendMerged(fTotalsHumans, &m.cur[0], &m.add[0])
