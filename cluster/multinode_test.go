@@ -4,37 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/loopback"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/shard"
 )
 
-// freeAddr returns a loopback address whose TCP and UDP ports were free a
-// moment ago (memberlist needs both).
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	for i := 0; i < 50; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		return addr
-	}
-	tb.Fatal("no free port")
-	return ""
-}
+// freeAddr returns a loopback address whose TCP and UDP ports are free
+// (memberlist needs both), from below the ephemeral range.
+func freeAddr(tb testing.TB) string { return loopback.Addr(tb) }
 
 // testCluster is a set of real in-process nodes: real Raft groups, bbolt
 // files, memberlist and the peer port, all on loopback.

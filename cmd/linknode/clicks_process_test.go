@@ -18,7 +18,7 @@ func startCluster(t *testing.T, size int, extra ...string) []*proc {
 	addrs := make([]procAddrs, size)
 	var gossips []string
 	for i := range addrs {
-		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeGossipAddr(t)}
+		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
 		gossips = append(gossips, addrs[i].gossip)
 	}
 	procs := make([]*proc, size)

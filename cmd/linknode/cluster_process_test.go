@@ -3,26 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
-
-// freeGossipAddr is freeAddr with the UDP port free too (memberlist).
-func freeGossipAddr(tb testing.TB) string {
-	tb.Helper()
-	for i := 0; i < 50; i++ {
-		a := freeAddr(tb)
-		if pc, err := net.ListenPacket("udp", a); err == nil {
-			pc.Close()
-			return a
-		}
-	}
-	tb.Fatal("no free gossip port")
-	return ""
-}
 
 // TestThreeProcessCluster forms a cluster of three real linknode processes
 // with the documented flags, writes through one node, reads through the
@@ -33,7 +18,7 @@ func TestThreeProcessCluster(t *testing.T) {
 	addrs := make([]procAddrs, size)
 	var gossips []string
 	for i := range addrs {
-		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeGossipAddr(t)}
+		addrs[i] = procAddrs{http: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
 		gossips = append(gossips, addrs[i].gossip)
 	}
 	dirs := make([]string, size)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/loopback"
 )
 
 // binPath is the linknode binary built once for the process tests.
@@ -39,15 +40,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a loopback address for a child process (TCP and UDP
+// free, below the kernel's ephemeral range so no outgoing connection takes
+// it first).
+func freeAddr(tb testing.TB) string { return loopback.Addr(tb) }
 
 // proc is one linknode process on loopback ports.
 type proc struct {
