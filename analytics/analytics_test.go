@@ -180,7 +180,8 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 	}
 	// Wait until the worker holds the first click (and is stuck with it).
 	deadline := time.Now().Add(5 * time.Second)
-	for len(p.in) > 0 {
+	inbox := func() int { p.inMu.Lock(); defer p.inMu.Unlock(); return len(p.inBuf) }
+	for inbox() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker never took the first click")
 		}
@@ -273,6 +274,40 @@ func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
 	o := p.Orphans(1)
 	if o.Total != 4 || len(o.Top) != 1 || o.Top[0] != (link.CodeCount{Code: "typo", Count: 3}) {
 		t.Fatalf("orphans = %+v", o)
+	}
+	_ = p.Close(context.Background())
+}
+
+// Clicks arriving faster than the visit flush interval drains them: the
+// buffer is written early, not left to overflow and drop visits.
+func TestPipelineWritesVisitsEarlyRatherThanDrop(t *testing.T) {
+	sub := newFSM(t, "abc")
+	store, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const buffer, clicks = 100, 1000
+	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Submit: sub.submit, Visits: store,
+		FlushInterval: time.Hour, VisitFlushInterval: time.Hour, VisitBuffer: buffer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i := range clicks {
+		if !p.Record(Click{Code: "abc", Time: now, IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), UA: chromeUA}) {
+			t.Fatal("click dropped")
+		}
+	}
+	if left := p.Flush(context.Background()); left != 0 {
+		t.Fatalf("%d unflushed", left)
+	}
+	vs, err := p.ListVisits("abc", now.Add(-time.Minute), now.Add(time.Minute), 2*clicks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != clicks {
+		t.Fatalf("%d visit records for %d clicks through a buffer of %d", len(vs), clicks, buffer)
 	}
 	_ = p.Close(context.Background())
 }

@@ -68,6 +68,10 @@ type Config struct {
 	// they are a local, best-effort record, and larger transactions cost
 	// far less per visit than one a second).
 	VisitFlushInterval time.Duration
+	// VisitBuffer bounds the raw visits held between writes (default
+	// 100,000); the buffer is written early once half full, so visits are
+	// dropped only if the disk falls behind.
+	VisitBuffer int
 	// Capacity bounds the clicks waiting for the pipeline (default 65536).
 	Capacity int
 	// FlushInterval is how often batches are submitted (default 1 s).
@@ -88,12 +92,20 @@ type Config struct {
 // Pipeline is a node's click pipeline.
 type Pipeline struct {
 	cfg Config
-	in  chan Click
 	seq atomic.Uint64
 	// queued counts clicks handed over but not yet aggregated; it drops
 	// under mu together with the aggregate's count growing, so Pending
 	// never misses a click in transit.
 	queued atomic.Int64
+
+	// The inbox: handlers append under inMu (a lock and a copy per click,
+	// where a channel cost the pipeline a wake-up and a select per click);
+	// the pipeline takes the whole slice at once and gives back the one it
+	// emptied. wake is signalled when the inbox stops being empty.
+	inMu    sync.Mutex
+	inBuf   []Click
+	inSpare []Click
+	wake    chan struct{}
 
 	mu       sync.Mutex
 	shards   map[int]*shardState
@@ -225,6 +237,9 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.VisitFlushInterval <= 0 {
 		cfg.VisitFlushInterval = 5 * time.Second
 	}
+	if cfg.VisitBuffer <= 0 {
+		cfg.VisitBuffer = 100_000
+	}
 	if cfg.SubmitTimeout <= 0 {
 		cfg.SubmitTimeout = 5 * time.Second
 	}
@@ -234,7 +249,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Seq0 == 0 {
 		cfg.Seq0 = uint64(time.Now().UnixNano())
 	}
-	p := &Pipeline{cfg: cfg, in: make(chan Click, cfg.Capacity), shards: map[int]*shardState{}, orphans: map[string]uint64{}, visitBuf: &VisitBatch{},
+	p := &Pipeline{cfg: cfg, wake: make(chan struct{}, 1), shards: map[int]*shardState{}, orphans: map[string]uint64{}, visitBuf: &VisitBatch{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	p.seq.Store(cfg.Seq0)
 	go p.run()
@@ -248,18 +263,81 @@ func (p *Pipeline) Record(c Click) bool {
 		p.dropped()
 		return false
 	}
-	p.queued.Add(1)
-	select {
-	case p.in <- c:
-		if o := p.cfg.Observer; o != nil {
-			o.ClickRecorded()
-		}
-		return true
-	default:
-		p.queued.Add(-1)
+	p.inMu.Lock()
+	if len(p.inBuf) >= p.cfg.Capacity {
+		p.inMu.Unlock()
 		p.dropped()
 		return false
 	}
+	p.queued.Add(1)
+	p.inBuf = append(p.inBuf, c)
+	first := len(p.inBuf) == 1
+	p.inMu.Unlock()
+	if first {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	if o := p.cfg.Observer; o != nil {
+		o.ClickRecorded()
+	}
+	return true
+}
+
+// drainPause is how long the pipeline lets clicks gather after taking the
+// inbox: under load it takes hundreds at a time instead of waking per
+// click; an idle node still takes a lone click at once.
+const drainPause = 2 * time.Millisecond
+
+// drainChunk bounds the clicks aggregated under one hold of mu.
+const drainChunk = 4096
+
+// drain takes the inbox and aggregates it. It reports whether there was
+// anything to take.
+func (p *Pipeline) drain() bool {
+	p.inMu.Lock()
+	batch := p.inBuf
+	p.inBuf, p.inSpare = p.inSpare, nil
+	p.inMu.Unlock()
+	if len(batch) == 0 {
+		p.inMu.Lock()
+		if p.inSpare == nil {
+			p.inSpare = batch
+		}
+		p.inMu.Unlock()
+		return false
+	}
+	// Chunks of at most half the visit buffer: checked after each, the
+	// buffer never fills.
+	for chunk := batch; len(chunk) > 0; {
+		n := min(len(chunk), drainChunk, max(p.cfg.VisitBuffer/2, 1))
+		p.mu.Lock()
+		for i := range chunk[:n] {
+			p.add(&chunk[i])
+		}
+		p.queued.Add(-int64(n))
+		p.mu.Unlock()
+		chunk = chunk[n:]
+		if p.cfg.Visits != nil && p.visitsFull() {
+			p.writeVisits()
+		}
+	}
+	clear(batch) // let go of the strings
+	p.inMu.Lock()
+	if p.inSpare == nil {
+		p.inSpare = batch[:0]
+	}
+	p.inMu.Unlock()
+	return true
+}
+
+// visitsFull reports whether the raw-visit buffer is half way to its bound:
+// it is written early rather than drop visits at a high click rate.
+func (p *Pipeline) visitsFull() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.visitBuf.Len() >= p.cfg.VisitBuffer/2
 }
 
 func (p *Pipeline) dropped() {
@@ -272,36 +350,38 @@ func (p *Pipeline) run() {
 	defer close(p.done)
 	t := time.NewTicker(p.cfg.FlushInterval)
 	defer t.Stop()
+	pause := time.NewTimer(drainPause)
+	defer pause.Stop()
 	for {
 		select {
-		case c := <-p.in:
-			p.add(c)
+		case <-p.wake:
+			if p.drain() {
+				pause.Reset(drainPause)
+				select {
+				case <-pause.C:
+				case <-p.stop:
+				}
+			}
 		case <-t.C:
+			p.drain()
 			p.flush(false)
 			if time.Since(p.visitsAt) >= p.cfg.VisitFlushInterval {
 				p.writeVisits()
 			}
 		case <-p.stop:
 			// Take what is queued, then stop; Close flushes.
-			for {
-				select {
-				case c := <-p.in:
-					p.add(c)
-				default:
-					return
-				}
-			}
+			p.drain()
+			return
 		}
 	}
 }
 
-// add enriches and aggregates one click.
-func (p *Pipeline) add(c Click) {
+// add enriches and aggregates one click; the caller holds mu and lowers
+// queued.
+func (p *Pipeline) add(c *Click) {
 	a := p.cfg.Enricher.Agent(c.UA)
 	country := Country(c.IP)
 	shard := p.cfg.Shard(c.Code)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	ref, ok := p.refMemo[c.Referer]
 	if !ok {
 		ref = RefererHost(c.Referer)
@@ -325,7 +405,6 @@ func (p *Pipeline) add(c Click) {
 		st.acc[c.Code] = g
 	}
 	st.accN++
-	p.queued.Add(-1)
 	aud := 0
 	if a.Bot {
 		aud = 1
@@ -337,7 +416,7 @@ func (p *Pipeline) add(c Click) {
 	g.count(a.Bot, fsm.DimOS, a.OS)
 	g.count(a.Bot, fsm.DimReferrer, ref)
 	g.hour(uint64(max(c.Time.Unix(), 0))/3600, a.Bot)
-	if p.cfg.Visits != nil && !c.Private && p.visitBuf.Len() < maxVisitBuffer {
+	if p.cfg.Visits != nil && !c.Private && p.visitBuf.Len() < p.cfg.VisitBuffer {
 		p.visitBuf.Append(&link.Visit{
 			Code: c.Code, Time: c.Time.UTC(), Node: p.cfg.Node, Network: networkOf(c.IP), Country: country,
 			UserAgent: c.UA, Referer: stripQuery(c.Referer), Bot: a.Bot,
@@ -355,7 +434,7 @@ func (p *Pipeline) add(c Click) {
 // visitorHash is SHA-256(salt of the day, IP, UA), first 8 bytes: it cannot
 // be turned back into an IP without the salt, and the salt changes daily.
 // Called under mu (the salt is cached for the day).
-func (p *Pipeline) visitorHash(c Click) uint64 {
+func (p *Pipeline) visitorHash(c *Click) uint64 {
 	day := c.Time.UTC().Truncate(24 * time.Hour)
 	if p.salt == nil || !day.Equal(p.saltDay) {
 		p.saltDay, p.salt = day, p.cfg.Salt(day)
@@ -474,15 +553,7 @@ func (p *Pipeline) Pending() int {
 // tests and shutdown). It returns the clicks still unacknowledged.
 func (p *Pipeline) Flush(ctx context.Context) int {
 	for {
-		// Drain the queue into the aggregates first.
-		for drained := false; !drained; {
-			select {
-			case c := <-p.in:
-				p.add(c)
-			default:
-				drained = true
-			}
-		}
+		p.drain() // the inbox into the aggregates first
 		p.flush(true)
 		p.writeVisits()
 		left := p.Pending()
@@ -524,9 +595,6 @@ func (p *Pipeline) writeVisits() {
 
 // maxFreeAggs bounds the aggs kept for reuse.
 const maxFreeAggs = 1 << 16
-
-// maxVisitBuffer bounds the raw visits held between flushes.
-const maxVisitBuffer = 100_000
 
 // maxOrphanCodes bounds the distinct unknown codes counted one by one.
 const maxOrphanCodes = 10_000

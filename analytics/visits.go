@@ -173,10 +173,12 @@ func (s *VisitStore) AddBatch(b *VisitBatch) error {
 // is reused).
 func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch) error {
 	type entry struct {
-		rec  []byte
-		code []byte
+		hour int64
+		pre  uint64 // the code's first 8 bytes, zero-padded: most codes sort on it alone
 		t    int64
 		seq  uint32
+		rec  []byte
+		code []byte
 	}
 	es := make([]entry, b.Len())
 	size, start := 0, 0
@@ -191,18 +193,33 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch) error {
 			return errBadVisit
 		}
 		s.seq++
-		es[i] = entry{rec, rec[10+k : 10+k+int(n)], max(int64(binary.BigEndian.Uint64(rec[1:9])), 0), s.seq}
+		code := rec[10+k : 10+k+int(n)]
+		var pre [8]byte
+		copy(pre[:], code)
+		t := max(int64(binary.BigEndian.Uint64(rec[1:9])), 0)
+		es[i] = entry{hourOf(t), binary.BigEndian.Uint64(pre[:]), t, s.seq, rec, code}
 		size += int(n) + 13
 	}
 	slices.SortFunc(es, func(a, b entry) int {
-		return cmp.Or(cmp.Compare(hourOf(a.t), hourOf(b.t)), bytes.Compare(a.code, b.code), cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq))
+		if c := cmp.Compare(a.hour, b.hour); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.pre, b.pre); c != 0 {
+			return c
+		}
+		if len(a.code) > 8 || len(b.code) > 8 {
+			if c := bytes.Compare(a.code, b.code); c != 0 {
+				return c
+			}
+		}
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq))
 	})
 	keys := make([]byte, 0, size) // one allocation for every key
 	parent := tx.Bucket(bucketVisits)
 	var bk *bolt.Bucket
 	hour := int64(-1)
 	for _, e := range es {
-		if h := hourOf(e.t); h != hour || bk == nil {
+		if h := e.hour; h != hour || bk == nil {
 			var err error
 			if bk, err = parent.CreateBucketIfNotExists(hourKey(h)); err != nil {
 				return err
