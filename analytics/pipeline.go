@@ -107,6 +107,9 @@ type Pipeline struct {
 	inSpare []Click
 	wake    chan struct{}
 
+	// visitsMu is held through a write of raw visits.
+	visitsMu sync.Mutex
+
 	mu       sync.Mutex
 	shards   map[int]*shardState
 	visitBuf *VisitBatch
@@ -568,8 +571,12 @@ func (p *Pipeline) Flush(ctx context.Context) int {
 	}
 }
 
-// writeVisits stores the buffered raw visits in one transaction.
+// writeVisits stores the buffered raw visits in one transaction. Writes
+// are one at a time, so once it returns every visit buffered before the
+// call is stored (Flush relies on it).
 func (p *Pipeline) writeVisits() {
+	p.visitsMu.Lock()
+	defer p.visitsMu.Unlock()
 	p.mu.Lock()
 	visits := p.visitBuf
 	p.visitBuf, p.spareVisits = p.spareVisits, nil
