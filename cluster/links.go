@@ -137,9 +137,20 @@ func (n *Node) Get(ctx context.Context, code string, consistent bool) (*link.Lin
 // Resolve is the redirect path: the link for code as this node sees it,
 // tombstones included (the caller answers 410 for them). See lookupShard.
 func (n *Node) Resolve(ctx context.Context, code string) (*link.Link, error) {
+	s := n.ring.Locate(code)
+	// The hot path: a link this node holds is answered before any deadline
+	// is set up (a context.WithTimeout per redirect was a timer and a
+	// cancel registration on the request's context). Anything else (an
+	// unknown code, a shard held elsewhere) takes the full lookup.
+	if sh := n.localShard(s); sh != nil {
+		g := sh.Group()
+		if l, err := sh.Lookup(code, g.IsLeader() && g.LeaderReady()); err == nil {
+			return l, nil
+		}
+	}
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return n.lookupShard(ctx, n.ring.Locate(code), code, false, 0)
+	return n.lookupShard(ctx, s, code, false, 0)
 }
 
 // Update applies a patch to a live link.

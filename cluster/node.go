@@ -129,8 +129,11 @@ type Node struct {
 	analytics   LocalAnalytics
 	bugNext     uint64 // the no-lease bug's local counter
 
-	shardsMu sync.RWMutex
-	shards   []*shard.Shard // index = shard id; nil if not hosted here
+	// shards is indexed by shard id, nil where not hosted here; replaced
+	// whole (under shardsMu) when a shard opens, so the redirect path reads
+	// it with one atomic load.
+	shardsMu sync.Mutex
+	shards   atomic.Pointer[[]*shard.Shard]
 
 	// remote caches links of shards this node does not host, for
 	// RemoteCacheTTL; gossip invalidations evict updated and deleted codes.
@@ -525,8 +528,9 @@ func (n *Node) waitSettings(ctx context.Context) error {
 			}
 			n.settings, n.ring, n.coder = s, ring, coder
 			n.shardsMu.Lock()
-			if n.shards == nil {
-				n.shards = make([]*shard.Shard, s.Shards)
+			if n.shards.Load() == nil {
+				shards := make([]*shard.Shard, s.Shards)
+				n.shards.Store(&shards)
 			}
 			n.shardsMu.Unlock()
 			return nil
@@ -567,7 +571,9 @@ func (n *Node) syncShards() error {
 			return fmt.Errorf("cluster: open shard %d: %w", i, err)
 		}
 		n.shardsMu.Lock()
-		n.shards[i] = s
+		shards := slices.Clone(*n.shards.Load())
+		shards[i] = s
+		n.shards.Store(&shards)
 		n.shardsMu.Unlock()
 		if p.Version == 1 && s.Group().Raft().LastIndex() == 0 {
 			servers, err := n.serversFor(nodes)
@@ -689,20 +695,21 @@ func (n *Node) placementLoop() {
 
 // localShard returns shard id if this node hosts it, else nil.
 func (n *Node) localShard(id int) *shard.Shard {
-	n.shardsMu.RLock()
-	defer n.shardsMu.RUnlock()
-	if id < 0 || id >= len(n.shards) {
+	p := n.shards.Load()
+	if p == nil || id < 0 || id >= len(*p) {
 		return nil
 	}
-	return n.shards[id]
+	return (*p)[id]
 }
 
 // localShards returns the shards hosted here.
 func (n *Node) localShards() []*shard.Shard {
-	n.shardsMu.RLock()
-	defer n.shardsMu.RUnlock()
+	p := n.shards.Load()
+	if p == nil {
+		return nil
+	}
 	var out []*shard.Shard
-	for _, s := range n.shards {
+	for _, s := range *p {
 		if s != nil {
 			out = append(out, s)
 		}

@@ -14,8 +14,36 @@ import (
 )
 
 func (s *Server) registerRedirectRoutes() {
-	s.router.HandleFunc("/{code}", s.handleRedirect).Methods(http.MethodGet, http.MethodHead)
+	// ServeHTTP serves GET and HEAD /{code} for valid codes before the
+	// router; the route stays for the rest (invalid codes get their 404
+	// page, other methods their 405 and Allow).
+	s.router.HandleFunc("/{code}", func(w http.ResponseWriter, r *http.Request) {
+		s.handleRedirect(w, r, mux.Vars(r)["code"])
+	}).Methods(http.MethodGet, http.MethodHead)
 }
+
+// fixedSingleSegment are the routes of one path segment that are not codes.
+var fixedSingleSegment = map[string]bool{"healthz": true, "readyz": true, "metrics": true}
+
+// redirectCode reports the code of a GET or HEAD /{code} request that the
+// router would send to the redirect handler.
+func redirectCode(r *http.Request) (string, bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return "", false
+	}
+	p := r.URL.Path
+	if len(p) < 2 || p[0] != '/' {
+		return "", false
+	}
+	code := p[1:]
+	if !link.ValidCode(code) || fixedSingleSegment[code] {
+		return "", false
+	}
+	return code, true
+}
+
+// Shared header values (see nosniff).
+var privateMaxAge90 = []string{"private, max-age=90"}
 
 var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="robots" content="noindex">
@@ -27,9 +55,9 @@ var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
 // handleRedirect serves GET and HEAD /{code}: the link's redirect status and
 // Location exactly as stored, from this node's state; 404 for unknown codes,
 // 410 for expired, disabled or deleted links.
-func (s *Server) handleRedirect(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRedirect(w http.ResponseWriter, r *http.Request, code string) {
 	start := time.Now()
-	status := s.redirect(w, r, mux.Vars(r)["code"])
+	status := s.redirect(w, r, code)
 	s.rec.Redirect(status, time.Since(start))
 }
 
@@ -64,10 +92,10 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 		}
 	}
 	h := w.Header()
-	h.Set("Location", l.URL)
+	h["Location"] = []string{l.URL}
 	switch l.Redirect {
 	case http.StatusFound, http.StatusTemporaryRedirect:
-		h.Set("Cache-Control", "private, max-age=90")
+		h["Cache-Control"] = privateMaxAge90
 	}
 	w.WriteHeader(l.Redirect)
 	if s.clicks != nil && r.Method == http.MethodGet {

@@ -5,6 +5,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,19 @@ type Metrics struct {
 	flushFails  *prometheus.CounterVec // batches resent, by shard
 	orphans     prometheus.Counter
 	shardLabels []string
+
+	// Children of the vectors on the redirect path, resolved once: a
+	// WithLabelValues per request hashes the labels and takes a lock.
+	redirectBy map[int]prometheus.Observer // by status, fixed at New
+	recorded   prometheus.Counter
+	dropped    prometheus.Counter
+	hits       [maxShardChildren]atomic.Pointer[prometheus.Counter] // by shard, resolved on first use
+	misses     [maxShardChildren]atomic.Pointer[prometheus.Counter]
 }
+
+// maxShardChildren is how many shards have their cache counters resolved
+// once; shards past it (not a real deployment) look theirs up each time.
+const maxShardChildren = 256
 
 // latencyBuckets run from 50 µs to 5 s.
 var latencyBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
@@ -73,6 +86,11 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.redirects, m.requests, m.cacheHits, m.cacheMisses, m.apply, m.clicks, m.flushed, m.flushFails, m.orphans,
 	)
+	m.redirectBy = map[int]prometheus.Observer{}
+	for _, status := range []int{200, 301, 302, 307, 308, 404, 410, 500, 503} {
+		m.redirectBy[status] = m.redirects.WithLabelValues(statusLabel(status))
+	}
+	m.recorded, m.dropped = m.clicks.WithLabelValues("recorded"), m.clicks.WithLabelValues("dropped")
 	m.shardLabels = make([]string, 256)
 	for i := range m.shardLabels {
 		m.shardLabels[i] = strconv.Itoa(i)
@@ -96,10 +114,23 @@ func (m *Metrics) shard(id int) string {
 }
 
 // CacheHit implements shard.Observer.
-func (m *Metrics) CacheHit(shard int) { m.cacheHits.WithLabelValues(m.shard(shard)).Inc() }
+func (m *Metrics) CacheHit(shard int) { m.shardCounter(&m.hits, m.cacheHits, shard).Inc() }
 
 // CacheMiss implements shard.Observer.
-func (m *Metrics) CacheMiss(shard int) { m.cacheMisses.WithLabelValues(m.shard(shard)).Inc() }
+func (m *Metrics) CacheMiss(shard int) { m.shardCounter(&m.misses, m.cacheMisses, shard).Inc() }
+
+// shardCounter is vec's child for shard, resolved once per shard.
+func (m *Metrics) shardCounter(children *[maxShardChildren]atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, shard int) prometheus.Counter {
+	if shard < 0 || shard >= maxShardChildren {
+		return vec.WithLabelValues(m.shard(shard))
+	}
+	if c := children[shard].Load(); c != nil {
+		return *c
+	}
+	c := vec.WithLabelValues(m.shard(shard))
+	children[shard].Store(&c)
+	return c
+}
 
 // Applied implements shard.Observer.
 func (m *Metrics) Applied(shard int, d time.Duration) {
@@ -108,6 +139,10 @@ func (m *Metrics) Applied(shard int, d time.Duration) {
 
 // Redirect records one redirect answer.
 func (m *Metrics) Redirect(status int, d time.Duration) {
+	if o, ok := m.redirectBy[status]; ok {
+		o.Observe(d.Seconds())
+		return
+	}
 	m.redirects.WithLabelValues(statusLabel(status)).Observe(d.Seconds())
 }
 
@@ -137,10 +172,10 @@ func statusLabel(code int) string {
 }
 
 // ClickRecorded counts a click handed to the analytics pipeline.
-func (m *Metrics) ClickRecorded() { m.clicks.WithLabelValues("recorded").Inc() }
+func (m *Metrics) ClickRecorded() { m.recorded.Inc() }
 
 // ClickDropped counts a click the full pipeline could not take.
-func (m *Metrics) ClickDropped() { m.clicks.WithLabelValues("dropped").Inc() }
+func (m *Metrics) ClickDropped() { m.dropped.Inc() }
 
 // ClicksFlushed counts clicks in an acknowledged batch.
 func (m *Metrics) ClicksFlushed(shard, clicks int) {
