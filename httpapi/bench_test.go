@@ -1,0 +1,67 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+// benchCodes creates n links on tn and returns their codes.
+func benchCodes(b *testing.B, tn *testNode, n int) []string {
+	codes := make([]string, n)
+	for i := range codes {
+		codes[i] = tn.create(b, fmt.Sprintf(`{"url":"https://www.example.com/some/path/%d?utm_source=bench"}`, i))["code"].(string)
+	}
+	return codes
+}
+
+// BenchmarkRedirect is GET /{code} on a real single-node cluster (Raft,
+// bbolt, cache warm), analytics off: through the handler alone
+// (httptest.ResponseRecorder, no network), and through a loopback HTTP
+// connection with a keep-alive client, both in parallel.
+func BenchmarkRedirect(b *testing.B) {
+	tn := startNode(b, link.URLPolicy{})
+	codes := benchCodes(b, tn, 1000)
+	h := tn.srv.Config.Handler
+	reqs := make([]*http.Request, len(codes)) // the handler only reads them
+	for i, c := range codes {
+		reqs[i] = httptest.NewRequest(http.MethodGet, "/"+c, nil)
+	}
+	b.Run("handler", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				req := reqs[i%len(reqs)]
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusFound {
+					b.Fatalf("status %d", rec.Code)
+				}
+				i++
+			}
+		})
+	})
+	b.Run("loopback", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				resp, err := tn.client.Get(tn.srv.URL + "/" + codes[i%len(codes)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusFound {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				i++
+			}
+		})
+	})
+}

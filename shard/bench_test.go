@@ -1,0 +1,64 @@
+package shard
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/transport"
+)
+
+// BenchmarkLookup is a redirect's read of its link on one replica, in
+// parallel as HTTP handlers make it: a cache hit, or (cache of one entry)
+// a read of the bbolt file, over 1,000 links.
+func BenchmarkLookup(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		cache int
+	}{{"cache-hit", 0}, {"bbolt", 1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			m := mustMux(b)
+			layer, err := m.Layer(transport.KindRaft, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := Open(Config{ID: 0, NodeID: "n1", Dir: b.TempDir(), Stream: transport.RaftLayer{Layer: layer},
+				Timing: FastTiming, CacheSize: tc.cache})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			if err := s.Group().Bootstrap([]Server{{ID: "n1", Address: m.Addr()}}); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Group().WaitReady(ctxT(b, 10*time.Second)); err != nil {
+				b.Fatal(err)
+			}
+			codes := make([]string, 1000)
+			for i := range codes {
+				codes[i] = fmt.Sprintf("c%05d", i)
+				if _, err := s.Apply(ctxT(b, 10*time.Second), (&fsm.CreateIfAbsent{Code: codes[i], URL: "https://example.com/" + codes[i], Now: time.Now().UTC()}).Encode()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, c := range codes { // warm the cache
+				if _, err := s.Lookup(c, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					l, err := s.Lookup(codes[i%len(codes)], true)
+					if err != nil || l == nil {
+						b.Fatal(err)
+					}
+					i += 7
+				}
+			})
+		})
+	}
+}
