@@ -1,44 +1,292 @@
 #!/usr/bin/env bash
-# Single-node throughput with wrk on loopback: creates/s (every create is a
-# Raft commit: fsync of the shard's log and of its bbolt state) and
-# redirects/s (served from the node's cache/bbolt).
+# linknode beside its peers, measured in one run on this machine.
 #
-#   bash scripts/bench.sh            # 10 s per run, 64 connections
-#   DURATION=30s CONNS=128 bash scripts/bench.sh
+#   bash scripts/bench.sh [redirect|create|failover|analytics|all]    (default: redirect)
 #
-# Bounded: each wrk run stops after DURATION; the node is started here and
-# stopped here, by PID.
+# redirect  GET /{code} with wrk (-t2 -c64, loopback) over the same links on:
+#             linknode   one node, analytics off (the redirect path alone)
+#             follower   a node of a 3-node cluster that leads the fewest shards
+#             nginx      nginx-light, a `map` of the same codes, `return 302`
+#             gomap      plain Go net/http over a map[string]string (bench/peers/gomap)
+#             flask      the seed articles' design: Flask + Redis under gunicorn -w 2
+#                        (bench/peers/flask_app.py)
+#           interleaved (every system once per round, ROUNDS rounds), medians,
+#           and the ratios linknode/nginx and linknode/flask.
+# create    creates/s and p50/p99 on 1 and 3 nodes at 1, 16 and 64 clients
+#           (scripts/benchcluster), fsync on.
+# failover  leader of most shards killed (SIGKILL): first successful write,
+#           every shard it led writable again, redirect errors on the survivors
+#           (scripts/benchcluster, median of 5).
+# analytics redirect rps with analytics on versus off (scripts/bench-analytics.sh).
+#
+# Settings (environment): LINKS="100000" (link counts for redirect, e.g.
+# "100000 1000000"), DIST="zipf uniform", SYSTEMS="linknode follower nginx
+# gomap flask", ROUNDS=3, DURATION=10s, CONNS=64, THREADS=2.
+#
+# It installs what it needs with apt (wrk, nginx-light, redis-server,
+# python3-flask, python3-redis, gunicorn). Each sub-benchmark prints a table
+# and appends it to bench/results/<UTC date>.md. Bounded: every wrk run stops
+# after DURATION; every process is started here and stopped here, by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+WHAT=${1:-redirect}
+LINKS=${LINKS:-100000}
+DIST=${DIST:-zipf uniform}
+SYSTEMS=${SYSTEMS:-linknode follower nginx gomap flask}
+ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
-HTTP=127.0.0.1:${BENCH_HTTP_PORT:-18480}
-RAFT=127.0.0.1:${BENCH_RAFT_PORT:-18470}
+PORT=${BENCH_PORT_BASE:-18400} # every port is PORT + a fixed offset
 
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+mkdir -p bench/results
+RESULTS=bench/results/$(date -u +%F).md
 work=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
-go build -tags hashicorpmetrics -o "$work/linknode" ./cmd/linknode
-"$work/linknode" -data-dir "$work/data" -http-addr "$HTTP" -raft-addr "$RAFT" -gossip-addr 127.0.0.1:0 -log-level warn \
-  >"$work/node.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 300); do
-  curl -fs "http://$HTTP/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-curl -fs "http://$HTTP/readyz" >/dev/null
+need() { # apt packages, installed if a command is missing
+  local missing=()
+  command -v wrk >/dev/null || missing+=(wrk)
+  if [ "$1" = peers ]; then
+    command -v nginx >/dev/null || missing+=(nginx-light)
+    command -v redis-server >/dev/null || missing+=(redis-server)
+    command -v gunicorn >/dev/null || missing+=(gunicorn)
+    python3 -c 'import flask, redis' 2>/dev/null || missing+=(python3-flask python3-redis)
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
 
-echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3)"
-echo "== creates: POST /api/v1/links, $CONNS connections, $DURATION"
-wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/create.lua "http://$HTTP"
+machine() {
+  echo "$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3), disk: $(df -h --output=source,fstype . | tail -1 | tr -s ' ')"
+}
 
-# 10,000 links to redirect over.
-for i in $(seq 1 10000); do
-  printf '{"url":"https://example.com/r/%d"}\n' "$i"
-done | xargs -d '\n' -P 16 -I{} curl -fs -H 'Content-Type: application/json' -d '{}' "http://$HTTP/api/v1/links" \
-  | grep -o '"code":"[^"]*"' | cut -d'"' -f4 >"$work/codes"
-echo "== redirects: GET /{code} over $(wc -l <"$work/codes") codes, $CONNS connections, $DURATION"
-CODES="$work/codes" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/redirect.lua "http://$HTTP"
+report() { # tee a table into the results file
+  tee -a "$RESULTS"
+}
+
+wait_http() { # url: poll until it answers
+  for _ in $(seq 1 600); do
+    curl -fs -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "not answering: $1" >&2
+  return 1
+}
+
+build() {
+  go build -o "$work/linknode" ./cmd/linknode
+  go build -o "$work/benchload" ./scripts/benchload
+  go build -o "$work/gomap" ./bench/peers/gomap
+}
+
+# start_node name http raft gossip [flags...]: a linknode in the background.
+start_node() {
+  local name=$1 http=$2 raft=$3 gossip=$4
+  shift 4
+  "$work/linknode" -node-id "$name" -data-dir "$work/$name" -http-addr "127.0.0.1:$http" -raft-addr "127.0.0.1:$raft" \
+    -gossip-addr "127.0.0.1:$gossip" -public-url "http://127.0.0.1:$http" -log-level warn "$@" >>"$work/$name.log" 2>&1 &
+  pids+=($!)
+}
+
+median() { sort -n | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+# ---------------------------------------------------------------- redirect
+redirect_setup() { # $1: link count; fills $work/codes-<system>
+  local n=$1
+  rm -rf "$work"/n1 "$work"/c1 "$work"/c2 "$work"/c3
+  start_node n1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
+  wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
+  echo "loading $n links into linknode..." >&2
+  "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -out "$work/codes-linknode" >&2
+  cp "$work/codes-linknode" "$work/codes-nginx"
+  cp "$work/codes-linknode" "$work/codes-gomap"
+  cp "$work/codes-linknode" "$work/codes-flask"
+
+  if [[ " $SYSTEMS " == *" follower "* ]]; then
+    local join="127.0.0.1:$((PORT + 61)),127.0.0.1:$((PORT + 62)),127.0.0.1:$((PORT + 63))"
+    for i in 1 2 3; do
+      start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
+        -bootstrap-expect 3 -join "$join" -shards 8
+    done
+    for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/readyz"; done
+    echo "loading $n links into the 3-node cluster..." >&2
+    "$work/benchload" -targets "http://127.0.0.1:$((PORT + 81)),http://127.0.0.1:$((PORT + 82)),http://127.0.0.1:$((PORT + 83))" \
+      -n "$n" -out "$work/codes-follower" >&2
+    # The follower: the node leading the fewest shards.
+    follower_port=$(for i in 1 2 3; do
+      echo "$(curl -fs "http://127.0.0.1:$((PORT + 80 + i))/admin/v1/cluster" | grep -o '"leader": *"c'"$i"'"' | wc -l) $((PORT + 80 + i))"
+    done | sort -n | head -1 | cut -d' ' -f2)
+  fi
+
+  if [[ " $SYSTEMS " == *" nginx "* ]]; then
+    mkdir -p "$work/nginx/logs"
+    {
+      echo "map \$uri \$target {"
+      echo "  hostnames off; default \"\";"
+      awk '{printf "  /%s \"%s\";\n", $1, $2}' "$work/codes-nginx"
+      echo "}"
+    } >"$work/nginx/map.conf"
+    cat >"$work/nginx/nginx.conf" <<EOF
+worker_processes auto;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  map_hash_max_size 33554432;
+  map_hash_bucket_size 128;
+  include $work/nginx/map.conf;
+  server {
+    listen 127.0.0.1:$((PORT + 90)) reuseport;
+    location / {
+      if (\$target = "") { return 404; }
+      return 302 \$target;
+    }
+  }
+}
+EOF
+    nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" &
+    pids+=($!)
+  fi
+  if [[ " $SYSTEMS " == *" gomap "* ]]; then
+    "$work/gomap" -addr "127.0.0.1:$((PORT + 91))" -codes "$work/codes-gomap" >"$work/gomap.log" 2>&1 &
+    pids+=($!)
+  fi
+  if [[ " $SYSTEMS " == *" flask "* ]]; then
+    redis-server --port $((PORT + 93)) --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 100); do redis-cli -p $((PORT + 93)) ping >/dev/null 2>&1 && break; sleep 0.1; done
+    awk '{printf "SET link:%s %s\r\n", $1, $2}' "$work/codes-flask" | redis-cli -p $((PORT + 93)) --pipe >/dev/null
+    REDIS_URL="redis://127.0.0.1:$((PORT + 93))/0" gunicorn -w 2 -b "127.0.0.1:$((PORT + 92))" \
+      --chdir bench/peers flask_app:app >"$work/gunicorn.log" 2>&1 &
+    pids+=($!)
+  fi
+  local first
+  first=$(head -1 "$work/codes-linknode" | cut -d' ' -f1)
+  for sys in $SYSTEMS; do
+    case $sys in
+      nginx) wait_http "http://127.0.0.1:$((PORT + 90))/$first" || { cat "$work/nginx/logs/error.log"; return 1; } ;;
+      gomap) wait_http "http://127.0.0.1:$((PORT + 91))/$first" ;;
+      flask) wait_http "http://127.0.0.1:$((PORT + 92))/$first" ;;
+    esac
+  done
+}
+
+url_of() {
+  case $1 in
+    linknode) echo "http://127.0.0.1:$((PORT + 80))" ;;
+    follower) echo "http://127.0.0.1:$follower_port" ;;
+    nginx) echo "http://127.0.0.1:$((PORT + 90))" ;;
+    gomap) echo "http://127.0.0.1:$((PORT + 91))" ;;
+    flask) echo "http://127.0.0.1:$((PORT + 92))" ;;
+  esac
+}
+
+redirect_bench() {
+  need peers
+  build
+  {
+    echo
+    echo "## redirect — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
+    echo
+    echo "machine: $(machine); wrk -t$THREADS -c$CONNS -d$DURATION on the same machine; $ROUNDS rounds, systems interleaved; medians"
+    echo
+  } | report
+  for n in $LINKS; do
+    # Stop the previous size's systems.
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    pids=()
+    redirect_setup "$n"
+    : >"$work/runs"
+    for r in $(seq 1 "$ROUNDS"); do
+      for dist in $DIST; do
+        for sys in $SYSTEMS; do
+          line=$(CODES="$work/codes-$sys" DIST=$dist wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
+            -s scripts/wrk/codes.lua "$(url_of "$sys")" | grep RESULT || true)
+          echo "round $r $dist $sys: $line" >&2
+          echo "$dist $sys $(echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\) errors=\([0-9]*\).*/\1 \2 \3 \4/')" >>"$work/runs"
+        done
+      done
+    done
+    {
+      echo "| links | keys | system | rps | p50 ms | p99 ms | errors |"
+      echo "|---|---|---|---|---|---|---|"
+      for dist in $DIST; do
+        for sys in $SYSTEMS; do
+          rps=$(awk -v d="$dist" -v s="$sys" '$1==d && $2==s {print $3}' "$work/runs" | median)
+          p50=$(awk -v d="$dist" -v s="$sys" '$1==d && $2==s {print $4}' "$work/runs" | median)
+          p99=$(awk -v d="$dist" -v s="$sys" '$1==d && $2==s {print $5}' "$work/runs" | median)
+          errs=$(awk -v d="$dist" -v s="$sys" '$1==d && $2==s {e+=$6} END{print e+0}' "$work/runs")
+          echo "$dist $sys $rps $p50 $p99" >>"$work/medians"
+          echo "| $n | $dist | $sys | $rps | $p50 | $p99 | $errs |"
+        done
+      done
+      echo
+      for dist in $DIST; do
+        get() { awk -v d="$dist" -v s="$1" -v f="$2" '$1==d && $2==s {print $f}' "$work/medians" | tail -1; }
+        ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a=="" || b=="" || b==0) print "-"; else printf "%.2f", a/b}'; }
+        echo "- $n links, $dist: linknode/nginx rps $(ratio "$(get linknode 3)" "$(get nginx 3)"), p99 $(ratio "$(get linknode 5)" "$(get nginx 5)")×;" \
+          "follower/nginx rps $(ratio "$(get follower 3)" "$(get nginx 3)"); linknode/gomap rps $(ratio "$(get linknode 3)" "$(get gomap 3)");" \
+          "linknode/flask rps $(ratio "$(get linknode 3)" "$(get flask 3)")"
+      done
+      echo
+    } | report
+  done
+}
+
+# ---------------------------------------------------------------- create, failover
+create_bench() {
+  {
+    echo
+    echo "## create — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
+    echo
+    echo "machine: $(machine); closed loop: each client sends its next create when the last is answered; fsync on"
+    echo
+    echo "| nodes | clients | creates/s | p50 | p99 | failed |"
+    echo "|---|---|---|---|---|---|"
+  } | report
+  for nodes in 1 3; do
+    go run ./scripts/benchcluster -nodes "$nodes" -clients-list "1,16,64" -duration "$DURATION" -trials 0 -table | report
+  done
+}
+
+failover_bench() {
+  {
+    echo
+    echo "## failover — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
+    echo
+    echo "machine: $(machine)"
+    echo
+  } | report
+  go run ./scripts/benchcluster -nodes 3 -clients-list "" -trials 5 | report
+}
+
+analytics_bench() {
+  {
+    echo
+    echo "## analytics on vs off — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
+    echo
+  } | report
+  ROUNDS=${ROUNDS} DURATION=${DURATION} bash scripts/bench-analytics.sh | report
+}
+
+need none
+case $WHAT in
+  redirect) redirect_bench ;;
+  create) create_bench ;;
+  failover) failover_bench ;;
+  analytics) analytics_bench ;;
+  all) redirect_bench; create_bench; failover_bench; analytics_bench ;;
+  *) echo "usage: $0 [redirect|create|failover|analytics|all]" >&2; exit 2 ;;
+esac
+echo "results appended to $RESULTS" >&2

@@ -37,7 +37,8 @@ import (
 var (
 	nodes    = flag.Int("nodes", 3, "cluster size")
 	shards   = flag.Int("shards", 8, "shard count")
-	conns    = flag.Int("clients", 64, "concurrent clients for the create benchmark")
+	clients  = flag.String("clients-list", "64", "comma-separated client counts for the create benchmark (empty: none)")
+	table    = flag.Bool("table", false, "print the create results as markdown table rows")
 	duration = flag.Duration("duration", 10*time.Second, "length of the create benchmark")
 	trials   = flag.Int("trials", 5, "failover trials")
 )
@@ -113,46 +114,22 @@ func main() {
 	for _, n := range ns {
 		waitReady(n)
 	}
-	fmt.Printf("machine: %d cores, %s; %d nodes, %d shards, all on 127.0.0.1\n\n", runtime.NumCPU(), runtime.Version(), *nodes, *shards)
-
-	// Creates/s, clients spread over the nodes.
-	var ok, failed atomic.Int64
-	var lat []time.Duration
-	var latMu sync.Mutex
-	ctx, cancel := context.WithTimeout(context.Background(), *duration)
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for c := 0; c < *conns; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := ns[c%len(ns)]
-			var mine []time.Duration
-			for i := 0; i < 1_000_000 && ctx.Err() == nil; i++ {
-				s := time.Now()
-				st, _ := post(n, fmt.Sprintf(`{"url":"https://bench.example/%d/%d"}`, c, i))
-				if st == 201 {
-					ok.Add(1)
-					mine = append(mine, time.Since(s))
-				} else if ctx.Err() == nil {
-					failed.Add(1)
-				}
-			}
-			latMu.Lock()
-			lat = append(lat, mine...)
-			latMu.Unlock()
-		}()
+	if !*table {
+		fmt.Printf("machine: %d cores, %s; %d nodes, %d shards, all on 127.0.0.1\n\n", runtime.NumCPU(), runtime.Version(), *nodes, *shards)
 	}
-	wg.Wait()
-	cancel()
-	elapsed := time.Since(t0)
-	slices.Sort(lat)
-	fmt.Printf("creates: %d clients over %d nodes for %v: %d ok, %d failed, %.0f creates/s, p50 %v, p99 %v\n",
-		*conns, len(ns), duration.String(), ok.Load(), failed.Load(), float64(ok.Load())/elapsed.Seconds(),
-		pct(lat, 50), pct(lat, 99))
-	for _, n := range ns {
-		g := metric(n, "go_goroutines")
-		fmt.Printf("  %s after load: %s goroutines, %d established TCP connections\n", n.id, g, estab(n))
+
+	// Creates/s, clients spread over the nodes, per client count.
+	for _, f := range strings.Split(*clients, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		var conns int
+		_, err := fmt.Sscan(f, &conns)
+		check(err)
+		createLoad(ns, conns)
+	}
+	if *trials == 0 {
+		return
 	}
 
 	// Failover trials.
@@ -287,6 +264,52 @@ func main() {
 	slices.Sort(allShards)
 	fmt.Printf("\nfailover, median of %d: first write %v, all of the victim's shards writable %v\n",
 		*trials, firstWrite[len(firstWrite)/2].Round(time.Millisecond), allShards[len(allShards)/2].Round(time.Millisecond))
+}
+
+// createLoad runs conns closed-loop clients creating links for -duration
+// and prints the rate and latencies.
+func createLoad(ns []*node, conns int) {
+	var ok, failed atomic.Int64
+	var lat []time.Duration
+	var latMu sync.Mutex
+	ctx, cancel := context.WithTimeout(context.Background(), *duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for c := 0; c < conns; c++ {
+		wg.Go(func() {
+			n := ns[c%len(ns)]
+			var mine []time.Duration
+			for i := 0; i < 1_000_000 && ctx.Err() == nil; i++ {
+				s := time.Now()
+				st, _ := post(n, fmt.Sprintf(`{"url":"https://bench.example/%d/%d"}`, c, i))
+				if st == 201 {
+					ok.Add(1)
+					mine = append(mine, time.Since(s))
+				} else if ctx.Err() == nil {
+					failed.Add(1)
+				}
+			}
+			latMu.Lock()
+			lat = append(lat, mine...)
+			latMu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	slices.Sort(lat)
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
+	if *table {
+		fmt.Printf("| %d | %d | %.0f | %s | %s | %d |\n", len(ns), conns, float64(ok.Load())/elapsed.Seconds(), ms(pct(lat, 50)), ms(pct(lat, 99)), failed.Load())
+		return
+	}
+	fmt.Printf("creates: %d clients over %d nodes for %v: %d ok, %d failed, %.0f creates/s, p50 %v, p99 %v\n",
+		conns, len(ns), duration.String(), ok.Load(), failed.Load(), float64(ok.Load())/elapsed.Seconds(),
+		pct(lat, 50), pct(lat, 99))
+	for _, n := range ns {
+		g := metric(n, "go_goroutines")
+		fmt.Printf("  %s after load: %s goroutines, %d established TCP connections\n", n.id, g, estab(n))
+	}
 }
 
 func pct(xs []time.Duration, p int) time.Duration {
