@@ -137,20 +137,28 @@ func (n *Node) Get(ctx context.Context, code string, consistent bool) (*link.Lin
 // Resolve is the redirect path: the link for code as this node sees it,
 // tombstones included (the caller answers 410 for them). See lookupShard.
 func (n *Node) Resolve(ctx context.Context, code string) (*link.Link, error) {
-	s := n.ring.Locate(code)
-	// The hot path: a link this node holds is answered before any deadline
-	// is set up (a context.WithTimeout per redirect was a timer and a
-	// cancel registration on the request's context). Anything else (an
-	// unknown code, a shard held elsewhere) takes the full lookup.
-	if sh := n.localShard(s); sh != nil {
-		g := sh.Group()
-		if l, err := sh.Lookup(code, g.IsLeader() && g.LeaderReady()); err == nil {
-			return l, nil
-		}
+	if l, ok := n.ResolveLocal(code); ok {
+		return l, nil
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return n.lookupShard(ctx, s, code, false, 0)
+	return n.lookupShard(ctx, n.ring.Locate(code), code, false, 0)
+}
+
+// ResolveLocal is Resolve's hot path: the link (tombstones included) if
+// this node holds code's shard and knows the code, without waiting on
+// anything; false otherwise (an unknown code, a shard held elsewhere),
+// where Resolve goes on to the full lookup. No deadline is set up for it:
+// a context.WithTimeout per redirect was a timer and a cancel registration
+// on the request's context.
+func (n *Node) ResolveLocal(code string) (*link.Link, bool) {
+	sh := n.localShard(n.ring.Locate(code))
+	if sh == nil {
+		return nil, false
+	}
+	g := sh.Group()
+	l, err := sh.Lookup(code, g.IsLeader() && g.LeaderReady())
+	return l, err == nil
 }
 
 // Update applies a patch to a live link.

@@ -23,6 +23,7 @@ import (
 type testNode struct {
 	node    *cluster.Node
 	srv     *httptest.Server
+	fast    *httpapi.FastListener
 	client  *http.Client
 	metrics *metrics.Metrics
 }
@@ -47,22 +48,25 @@ func startNode(tb testing.TB, policy link.URLPolicy) *testNode {
 			tb.Errorf("close node: %v", err)
 		}
 	})
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Start()
-	tb.Cleanup(srv.Close)
 	api, err := httpapi.New(httpapi.Config{
 		Service: n, PublicURL: "http://sho.rt", URLPolicy: policy, Metrics: m.Handler(), Recorder: m,
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv.Config.Handler = api
+	// Served as linknode serves it: the redirect fast path in front of
+	// net/http, so every test here goes through both.
+	srv := httptest.NewUnstartedServer(api)
+	fast := api.FastListener(srv.Listener, httpapi.FastConfig{})
+	srv.Listener = fast
+	srv.Start()
+	tb.Cleanup(srv.Close)
 	client := &http.Client{
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport:     &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128},
 	}
-	tn := &testNode{node: n, srv: srv, client: client, metrics: m}
+	tn := &testNode{node: n, srv: srv, fast: fast, client: client, metrics: m}
 	tn.waitReady(tb)
 	return tn
 }

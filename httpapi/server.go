@@ -25,6 +25,8 @@ type Service interface {
 	Create(ctx context.Context, req cluster.CreateRequest) (*link.Link, error)
 	Get(ctx context.Context, code string, consistent bool) (*link.Link, error)
 	Resolve(ctx context.Context, code string) (*link.Link, error)
+	// ResolveLocal answers from this node's state alone, never waiting.
+	ResolveLocal(code string) (*link.Link, bool)
 	Update(ctx context.Context, code string, p cluster.Patch) (*link.Link, error)
 	Delete(ctx context.Context, code string) error
 	Status() cluster.Status

@@ -41,6 +41,9 @@ type Config struct {
 	PprofAddr string
 	// Analytics turns click counting on.
 	Analytics bool
+	// FastRedirect serves plain redirects before net/http
+	// (httpapi.FastListener).
+	FastRedirect bool
 	// ClickBuffer bounds the clicks waiting for the analytics pipeline.
 	ClickBuffer int
 	// ClickFlush is how often click batches go through Raft.
@@ -84,6 +87,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
+	fs.BoolVar(&c.FastRedirect, "fast-redirect", true, "answer plain GET/HEAD /{code} redirects before net/http (everything else is net/http's either way)")
 	fs.BoolVar(&c.Analytics, "analytics", true, "count clicks (totals, uniques, breakdowns) through the shards' Raft groups")
 	fs.IntVar(&c.ClickBuffer, "click-buffer", 1<<16, "clicks that may wait for the analytics pipeline; more are dropped (and counted)")
 	fs.DurationVar(&c.ClickFlush, "click-flush", time.Second, "how often each node submits its click batches (the crash-loss bound)")

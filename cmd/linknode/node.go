@@ -40,6 +40,7 @@ type Main struct {
 	pprofSrv  *http.Server
 	httpLn    net.Listener
 	httpSrv   *http.Server
+	httpFast  *httpapi.FastListener // nil with -fast-redirect=false
 	httpDone  chan struct{}
 
 	closeOnce sync.Once
@@ -177,10 +178,18 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
+	var serveLn net.Listener = ln
+	if m.cfg.FastRedirect {
+		m.httpFast = api.FastListener(ln, httpapi.FastConfig{
+			ReadHeaderTimeout: m.httpSrv.ReadHeaderTimeout, IdleTimeout: m.httpSrv.IdleTimeout,
+			WriteTimeout: m.httpSrv.WriteTimeout, Logger: m.log,
+		})
+		serveLn = m.httpFast
+	}
 	m.httpDone = make(chan struct{})
 	go func() {
 		defer close(m.httpDone)
-		if err := m.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := m.httpSrv.Serve(serveLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("http server stopped", "err", err)
 		}
 	}()
@@ -214,6 +223,11 @@ func (m *Main) Close() error {
 			if err := m.httpSrv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("http drain: %w", err))
 				_ = m.httpSrv.Close()
+			}
+			if m.httpFast != nil {
+				if err := m.httpFast.Shutdown(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("http drain (fast path): %w", err))
+				}
 			}
 			cancel()
 			<-m.httpDone
