@@ -108,15 +108,18 @@ func (l *FastListener) Addr() net.Addr { return l.ln.Addr() }
 func (l *FastListener) Close() error {
 	var err error
 	l.once.Do(func() {
-		close(l.done)
-		err = l.ln.Close()
+		// Under mu: acceptLoop checks done and counts a connection in
+		// active under mu, so no connection is counted once Shutdown may
+		// be waiting.
 		l.mu.Lock()
+		close(l.done)
 		for c := range l.conns {
 			if c.idle.Load() {
 				c.Close()
 			}
 		}
 		l.mu.Unlock()
+		err = l.ln.Close()
 	})
 	return err
 }

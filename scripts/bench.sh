@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # linknode beside its peers, measured in one run on this machine.
 #
-#   bash scripts/bench.sh [redirect|create|failover|analytics|all]    (default: redirect)
+#   bash scripts/bench.sh [redirect|create|scale|failover|analytics|all]    (default: redirect)
 #
 # redirect  GET /{code} with wrk (-t2 -c64, loopback) over the same links on:
 #             linknode   one node, analytics off (the redirect path alone)
@@ -14,6 +14,9 @@
 #           and the ratios linknode/nginx and linknode/flask.
 # create    creates/s and p50/p99 on 1 and 3 nodes at 1, 16 and 64 clients
 #           (scripts/benchcluster), fsync on.
+# scale     per link count (LINKS): disk bytes per link (shard state + Raft log, ~60-byte
+#           URLs), RSS after the load and after a restart, time from restart to
+#           /readyz, and redirect p50/p99 (uniform keys) after the restart.
 # failover  leader of most shards killed (SIGKILL): first successful write,
 #           every shard it led writable again, redirect errors on the survivors
 #           (scripts/benchcluster, median of 5).
@@ -244,6 +247,51 @@ redirect_bench() {
   done
 }
 
+# ---------------------------------------------------------------- scale
+rss_mib() { awk '/VmRSS/{printf "%.0f", $2/1024}' "/proc/$1/status"; }
+
+scale_bench() {
+  need none
+  build
+  {
+    echo
+    echo "## scale — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
+    echo
+    echo "machine: $(machine); one node, 8 shards, analytics off; links created through the API (scripts/benchload); wrk -t$THREADS -c$CONNS -d$DURATION uniform after the restart"
+    echo
+    echo "| links | disk bytes/link (state + raft log) | RSS loaded | ready after restart | RSS restarted | redirect rps | p50 | p99 |"
+    echo "|---|---|---|---|---|---|---|---|"
+  } | report
+  for n in $LINKS; do
+    rm -rf "$work/s1"
+    start_node s1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
+    local pid=${pids[-1]}
+    wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
+    echo "loading $n links..." >&2
+    "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -out "$work/codes-scale" >&2
+    local rss1 bytes
+    rss1=$(rss_mib "$pid")
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    bytes=$(du -cb "$work"/s1/shards/*/state.db "$work"/s1/shards/*/raft.db | tail -1 | cut -f1)
+    local t0 t1
+    t0=$(date +%s.%N)
+    start_node s1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
+    pid=${pids[-1]}
+    wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
+    t1=$(date +%s.%N)
+    local rss2 line
+    rss2=$(rss_mib "$pid")
+    line=$(CODES="$work/codes-scale" DIST=uniform wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
+      -s scripts/wrk/codes.lua "http://127.0.0.1:$((PORT + 80))" | grep RESULT || true)
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    echo "$line" >&2
+    echo "| $n | $((bytes / n)) | $rss1 MiB | $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f s", b-a}') | $rss2 MiB |" \
+      "$(echo "$line" | sed 's/.*rps=\([0-9]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 | \2 ms | \3 ms |/')" | report
+  done
+}
+
 # ---------------------------------------------------------------- create, failover
 create_bench() {
   {
@@ -284,9 +332,10 @@ need none
 case $WHAT in
   redirect) redirect_bench ;;
   create) create_bench ;;
+  scale) scale_bench ;;
   failover) failover_bench ;;
   analytics) analytics_bench ;;
-  all) redirect_bench; create_bench; failover_bench; analytics_bench ;;
-  *) echo "usage: $0 [redirect|create|failover|analytics|all]" >&2; exit 2 ;;
+  all) redirect_bench; create_bench; scale_bench; failover_bench; analytics_bench ;;
+  *) echo "usage: $0 [redirect|create|scale|failover|analytics|all]" >&2; exit 2 ;;
 esac
 echo "results appended to $RESULTS" >&2
