@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -538,11 +537,7 @@ func (l *FastListener) redirect(bw *bufio.Writer, c net.Conn, r *fastRequest) bo
 	}
 	bw.WriteString("\r\n\r\n")
 	if s.clicks != nil && !r.head {
-		// Handed over, never waited for; HEAD is a link checker, not a visit.
-		s.clicks.Record(analytics.Click{
-			Code: lk.Code, Time: s.now(), IP: connIP(c), UA: string(r.userAgent), Referer: string(r.referer),
-			Private: r.private,
-		})
+		s.recordClick(lk.Code, connIP(c), string(r.userAgent), string(r.referer), r.private)
 	}
 	s.rec.Redirect(status, time.Since(start))
 	l.served.Add(1)

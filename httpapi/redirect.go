@@ -99,13 +99,16 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	}
 	w.WriteHeader(l.Redirect)
 	if s.clicks != nil && r.Method == http.MethodGet {
-		// Handed over, never waited for; HEAD is a link checker, not a visit.
-		s.clicks.Record(analytics.Click{
-			Code: l.Code, Time: s.now(), IP: remoteIP(r), UA: r.UserAgent(), Referer: r.Referer(),
-			Private: r.Header.Get("DNT") == "1" || r.Header.Get("Sec-GPC") == "1",
-		})
+		s.recordClick(l.Code, remoteIP(r), r.UserAgent(), r.Referer(),
+			r.Header.Get("DNT") == "1" || r.Header.Get("Sec-GPC") == "1")
 	}
 	return l.Redirect
+}
+
+// recordClick hands a GET redirect to analytics, never waiting for it;
+// HEAD is a link checker, not a visit. private is DNT: 1 or Sec-GPC: 1.
+func (s *Server) recordClick(code string, ip netip.Addr, ua, referer string, private bool) {
+	s.clicks.Record(analytics.Click{Code: code, Time: s.now(), IP: ip, UA: ua, Referer: referer, Private: private})
 }
 
 // remoteIP is the connection's peer address (proxies' X-Forwarded-For is
