@@ -110,7 +110,9 @@ redirect_setup() { # $1: link count; fills $work/codes-<system>
   wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
   echo "loading $n links into linknode..." >&2
   "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -out "$work/codes-linknode" >&2
-  cp "$work/codes-linknode" "$work/codes-nginx"
+  # nginx's map matches strings case-insensitively: codes that differ only
+  # in case (a few per million base62 codes) would conflict; keep the first.
+  awk '!seen[tolower($1)]++' "$work/codes-linknode" >"$work/codes-nginx"
   cp "$work/codes-linknode" "$work/codes-gomap"
   cp "$work/codes-linknode" "$work/codes-flask"
 
