@@ -54,11 +54,47 @@ var DefaultTiming = Timing{
 // grafana/pyroscope#5518, which disabled pipelining for it). Without the
 // pipeline, raft replicates with one AppendEntries in flight per follower,
 // each carrying up to MaxAppendEntries entries.
-type noPipeline struct{ *raft.NetworkTransport }
+//
+// It also fences heartbeats off from the log store's close. raft answers a
+// heartbeat on the transport's connection goroutine, not on its own, so
+// raft.Shutdown does not wait for one in progress; one that got past raft's
+// shutdown check and wrote the term after the log store had closed
+// panicked ("failed to save current term: database not open", seen in CI).
+// quiesce waits for heartbeats in progress and turns later ones away.
+type noPipeline struct {
+	*raft.NetworkTransport
+	hbMu     sync.RWMutex
+	hbClosed bool
+}
 
 // AppendEntriesPipeline implements raft.Transport by refusing.
-func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+func (*noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// SetHeartbeatHandler implements raft.Transport, wrapping cb in the fence.
+func (t *noPipeline) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
+	if cb == nil {
+		t.NetworkTransport.SetHeartbeatHandler(nil)
+		return
+	}
+	t.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		t.hbMu.RLock()
+		defer t.hbMu.RUnlock()
+		if t.hbClosed {
+			rpc.Respond(nil, raft.ErrRaftShutdown)
+			return
+		}
+		cb(rpc)
+	})
+}
+
+// quiesce waits for the heartbeats being handled and refuses later ones;
+// after it, nothing of raft's touches the log store.
+func (t *noPipeline) quiesce() {
+	t.hbMu.Lock()
+	t.hbClosed = true
+	t.hbMu.Unlock()
 }
 
 // FastTiming elects a leader in a few hundred milliseconds. It is for tests
@@ -106,7 +142,7 @@ type Group struct {
 	fsm       StateMachine
 	logStore  *raftboltdb.BoltStore
 	logs      raft.LogStore // the cached view of logStore
-	transport *raft.NetworkTransport
+	transport *noPipeline
 	log       *slog.Logger
 
 	notifyCh chan bool
@@ -211,7 +247,8 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 		Timeout: 10 * time.Second,
 		Logger:  hl.Named("transport"),
 	})
-	r, err := raft.NewRaft(rc, cfg.FSM, cached, logStore, snaps, noPipeline{trans})
+	rtrans := &noPipeline{NetworkTransport: trans}
+	r, err := raft.NewRaft(rc, cfg.FSM, cached, logStore, snaps, rtrans)
 	if err != nil {
 		trans.Close()
 		logStore.Close()
@@ -220,7 +257,7 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Group{
 		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logs: cached,
-		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}), ctx: ctx, cancel: cancel,
+		transport: rtrans, log: lg, notifyCh: notify, stop: make(chan struct{}), ctx: ctx, cancel: cancel,
 		// Voters that acknowledged this leader refuse other candidates
 		// until their heartbeat timeout (at least HeartbeatTimeout) runs
 		// out; half of it leaves room for clock-rate drift and scheduling.
@@ -624,6 +661,7 @@ func (g *Group) Close() error {
 		errs := []error{WaitFuture(ctx, g.raft.Shutdown())}
 		cancel()
 		g.wg.Wait()
+		g.transport.quiesce()
 		errs = append(errs, g.transport.Close(), g.logStore.Close(), g.fsm.Close())
 		g.closeErr = errors.Join(errs...)
 	})
