@@ -17,8 +17,8 @@ DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
-SCRIPT=visit.lua
-[ -n "${ZIPF:-}" ] && SCRIPT=visit-zipf.lua
+DIST=uniform
+[ -n "${ZIPF:-}" ] && DIST=zipf
 HTTP=127.0.0.1:${BENCH_HTTP_PORT:-18580}
 RAFT=127.0.0.1:${BENCH_RAFT_PORT:-18570}
 
@@ -47,12 +47,12 @@ done | xargs -d '\n' -P 16 -I{} curl -fs -H 'Content-Type: application/json' -d 
   | grep -o '"code":"[^"]*"' | cut -d'"' -f4 >"$work/codes"
 stop
 
-echo "== machine: $(nproc) cores (wrk shares them), $(go version | cut -d' ' -f3); $(wc -l <"$work/codes") links ($SCRIPT), $CONNS connections, $DURATION per run"
+echo "== machine: $(nproc) cores (wrk shares them), $(go version | cut -d' ' -f3); $(wc -l <"$work/codes") links ($DIST keys), $CONNS connections, $DURATION per run"
 on=(); off=()
 for r in $(seq 1 "$ROUNDS"); do
   for mode in true false; do
     start "$mode"
-    line=$(CODES="$work/codes" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "scripts/wrk/$SCRIPT" "http://$HTTP" | grep RESULT)
+    line=$(CODES="$work/codes" DIST=$DIST BROWSER=1 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/codes.lua "http://$HTTP" | grep RESULT)
     stop
     echo "round $r analytics=$mode: $line"
     rps=$(echo "$line" | sed 's/.*rps=\([0-9]*\).*/\1/')

@@ -2,7 +2,9 @@
 -- as scripts/benchload writes them, or bare codes): at most MAX_CODES of
 -- them (default 1,000,000), spread evenly over the file. DIST=zipf draws the
 -- k-th code in proportion to 1/k (s = 1), as real link traffic goes; any
--- other DIST cycles through them in order (uniform). Prints one RESULT line.
+-- other DIST cycles through them in order (uniform). BROWSER=1 sends a
+-- browser User-Agent and a Referer, so every request is a human visit for
+-- analytics (scripts/bench-analytics.sh). Prints one RESULT line.
 local path, max = os.getenv("CODES"), tonumber(os.getenv("MAX_CODES") or "1000000")
 local n = 0
 for _ in io.lines(path) do n = n + 1 end
@@ -10,6 +12,10 @@ local step, codes, i = math.max(1, math.ceil(n / max)), {}, 0
 for line in io.lines(path) do
   if i % step == 0 then table.insert(codes, line:match("^(%S+)")) end
   i = i + 1
+end
+if os.getenv("BROWSER") == "1" then
+  wrk.headers["User-Agent"] = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+  wrk.headers["Referer"] = "https://news.example/item"
 end
 local zipf = os.getenv("DIST") == "zipf"
 local cdf, total = {}, 0
