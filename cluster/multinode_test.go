@@ -142,7 +142,10 @@ func (tc *testCluster) waitReplicated(replicas int) {
 	tc.tb.Helper()
 	waitFor(tc.tb, 30*time.Second, "full replication", func() bool {
 		for _, n := range tc.live() {
-			if n.Ready() != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := n.Ready(ctx)
+			cancel()
+			if err != nil {
 				return false
 			}
 			st := n.Status()

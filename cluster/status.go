@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -84,13 +85,16 @@ func (n *Node) Status() Status {
 var ErrNotReady = errors.New("not ready")
 
 // Ready returns nil when every group hosted here has a leader and this node
-// has applied everything it knows to be committed; otherwise the reason.
-func (n *Node) Ready() error {
+// has applied everything it knew to be committed when Ready was called;
+// otherwise the reason. A group that is merely applying a fresh write is
+// waited for (within ctx), so readiness does not flap under load; one still
+// replaying its log after a restart makes the node not ready when ctx ends.
+func (n *Node) Ready(ctx context.Context) error {
 	check := func(name string, g *shard.Group) error {
 		if addr, _ := g.Leader(); addr == "" {
 			return fmt.Errorf("%w: %s has no leader", ErrNotReady, name)
 		}
-		if !g.CaughtUp() {
+		if err := g.WaitCaughtUp(ctx); err != nil {
 			return fmt.Errorf("%w: %s is applying its log", ErrNotReady, name)
 		}
 		return nil

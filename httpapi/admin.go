@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -94,11 +96,18 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyzWait bounds how long /readyz waits for groups to apply what was
+// committed when the probe arrived (an apply in flight takes milliseconds).
+const readyzWait = time.Second
+
 // handleReadyz serves GET /readyz: 200 when every local group has a leader
-// and this node has applied what it knows to be committed; 503 with the
-// reason otherwise.
+// and this node has applied what was committed when the probe arrived (it
+// waits up to a second for applies in flight); 503 with the reason
+// otherwise.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Ready(); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), readyzWait)
+	defer cancel()
+	if err := s.svc.Ready(ctx); err != nil {
 		w.Header().Set("Retry-After", "1")
 		s.problem(w, r, http.StatusServiceUnavailable, "not-ready", "Service Unavailable", err.Error())
 		return

@@ -220,6 +220,48 @@ func TestOperatorEndpoints(t *testing.T) {
 	}
 }
 
+// TestReadyzHoldsUnderWrites: a node that keeps up with its writes stays
+// ready while they go on. Every write opens a moment between its commit and
+// its apply; a probe landing there must wait for the apply, not answer 503
+// (a load balancer would pull a healthy node out of rotation).
+func TestReadyzHoldsUnderWrites(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	const writers, perWriter = 8, 40
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				r := tn.postJSON(t, "/api/v1/links", `{"url":"https://example.com/ready"}`)
+				if r.status != 201 {
+					errs <- fmt.Errorf("create: %d %s", r.status, r.body)
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	probes := 0
+	for running := true; running; probes++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		if r := tn.do(t, "GET", "/readyz", "", nil); r.status != 200 {
+			t.Fatalf("readyz during writes (probe %d) = %d %s", probes, r.status, r.body)
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d probes during %d creates, all ready", probes, writers*perWriter)
+}
+
 // TestConcurrentCreatesAreDistinct: 1,000 concurrent creates give 1,000
 // distinct codes, each redirecting to its own URL.
 func TestConcurrentCreatesAreDistinct(t *testing.T) {

@@ -30,7 +30,7 @@ type Service interface {
 	Update(ctx context.Context, code string, p cluster.Patch) (*link.Link, error)
 	Delete(ctx context.Context, code string) error
 	Status() cluster.Status
-	Ready() error
+	Ready(ctx context.Context) error
 	RemoveNode(ctx context.Context, id string) error
 	Leases() ([]fsm.Lease, error)
 	ForEachLink(fn func(l *link.Link) bool) error

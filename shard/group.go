@@ -381,9 +381,21 @@ func (g *Group) leaderReady() bool {
 }
 
 // CaughtUp reports whether the FSM has applied every entry this node knows
-// to be committed.
+// to be committed, at this instant. Under writes it is false for the moment
+// between an entry's commit and its apply; readiness uses WaitCaughtUp.
 func (g *Group) CaughtUp() bool {
 	return g.appliedThrough(g.raft.CommitIndex())
+}
+
+// WaitCaughtUp waits until the FSM has applied every entry that was known to
+// be committed when it was called (rqlite's readyz "sync" rule). A group
+// that keeps up with its writes returns at once or within an apply; one that
+// is still applying its log after a restart, or cannot, runs into ctx and
+// gets link.ErrUnavailable. Entries committed after the call do not move the
+// target, so a steady stream of writes cannot keep it waiting.
+func (g *Group) WaitCaughtUp(ctx context.Context) error {
+	target := g.raft.CommitIndex()
+	return poll(ctx, func() bool { return g.appliedThrough(target) })
 }
 
 // appliedThrough reports whether the FSM state includes every entry up to
