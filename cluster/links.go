@@ -41,36 +41,17 @@ const maxGeneratedAttempts = 64
 // if the alias is in use (tombstones included); without one it takes IDs
 // from the allocator until a code is free.
 func (n *Node) Create(ctx context.Context, req CreateRequest) (*link.Link, error) {
-	if req.Redirect == 0 {
-		req.Redirect = link.DefaultRedirect
+	cmd, err := newCreate(req, time.Now().UTC())
+	if err != nil {
+		return nil, err
 	}
-	if !link.ValidRedirect(req.Redirect) {
-		return nil, &link.FieldError{Err: link.ErrInvalidInput, Field: "redirect", Reason: "must be 301, 302, 307 or 308"}
-	}
-	cmd := fsm.CreateIfAbsent{
-		URL: req.URL, Owner: req.Owner, Now: time.Now().UTC(), ExpiresAt: req.ExpiresAt,
-		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(),
-	}
-	if req.Alias != "" {
-		if err := link.ValidateAlias(req.Alias); err != nil {
-			return nil, err
-		}
-		cmd.Code = req.Alias
+	if cmd.Code != "" {
 		return n.applyCreate(ctx, &cmd)
 	}
 	for range maxGeneratedAttempts {
-		id, err := n.alloc.Next(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%w: allocate id: %w", link.ErrUnavailable, err)
+		if cmd.Code, err = n.nextCode(ctx); err != nil {
+			return nil, err
 		}
-		code, err := n.coder.Code(id)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", link.ErrExhausted, err)
-		}
-		if link.IsReserved(code) {
-			continue
-		}
-		cmd.Code = code
 		l, err := n.applyCreate(ctx, &cmd)
 		if errors.Is(err, link.ErrAliasTaken) {
 			// An alias got there first: that ID's code is someone's alias.
@@ -79,6 +60,46 @@ func (n *Node) Create(ctx context.Context, req CreateRequest) (*link.Link, error
 		return l, err
 	}
 	return nil, fmt.Errorf("%w: no free code after %d ids", link.ErrUnavailable, maxGeneratedAttempts)
+}
+
+// newCreate checks what the HTTP layer cannot (the redirect status, the
+// alias) and builds the command; Code is the alias, or empty for a code the
+// node generates.
+func newCreate(req CreateRequest, now time.Time) (fsm.CreateIfAbsent, error) {
+	if req.Redirect == 0 {
+		req.Redirect = link.DefaultRedirect
+	}
+	if !link.ValidRedirect(req.Redirect) {
+		return fsm.CreateIfAbsent{}, &link.FieldError{Err: link.ErrInvalidInput, Field: "redirect", Reason: "must be 301, 302, 307 or 308"}
+	}
+	if req.Alias != "" {
+		if err := link.ValidateAlias(req.Alias); err != nil {
+			return fsm.CreateIfAbsent{}, err
+		}
+	}
+	return fsm.CreateIfAbsent{
+		Code: req.Alias, URL: req.URL, Owner: req.Owner, Now: now, ExpiresAt: req.ExpiresAt,
+		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(),
+	}, nil
+}
+
+// nextCode returns the code of a fresh ID from the allocator, skipping
+// reserved words.
+func (n *Node) nextCode(ctx context.Context) (string, error) {
+	for range maxGeneratedAttempts {
+		id, err := n.alloc.Next(ctx)
+		if err != nil {
+			return "", fmt.Errorf("%w: allocate id: %w", link.ErrUnavailable, err)
+		}
+		code, err := n.coder.Code(id)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", link.ErrExhausted, err)
+		}
+		if !link.IsReserved(code) {
+			return code, nil
+		}
+	}
+	return "", fmt.Errorf("%w: no free code after %d ids", link.ErrUnavailable, maxGeneratedAttempts)
 }
 
 // applyCreate proposes a create on the code's shard leader. The nonce makes

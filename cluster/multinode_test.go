@@ -734,3 +734,53 @@ func waitHoldsLocally(tb testing.TB, n *Node, links []*link.Link, what string) {
 		return true
 	})
 }
+
+// TestCreateManyThroughEveryNode: a bulk create sent to any node lands each
+// shard's share through that shard's leader (forwarded over the RPC for
+// shards led elsewhere), answers every link as Create would, and what it
+// made is readable on every node at once.
+func TestCreateManyThroughEveryNode(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	if _, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://bulk.example/old", Alias: "bulk-old"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for ni, n := range tc.nodes {
+		var reqs []CreateRequest
+		for i := 0; i < 200; i++ {
+			req := CreateRequest{URL: fmt.Sprintf("https://bulk.example/%d/%d", ni, i)}
+			if i%40 == 0 {
+				req.Alias = fmt.Sprintf("bulk-%d-%d", ni, i)
+			}
+			reqs = append(reqs, req)
+		}
+		reqs = append(reqs, CreateRequest{URL: "https://bulk.example/clash", Alias: "bulk-old"})
+		res := n.CreateMany(ctx(t), reqs)
+		if len(res) != len(reqs) {
+			t.Fatalf("%d results for %d requests", len(res), len(reqs))
+		}
+		if !errors.Is(res[200].Err, link.ErrAliasTaken) {
+			t.Fatalf("taken alias through %s: %+v", n.ID(), res[200])
+		}
+		for i, r := range res[:200] {
+			if r.Err != nil {
+				t.Fatalf("create %d through %s: %v", i, n.ID(), r.Err)
+			}
+			if r.Link.URL != reqs[i].URL || (reqs[i].Alias != "" && r.Link.Code != reqs[i].Alias) || seen[r.Link.Code] {
+				t.Fatalf("create %d through %s = %+v", i, n.ID(), r.Link)
+			}
+			seen[r.Link.Code] = true
+			for _, reader := range tc.nodes {
+				got, err := reader.Resolve(ctx(t), r.Link.Code)
+				if err != nil || got.URL != r.Link.URL {
+					t.Fatalf("read %s on %s: %+v, %v", r.Link.Code, reader.ID(), got, err)
+				}
+			}
+		}
+	}
+	if got, err := tc.nodes[2].Resolve(ctx(t), "bulk-old"); err != nil || got.URL != "https://bulk.example/old" {
+		t.Fatalf("taken alias changed: %+v, %v", got, err)
+	}
+}

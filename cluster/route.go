@@ -19,6 +19,7 @@ type applyResult struct {
 	link                 *link.Link
 	leaseStart, leaseEnd uint64
 	placement            *fsm.Placement
+	batch                []fsm.Result // a CreateBatch's answers, in order
 }
 
 // maxHops bounds forwarding: node → replica → leader.
@@ -113,6 +114,20 @@ func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd [
 		}
 		res.link = l
 	}
+	if resp.Batch != nil {
+		res.batch = make([]fsm.Result, len(resp.Batch))
+		for i, item := range resp.Batch {
+			if item.Err != "" {
+				res.batch[i].Err = errFromWire(item.Err, item.Detail)
+				continue
+			}
+			l, err := fsm.DecodeLink(item.Link)
+			if err != nil {
+				return nil, err
+			}
+			res.batch[i].Link = l
+		}
+	}
 	return res, nil
 }
 
@@ -131,6 +146,8 @@ func resultOf(out any) (*applyResult, error) {
 		return &applyResult{leaseStart: r.Start, leaseEnd: r.End}, nil
 	case *fsm.PlacementResult:
 		return &applyResult{placement: r.Placement}, r.Err
+	case *fsm.BatchResult:
+		return &applyResult{batch: r.Results}, nil
 	case *fsm.SettingsResult, *fsm.ClickBatchResult:
 		return &applyResult{}, nil
 	}

@@ -56,6 +56,14 @@ type rpcResponse struct {
 	Clicks     []byte              `json:"clicks,omitempty"`
 	Visits     []link.Visit        `json:"visits,omitempty"`
 	Orphans    *link.OrphanSummary `json:"orphans,omitempty"`
+	Batch      []rpcItem           `json:"batch,omitempty"`
+}
+
+// rpcItem is one answer of a CreateBatch: the link or an error.
+type rpcItem struct {
+	Link   []byte `json:"link,omitempty"`
+	Err    string `json:"err,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // error kinds on the wire
@@ -192,6 +200,16 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 		resp.LeaseStart, resp.LeaseEnd = r.leaseStart, r.leaseEnd
 		if r.link != nil {
 			resp.Link = fsm.EncodeLink(r.link)
+		}
+		if r.batch != nil {
+			resp.Batch = make([]rpcItem, len(r.batch))
+			for i, res := range r.batch {
+				if res.Err != nil {
+					resp.Batch[i].Err, resp.Batch[i].Detail = errToWire(res.Err)
+				} else {
+					resp.Batch[i].Link = fsm.EncodeLink(res.Link)
+				}
+			}
 		}
 	case opLookup:
 		l, err := n.lookupShard(ctx, int(req.Group), req.Code, req.Consistent, req.Hops)

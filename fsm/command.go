@@ -21,6 +21,7 @@ const (
 	TypeUpdate         CommandType = 2
 	TypeDelete         CommandType = 3
 	TypeConsumeVisit   CommandType = 5
+	TypeCreateBatch    CommandType = 6
 
 	TypeSetSettings  CommandType = 32
 	TypeLeaseRange   CommandType = 33
@@ -323,6 +324,10 @@ func smallInt(v uint64) int {
 func (c *CreateIfAbsent) Encode() []byte {
 	b := make([]byte, 0, 64+len(c.URL))
 	b = append(b, byte(TypeCreateIfAbsent))
+	return c.appendBody(b)
+}
+
+func (c *CreateIfAbsent) appendBody(b []byte) []byte {
 	b = appendString(b, fCode, c.Code)
 	b = appendString(b, fURL, c.URL)
 	b = appendString(b, fOwner, c.Owner)
@@ -704,6 +709,8 @@ func Decode(data []byte) (any, error) {
 		return decodeClickBatch(body)
 	case TypeConsumeVisit:
 		return decodeConsumeVisit(body)
+	case TypeCreateBatch:
+		return decodeCreateBatch(body)
 	case TypeSetPlacement:
 		p, err := decodePlacement(body)
 		if err != nil {

@@ -318,6 +318,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add((&SetSettings{Settings: Settings{Shards: 8, Load: 1.25, CodeKey: []byte{1, 2}}}).Encode())
 	f.Add((&SetPlacement{Placement: Placement{Version: 1, Shards: [][]string{{"n1", "n2"}, {"n3"}}}}).Encode())
 	f.Add((&ConsumeVisit{Code: "abc", Nonce: 9}).Encode())
+	f.Add((&CreateBatch{Creates: []CreateIfAbsent{{Code: "a", URL: "https://a.example", Now: t0, Nonce: 1},
+		{Code: "b", URL: "https://b.example", Now: t0, Tags: []string{"t"}}}}).Encode())
 	f.Add((&ClickBatch{Node: "n1", Seq: 3, Deltas: []ClickDelta{{Code: "abc", Delta: ClickTotals{
 		Humans: Counts{Total: 2, Countries: map[string]uint64{"DE": 2}, Visitors: []byte{1, 2}}, Bots: Counts{Total: 1}},
 		Hours: []HourCount{{Hour: 7, Humans: 2, Bots: 1}}}}}).Encode())
@@ -347,6 +349,8 @@ func FuzzDecode(f *testing.F) {
 		case *ConsumeVisit:
 			again = c.Encode()
 		case *ClickBatch:
+			again = c.Encode()
+		case *CreateBatch:
 			again = c.Encode()
 		default:
 			t.Fatalf("Decode returned %T", cmd)

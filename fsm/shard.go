@@ -94,6 +94,12 @@ func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index
 		return f.applyConsumeVisit(tx, c, index)
 	case TypeClickBatch:
 		return f.applyClickBatch(tx, body)
+	case TypeCreateBatch:
+		c, err := decodeCreateBatch(body)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
+		}
+		return f.applyCreateBatch(tx, c, index)
 	}
 	return unknownType(f.path, typ, index)
 }

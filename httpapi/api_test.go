@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -217,6 +218,95 @@ func TestOperatorEndpoints(t *testing.T) {
 		if sh["leader"] != st["node_id"] || len(sh["replicas"].([]any)) != 1 {
 			t.Fatalf("shard status %v", sh)
 		}
+	}
+}
+
+// TestBulkCreate: a bulk create answers each link as a single create would
+// — made (201), bad URL (400), alias taken before or earlier in the same
+// request (409) — in request order, and what it made redirects.
+func TestBulkCreate(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	tn.create(t, `{"url":"https://example.com/old","alias":"old-alias"}`)
+	var items []string
+	want := map[int]int{}
+	for i := 0; i < 300; i++ {
+		switch {
+		case i == 7:
+			items = append(items, `{"url":"javascript:alert(1)"}`)
+			want[i] = 400
+		case i == 8:
+			items = append(items, `{"url":"https://example.com/x","alias":"old-alias"}`)
+			want[i] = 409
+		case i == 9 || i == 10:
+			items = append(items, fmt.Sprintf(`{"url":"https://example.com/twice/%d","alias":"bulk-twice"}`, i))
+			want[i] = 201 + (i-9)*(409-201) // the first wins
+		case i%50 == 0:
+			items = append(items, fmt.Sprintf(`{"url":"https://example.com/a/%d","alias":"bulk-%d","tags":["t"],"ttl":3600,"redirect":301}`, i, i))
+			want[i] = 201
+		default:
+			items = append(items, fmt.Sprintf(`{"url":"https://example.com/g/%d"}`, i))
+			want[i] = 201
+		}
+	}
+	r := tn.postJSON(t, "/api/v1/links/bulk", `{"links":[`+strings.Join(items, ",")+`]}`)
+	if r.status != 200 {
+		t.Fatalf("bulk = %d %s", r.status, r.body)
+	}
+	var out struct {
+		Created, Failed int
+		Results         []struct {
+			Status int
+			Link   *struct {
+				Code, URL string
+				Redirect  int
+				Tags      []string
+				ExpiresAt *time.Time `json:"expires_at"`
+			}
+			Problem *struct{ Type string }
+		}
+	}
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Created != 297 || out.Failed != 3 || len(out.Results) != 300 {
+		t.Fatalf("created %d failed %d results %d", out.Created, out.Failed, len(out.Results))
+	}
+	codes := map[string]bool{}
+	for i, res := range out.Results {
+		if res.Status != want[i] {
+			t.Fatalf("link %d: status %d, want %d", i, res.Status, want[i])
+		}
+		if res.Status != 201 {
+			if res.Problem == nil || res.Link != nil {
+				t.Fatalf("link %d: failure without a problem: %+v", i, res)
+			}
+			continue
+		}
+		l := res.Link
+		if codes[l.Code] {
+			t.Fatalf("code %s given twice", l.Code)
+		}
+		codes[l.Code] = true
+		if i%50 == 0 && (l.Code != fmt.Sprintf("bulk-%d", i) || l.Redirect != 301 || len(l.Tags) != 1 || l.ExpiresAt == nil) {
+			t.Fatalf("link %d = %+v", i, l)
+		}
+		g := tn.do(t, "GET", "/"+l.Code, "", nil)
+		if g.status != l.Redirect || g.header.Get("Location") != l.URL {
+			t.Fatalf("redirect of %s = %d %s, want %d %s", l.Code, g.status, g.header.Get("Location"), l.Redirect, l.URL)
+		}
+	}
+	if p := out.Results[8].Problem; p.Type != "/problems/alias-taken" {
+		t.Fatalf("taken alias problem %+v", p)
+	}
+	if p := out.Results[7].Problem; p.Type != "/problems/invalid-url" {
+		t.Fatalf("bad URL problem %+v", p)
+	}
+	if got := tn.do(t, "GET", "/old-alias", "", nil); got.header.Get("Location") != "https://example.com/old" {
+		t.Fatalf("the taken alias changed: %s", got.header.Get("Location"))
+	}
+	stored := strings.Count(tn.storedState(t), "\n")
+	if stored != 298 {
+		t.Fatalf("%d links stored, want 298", stored)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -22,6 +23,8 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	past := "2001-01-01T00:00:00Z"
 	huge := `{"url":"https://example.com/` + strings.Repeat("a", 70<<10) + `"}`
 	longURL := `{"url":"https://example.com/` + strings.Repeat("a", link.DefaultMaxURLLength) + `"}`
+	tooManyLinks := `{"links":[` + strings.TrimSuffix(strings.Repeat(`{"url":"https://example.com"},`, httpapi.MaxBulkLinks+1), ",") + `]}`
+	hugeBulk := `{"links":[` + strings.TrimSuffix(strings.Repeat(`{"url":"https://example.com/`+strings.Repeat("b", 8000)+`"},`, 1100), ",") + `]}`
 	manyTags := `{"url":"https://example.com","tags":[` + strings.TrimSuffix(strings.Repeat(`"t",`, 33), ",") + `]}`
 
 	cases := []struct {
@@ -102,6 +105,15 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"get code too long", "GET", "/api/v1/links/" + strings.Repeat("x", 65), "", ``, 404, "not-found"},
 		{"consistent not a bool", "GET", "/api/v1/links/keep-me?consistent=maybe", "", ``, 400, "invalid-input"},
 		{"unknown API path", "GET", "/api/v2/links", "", ``, 404, "not-found"},
+		{"bulk: malformed JSON", "POST", "/api/v1/links/bulk", js, `{"links":[{"url":`, 400, "malformed-json"},
+		{"bulk: no links field", "POST", "/api/v1/links/bulk", js, `{}`, 400, "invalid-input"},
+		{"bulk: empty list", "POST", "/api/v1/links/bulk", js, `{"links":[]}`, 400, "invalid-input"},
+		{"bulk: a bare array", "POST", "/api/v1/links/bulk", js, `[{"url":"https://example.com"}]`, 400, "invalid-input"},
+		{"bulk: over the link limit", "POST", "/api/v1/links/bulk", js, tooManyLinks, 400, "invalid-input"},
+		{"bulk: unknown field in a link", "POST", "/api/v1/links/bulk", js, `{"links":[{"url":"https://example.com/ok"},{"url":"https://example.com","owner":"me"}]}`, 400, "unknown-field"},
+		{"bulk: body over the bulk limit", "POST", "/api/v1/links/bulk", js, hugeBulk, 413, "body-too-large"},
+		{"bulk: form content type", "POST", "/api/v1/links/bulk", "text/plain", `{"links":[{"url":"https://example.com"}]}`, 415, "unsupported-media-type"},
+		{"bulk: wrong method", "PUT", "/api/v1/links/bulk", js, `{"links":[{"url":"https://example.com"}]}`, 405, "method-not-allowed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -41,11 +41,23 @@ func badRequest(kind, detail string) error {
 // Error writes err as a problem document: the one place where errors become
 // statuses. Only unexpected errors are logged.
 func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
+	p := s.problemOf(r, err)
+	if p.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	s.problemField(w, r, p.Status, strings.TrimPrefix(p.Type, ProblemTypeBase), p.Title, p.Detail, p.Field)
+}
+
+// problemOf maps err to its problem document (and logs the unexpected).
+func (s *Server) problemOf(r *http.Request, err error) Problem {
 	var re *requestError
 	var fe *link.FieldError
+	p := func(status int, kind, title, detail, field string) Problem {
+		return Problem{Type: ProblemTypeBase + kind, Title: title, Status: status, Detail: detail, Field: field}
+	}
 	switch {
 	case errors.As(err, &re):
-		s.problemField(w, r, re.status, re.kind, re.title, re.detail, re.field)
+		return p(re.status, re.kind, re.title, re.detail, re.field)
 	case errors.As(err, &fe):
 		kind := "invalid-input"
 		switch {
@@ -54,21 +66,19 @@ func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
 		case errors.Is(fe.Err, link.ErrInvalidAlias):
 			kind = "invalid-alias"
 		}
-		s.problemField(w, r, http.StatusBadRequest, kind, "Bad Request", fe.Error(), fe.Field)
+		return p(http.StatusBadRequest, kind, "Bad Request", fe.Error(), fe.Field)
 	case errors.Is(err, link.ErrAliasTaken):
-		s.problem(w, r, http.StatusConflict, "alias-taken", "Conflict", "the code is already in use")
+		return p(http.StatusConflict, "alias-taken", "Conflict", "the code is already in use", "")
 	case errors.Is(err, link.ErrNotFound):
-		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "no link has this code")
+		return p(http.StatusNotFound, "not-found", "Not Found", "no link has this code", "")
 	case errors.Is(err, link.ErrGone):
-		s.problem(w, r, http.StatusGone, "gone", "Gone", "the link is expired, disabled or deleted")
+		return p(http.StatusGone, "gone", "Gone", "the link is expired, disabled or deleted", "")
 	case errors.Is(err, link.ErrNotLeader), errors.Is(err, link.ErrUnavailable), errors.Is(err, link.ErrExhausted):
-		w.Header().Set("Retry-After", "1")
 		s.log.Warn("request unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
-		s.problem(w, r, http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "the cluster cannot serve this request right now; retry")
-	default:
-		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-		s.problem(w, r, http.StatusInternalServerError, "internal", "Internal Server Error", "")
+		return p(http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "the cluster cannot serve this request right now; retry", "")
 	}
+	s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	return p(http.StatusInternalServerError, "internal", "Internal Server Error", "", "")
 }
 
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, status int, kind, title, detail string) {

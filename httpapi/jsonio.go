@@ -29,19 +29,24 @@ func checkJSONContentType(r *http.Request) error {
 // readJSON decodes one JSON value from the size-limited body into v,
 // refusing unknown fields and trailing data.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	return readJSONLimit(w, r, v, s.maxBody)
+}
+
+// readJSONLimit is readJSON with its own body limit.
+func readJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
 	if err := checkJSONContentType(r); err != nil {
 		return err
 	}
-	body := http.MaxBytesReader(w, r.Body, s.maxBody)
+	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err, s.maxBody)
+		return jsonError(err, limit)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return jsonError(err, s.maxBody)
+			return jsonError(err, limit)
 		}
 		return badRequest("malformed-json", "the body must hold exactly one JSON value")
 	}

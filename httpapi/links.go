@@ -55,6 +55,7 @@ func (s *Server) toJSON(l *link.Link) linkJSON {
 func (s *Server) registerLinkRoutes() {
 	r := s.router
 	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.handleCreate)).Methods(http.MethodPost)
+	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.handleBulkCreate)).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.handleGet)).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.handlePatch)).Methods(http.MethodPatch)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.handleDelete)).Methods(http.MethodDelete)

@@ -23,6 +23,7 @@ import (
 // Service is what the HTTP layer needs from the node.
 type Service interface {
 	Create(ctx context.Context, req cluster.CreateRequest) (*link.Link, error)
+	CreateMany(ctx context.Context, reqs []cluster.CreateRequest) []cluster.CreateResult
 	Get(ctx context.Context, code string, consistent bool) (*link.Link, error)
 	Resolve(ctx context.Context, code string) (*link.Link, error)
 	// ResolveLocal answers from this node's state alone, never waiting.
@@ -69,6 +70,9 @@ type Config struct {
 	URLPolicy link.URLPolicy
 	// MaxBodyBytes bounds request bodies (default 64 KiB).
 	MaxBodyBytes int64
+	// MaxBulkBodyBytes bounds the body of POST /api/v1/links/bulk
+	// (default 8 MiB: MaxBulkLinks links with long URLs).
+	MaxBulkBodyBytes int64
 	// Metrics, if set, renders GET /metrics.
 	Metrics http.Handler
 	// Recorder, if set, receives latencies.
@@ -86,16 +90,17 @@ type Config struct {
 
 // Server is the HTTP handler of a node.
 type Server struct {
-	router    *mux.Router
-	svc       Service
-	publicURL string
-	policy    link.URLPolicy
-	maxBody   int64
-	rec       Recorder
-	log       *slog.Logger
-	now       func() time.Time
-	clicks    ClickRecorder
-	isBot     func(string) bool
+	router      *mux.Router
+	svc         Service
+	publicURL   string
+	policy      link.URLPolicy
+	maxBody     int64
+	maxBulkBody int64
+	rec         Recorder
+	log         *slog.Logger
+	now         func() time.Time
+	clicks      ClickRecorder
+	isBot       func(string) bool
 }
 
 // New builds the router.
@@ -112,8 +117,11 @@ func New(cfg Config) (*Server, error) {
 	policy.OwnHosts = append(append([]string(nil), policy.OwnHosts...), strings.ToLower(u.Hostname()))
 	s := &Server{
 		router: mux.NewRouter(), svc: cfg.Service, publicURL: pub, policy: policy,
-		maxBody: cfg.MaxBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
+		maxBody: cfg.MaxBodyBytes, maxBulkBody: cfg.MaxBulkBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
 		isBot: cfg.IsBot,
+	}
+	if s.maxBulkBody <= 0 {
+		s.maxBulkBody = DefaultMaxBulkBodyBytes
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes

@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/link"
+)
+
+// CreateResult is the outcome of one create of CreateMany: the link, or the
+// error a Create of the same request would have returned.
+type CreateResult struct {
+	Link *link.Link
+	Err  error
+}
+
+// maxBatchBytes is about how much one CreateBatch entry may hold.
+const maxBatchBytes = 256 << 10
+
+// CreateMany stores many links at once. Each request succeeds or fails on
+// its own, exactly as Create would answer it; the difference is the cost:
+// the creates are grouped by shard and each group is proposed as one
+// fsm.CreateBatch entry (up to fsm.MaxCreateBatch creates), so a thousand
+// links cost each shard one Raft commit instead of a thousand. Shards are
+// written in parallel. Results are in request order.
+//
+// A batch whose outcome is unknown (the leader failed, a forwarded call timed
+// out) is retried whole with the same codes and nonces until ctx ends, as
+// Create retries: creates that took effect answer with their link, the
+// others are made. Without a deadline on ctx, CreateMany allows 30 s.
+func (n *Node) CreateMany(ctx context.Context, reqs []CreateRequest) []CreateResult {
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out := make([]CreateResult, len(reqs))
+	cmds := make([]fsm.CreateIfAbsent, len(reqs))
+	generated := make([]bool, len(reqs))
+	byShard := map[int][]int{}
+	now := time.Now().UTC()
+	for i, req := range reqs {
+		cmd, err := newCreate(req, now)
+		if err == nil && cmd.Code == "" {
+			generated[i] = true
+			cmd.Code, err = n.nextCode(ctx)
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		cmds[i] = cmd
+		s := n.ring.Locate(cmd.Code)
+		byShard[s] = append(byShard[s], i)
+	}
+	var wg sync.WaitGroup
+	for s, idx := range byShard {
+		for len(idx) > 0 {
+			// Up to fsm.MaxCreateBatch creates and about maxBatchBytes of
+			// URLs, so that the entry and a forwarded call's answer stay
+			// well inside the RPC frame.
+			end, size := 0, 0
+			for end < len(idx) && end < fsm.MaxCreateBatch && (end == 0 || size < maxBatchBytes) {
+				size += len(cmds[idx[end]].URL) + 64
+				end++
+			}
+			chunk := idx[:end]
+			idx = idx[end:]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				batch := &fsm.CreateBatch{Creates: make([]fsm.CreateIfAbsent, len(chunk))}
+				for j, i := range chunk {
+					batch.Creates[j] = cmds[i]
+				}
+				results, err := n.applyCreateBatch(ctx, shardGroupID(s), batch)
+				for j, i := range chunk {
+					if err != nil {
+						out[i].Err = err
+					} else {
+						out[i] = CreateResult{Link: results[j].Link, Err: results[j].Err}
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// A generated code that an alias took first: that ID's code is someone's
+	// alias. Rare (aliases that look like generated codes), so done alone.
+	for i := range out {
+		if generated[i] && errors.Is(out[i].Err, link.ErrAliasTaken) {
+			out[i].Link, out[i].Err = n.Create(ctx, reqs[i])
+		}
+	}
+	return out
+}
+
+// applyCreateBatch proposes batch on group's leader, retrying an unknown
+// outcome with the same entry until ctx ends (see applyCreate).
+func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *fsm.CreateBatch) ([]fsm.Result, error) {
+	data := batch.Encode()
+	for {
+		r, err := n.applyGroup(ctx, group, data, 0)
+		if err == nil {
+			if len(r.batch) != len(batch.Creates) {
+				return nil, fmt.Errorf("create batch of %d answered with %d results", len(batch.Creates), len(r.batch))
+			}
+			return r.batch, nil
+		}
+		if !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
+			return nil, err
+		}
+		n.log.Debug("create batch outcome unknown; retrying the same entry", "group", group, "creates", len(batch.Creates), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(retryPause):
+		}
+	}
+}
