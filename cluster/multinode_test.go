@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -543,8 +545,29 @@ func TestCatchUpBySnapshot(t *testing.T) {
 		}
 		return true
 	})
+	// What the survivors keep as snapshots are markers, not copies of the
+	// state (see fsm.LiveStateMarker).
+	states, _ := filepath.Glob(filepath.Join(tc.cfgs[0].DataDir, "shards", "*", "snapshots", "*", "state.bin"))
+	if len(states) == 0 {
+		t.Fatal("no snapshots on disk")
+	}
+	for _, f := range states {
+		if st, err := os.Stat(f); err != nil || st.Size() > 64 {
+			t.Fatalf("snapshot %s holds %d bytes (%v), want a marker", f, st.Size(), err)
+		}
+	}
 	tc.start(2)
 	back := tc.nodes[2]
+	// Writes go on while it catches up, so the state a leader streams is
+	// ahead of the snapshot's index and raft replays entries the state
+	// already holds.
+	for i := 200; i < 260; i++ {
+		l, err := tc.nodes[i%2].Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://snap.example/%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		links = append(links, l)
+	}
 	waitHoldsLocally(t, back, links, "catch-up by snapshot")
 	restored := 0
 	for _, s := range back.localShards() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,7 +188,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	for i, code := range []string{"a01", "a02", "a03"} {
 		applyAt(t, src, uint64(i+1), (&CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
 	}
-	snap, err := src.Snapshot()
+	snap, err := src.StateSnapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func FuzzDecode(f *testing.F) {
 func TestRestoreWhileSnapshotOpen(t *testing.T) {
 	src := mustShard(t, ShardConfig{})
 	applyAt(t, src, 1, (&CreateIfAbsent{Code: "new", URL: "https://new.example", Now: t0}).Encode())
-	newSnap, _ := src.Snapshot()
+	newSnap, _ := src.StateSnapshot()
 	newSink := &memSink{}
 	if err := newSnap.Persist(newSink); err != nil {
 		t.Fatal(err)
@@ -380,7 +381,7 @@ func TestRestoreWhileSnapshotOpen(t *testing.T) {
 
 	dst := mustShard(t, ShardConfig{})
 	applyAt(t, dst, 1, (&CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
-	held, err := dst.Snapshot() // not released until after the restore
+	held, err := dst.StateSnapshot() // not released until after the restore
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,5 +442,73 @@ func TestMetaPlacementCompareAndSet(t *testing.T) {
 	}
 	if d := cmp.Diff(&p2, got); d != "" {
 		t.Fatal(d)
+	}
+}
+
+// TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile: what raft persists
+// holds no state (and cannot be restored from), while OpenState streams the
+// live file, exactly as many bytes as it announces, that restores to the
+// same links.
+func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
+	src := mustShard(t, ShardConfig{})
+	for i, code := range []string{"b01", "b02"} {
+		applyAt(t, src, uint64(i+1), (&CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
+	}
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if !strings.HasPrefix(sink.String(), LiveStateMarker) || sink.Len() != len(LiveStateMarker)+8 {
+		t.Fatalf("persisted %q", sink.Bytes())
+	}
+	dst := mustShard(t, ShardConfig{})
+	applyAt(t, dst, 1, (&CreateIfAbsent{Code: "keep", URL: "https://keep.example", Now: t0}).Encode())
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); !errors.Is(err, ErrLiveMarker) {
+		t.Fatalf("restore from a marker: %v", err)
+	}
+	if _, err := dst.Get("keep"); err != nil {
+		t.Fatalf("a refused marker lost the state: %v", err)
+	}
+
+	// A write after OpenState is not in the stream: it is a point in time.
+	size, rc, err := src.OpenState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAt(t, src, 3, (&CreateIfAbsent{Code: "late", URL: "https://late.example", Now: t0}).Encode())
+	data, err := io.ReadAll(rc)
+	if err != nil || int64(len(data)) != size {
+		t.Fatalf("streamed %d bytes of %d: %v", len(data), size, err)
+	}
+	rc.Close()
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if dst.AppliedIndex() != 2 {
+		t.Fatalf("applied after restore = %d", dst.AppliedIndex())
+	}
+	for _, code := range []string{"b01", "b02"} {
+		if _, err := dst.Get(code); err != nil {
+			t.Fatalf("%s: %v", code, err)
+		}
+	}
+	for _, code := range []string{"late", "keep"} {
+		if _, err := dst.Get(code); !errors.Is(err, link.ErrNotFound) {
+			t.Fatalf("%s present: %v", code, err)
+		}
+	}
+	// A reader closed early frees the view: Close must not hang on it.
+	_, rc, err = src.OpenState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

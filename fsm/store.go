@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -190,9 +192,50 @@ func unknownType(path string, typ CommandType, index uint64) any {
 	panic(fmt.Sprintf("fsm %s: unknown command type %d at index %d", path, typ, index))
 }
 
-// Snapshot implements raft.FSM: it only opens a read transaction, a
-// point-in-time view that Persist streams out.
+// LiveStateMarker begins every snapshot that raft persists for this FSM.
+// Such a snapshot holds no data: the FSM's state is its durable bbolt file,
+// which already includes every entry up to the snapshot's index (and maybe
+// more). Whoever opens the snapshot to send it (shard's snapshot store)
+// streams the live file instead — etcd's and rqlite's way, so a snapshot
+// costs neither a copy of the state on disk nor the I/O to write one.
+const LiveStateMarker = "linkraft live-state snapshot v1\n"
+
+// ErrLiveMarker is returned by Restore when handed a LiveStateMarker
+// snapshot: it carries no state to restore from.
+var ErrLiveMarker = errors.New("fsm: a live-state marker holds no state; open the snapshot through the snapshot store")
+
+// Snapshot implements raft.FSM. It copies nothing: the snapshot it returns
+// persists LiveStateMarker and the applied index (see LiveStateMarker).
 func (s *store) Snapshot() (raft.FSMSnapshot, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.db == nil {
+		return nil, ErrClosed
+	}
+	return liveMarker(s.applied.Load()), nil
+}
+
+// liveMarker is the FSMSnapshot raft persists: the marker and the index.
+type liveMarker uint64
+
+// Persist writes the marker.
+func (m liveMarker) Persist(sink raft.SnapshotSink) error {
+	b := binary.BigEndian.AppendUint64([]byte(LiveStateMarker), uint64(m))
+	if _, err := sink.Write(b); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (liveMarker) Release() {}
+
+// StateSnapshot opens a point-in-time view of the state file (a read
+// transaction); Persist streams it as a whole bbolt file, the form Restore
+// takes. The file it was taken from stays open until Release, even if
+// Restore replaces it.
+func (s *store) StateSnapshot() (raft.FSMSnapshot, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.db == nil {
@@ -204,6 +247,24 @@ func (s *store) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	s.snaps.Add(1)
 	return &snapshot{tx: tx, done: s.snaps.Done}, nil
+}
+
+// OpenState streams the current state file as StateSnapshot would persist
+// it, with its exact size in bytes: what a follower that needs a snapshot
+// is sent. Closing the reader early ends the stream and frees the view.
+func (s *store) OpenState() (int64, io.ReadCloser, error) {
+	snap, err := s.StateSnapshot()
+	if err != nil {
+		return 0, nil, err
+	}
+	sn := snap.(*snapshot)
+	pr, pw := io.Pipe()
+	go func() {
+		defer sn.Release()
+		_, err := sn.tx.WriteTo(pw)
+		pw.CloseWithError(err)
+	}()
+	return sn.tx.Size(), pr, nil
 }
 
 // snapshot holds a read transaction of the file that was current when it was
@@ -241,7 +302,13 @@ func (s *store) Restore(rc io.ReadCloser) error {
 	}
 	tmpName := tmp.Name()
 	defer os.Remove(tmpName) // no-op after the rename
-	if _, err := io.Copy(tmp, rc); err != nil {
+	head := make([]byte, len(LiveStateMarker))
+	n, _ := io.ReadFull(rc, head)
+	if string(head[:n]) == LiveStateMarker {
+		tmp.Close()
+		return ErrLiveMarker
+	}
+	if _, err := io.Copy(tmp, io.MultiReader(bytes.NewReader(head[:n]), rc)); err != nil {
 		tmp.Close()
 		return fmt.Errorf("restore: copy: %w", err)
 	}

@@ -14,8 +14,8 @@
 #           and the ratios linknode/nginx and linknode/flask.
 # create    creates/s and p50/p99 on 1 and 3 nodes at 1, 16 and 64 clients
 #           (scripts/benchcluster), fsync on.
-# scale     per link count (LINKS): disk bytes per link (shard state + Raft log, ~60-byte
-#           URLs), RSS after the load and after a restart, time from restart to
+# scale     per link count (LINKS): load rate, disk bytes per link (shard state,
+#           Raft log, snapshots, whole data dir; ~60-byte URLs), RSS after the load and after a restart, time from restart to
 #           /readyz, and redirect p50/p99 (uniform keys) after the restart.
 # failover  leader of most shards killed (SIGKILL): first successful write,
 #           every shard it led writable again, redirect errors on the survivors
@@ -24,7 +24,8 @@
 #
 # Settings (environment): LINKS="100000" (link counts for redirect, e.g.
 # "100000 1000000"), DIST="zipf uniform", SYSTEMS="linknode follower nginx
-# gomap flask", ROUNDS=3, DURATION=10s, CONNS=64, THREADS=2.
+# gomap flask", ROUNDS=3, DURATION=10s, CONNS=64, THREADS=2, BULK=1000 (links
+# per POST /api/v1/links/bulk when loading; 0 loads one create per link).
 #
 # It installs what it needs with apt (wrk, nginx-light, redis-server,
 # python3-flask, python3-redis, gunicorn). Each sub-benchmark prints a table
@@ -41,6 +42,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
+BULK=${BULK:-1000} # links per bulk create when loading (0: one create per link)
 PORT=${BENCH_PORT_BASE:-18400} # every port is PORT + a fixed offset
 
 mkdir -p bench/results
@@ -109,7 +111,7 @@ redirect_setup() { # $1: link count; fills $work/codes-<system>
   start_node n1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
   wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
   echo "loading $n links into linknode..." >&2
-  "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -out "$work/codes-linknode" >&2
+  "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -bulk "$BULK" -out "$work/codes-linknode" >&2
   # nginx's map matches strings case-insensitively: codes that differ only
   # in case (a few per million base62 codes) would conflict; keep the first.
   awk '!seen[tolower($1)]++' "$work/codes-linknode" >"$work/codes-nginx"
@@ -125,7 +127,7 @@ redirect_setup() { # $1: link count; fills $work/codes-<system>
     for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/readyz"; done
     echo "loading $n links into the 3-node cluster..." >&2
     "$work/benchload" -targets "http://127.0.0.1:$((PORT + 81)),http://127.0.0.1:$((PORT + 82)),http://127.0.0.1:$((PORT + 83))" \
-      -n "$n" -out "$work/codes-follower" >&2
+      -n "$n" -bulk "$BULK" -out "$work/codes-follower" >&2
     # The follower: the node leading the fewest shards.
     follower_port=$(for i in 1 2 3; do
       echo "$(curl -fs "http://127.0.0.1:$((PORT + 80 + i))/admin/v1/cluster" | grep -o '"leader": *"c'"$i"'"' | wc -l) $((PORT + 80 + i))"
@@ -259,10 +261,10 @@ scale_bench() {
     echo
     echo "## scale — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
     echo
-    echo "machine: $(machine); one node, 8 shards, analytics off; links created through the API (scripts/benchload); wrk -t$THREADS -c$CONNS -d$DURATION uniform after the restart"
+    echo "machine: $(machine); one node, 8 shards, analytics off; links created through the bulk API, $BULK per request (scripts/benchload -bulk); wrk -t$THREADS -c$CONNS -d$DURATION uniform after the restart"
     echo
-    echo "| links | disk bytes/link (state + raft log) | RSS loaded | ready after restart | RSS restarted | redirect rps | p50 | p99 |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| links | loaded/s | disk bytes/link: state + raft log | snapshots | whole data dir | RSS loaded | ready after restart | RSS restarted | redirect rps | p50 | p99 |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
   } | report
   for n in $LINKS; do
     rm -rf "$work/s1"
@@ -270,12 +272,19 @@ scale_bench() {
     local pid=${pids[-1]}
     wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
     echo "loading $n links..." >&2
-    "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -out "$work/codes-scale" >&2
-    local rss1 bytes
+    local l0 l1
+    l0=$(date +%s.%N)
+    "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -bulk "$BULK" -out "$work/codes-scale" >&2
+    l1=$(date +%s.%N)
+    local rss1 bytes state raftlog snaps all
     rss1=$(rss_mib "$pid")
     kill "$pid"
     wait "$pid" 2>/dev/null || true
-    bytes=$(du -cb "$work"/s1/shards/*/state.db "$work"/s1/shards/*/raft.db | tail -1 | cut -f1)
+    state=$(du -cb "$work"/s1/shards/*/state.db | tail -1 | cut -f1)
+    raftlog=$(du -cb "$work"/s1/shards/*/raft.db | tail -1 | cut -f1)
+    snaps=$(du -cb "$work"/s1/shards/*/snapshots | tail -1 | cut -f1)
+    all=$(du -sb "$work/s1" | cut -f1)
+    bytes=$((state + raftlog))
     local t0 t1
     t0=$(date +%s.%N)
     start_node s1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
@@ -289,7 +298,7 @@ scale_bench() {
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     echo "$line" >&2
-    echo "| $n | $((bytes / n)) | $rss1 MiB | $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f s", b-a}') | $rss2 MiB |" \
+    echo "| $n | $(awk -v n="$n" -v a="$l0" -v b="$l1" 'BEGIN{printf "%.0f", n/(b-a)}') | $((state / n)) + $((raftlog / n)) = $((bytes / n)) | $((snaps / n)) | $((all / n)) | $rss1 MiB | $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f s", b-a}') | $rss2 MiB |" \
       "$(echo "$line" | sed 's/.*rps=\([0-9]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 | \2 ms | \3 ms |/')" | report
   done
 }

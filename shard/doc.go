@@ -16,13 +16,15 @@
 //     its applied index in the same transaction as the data, so a restart
 //     replays only the entries after it instead of rebuilding from a
 //     snapshot.
-//   - SnapshotThreshold 8192, SnapshotInterval 120 s, TrailingLogs 10240
-//     (raft's defaults): a snapshot is a stream of the bbolt file, cheap to
-//     take; 10240 trailing entries let a follower that was briefly away catch
-//     up from the log instead of a snapshot.
+//   - Snapshots are markers (fsm.LiveStateMarker): raft persists a few
+//     bytes, and when it opens the snapshot to send it to a follower the
+//     snapshot store (liveSnapshots) streams the FSM's live bbolt file
+//     instead, which holds the snapshot's entries and maybe a few more (the
+//     follower's FSM skips those on replay). A snapshot therefore costs no
+//     copy of the state, on disk or in I/O, however many links a shard holds.
 //   - Log and stable store: raft-boltdb/v2 (one raft.db per group) with the
 //     hashmap freelist and NoFreelistSync, never NoSync, behind a 512-entry
-//     LogCache. File snapshot store keeping 2 snapshots.
+//     LogCache. File snapshot store keeping 1 snapshot.
 //   - Transport: a raft.NetworkTransport per group (MaxPool 2, 10 s I/O
 //     timeout) over the group's layer of the node's single peer port
 //     (package transport), with pipelined replication turned off: it can

@@ -236,10 +236,17 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 		logStore.Close()
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl.Named("snapshots"))
+	// One snapshot is kept. For an FSM that snapshots by marker it is a few
+	// bytes, or the last state a leader sent; the FSM's own file is the
+	// durable state, so older snapshots have no use.
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 1, hl.Named("snapshots"))
 	if err != nil {
 		logStore.Close()
 		return nil, fmt.Errorf("shard %s: snapshot store: %w", cfg.Name, err)
+	}
+	var snaps raft.SnapshotStore = files
+	if src, ok := cfg.FSM.(StateSource); ok {
+		snaps = &liveSnapshots{FileSnapshotStore: files, src: src}
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  cfg.Stream,

@@ -3,7 +3,7 @@
 // keep-alive connections, and writes "code url" lines to -out (the file the
 // peers of scripts/bench.sh are loaded from and wrk draws codes from).
 //
-//	go run ./scripts/benchload -targets http://127.0.0.1:18480 -n 100000 -out codes.txt
+//	go run ./scripts/benchload -targets http://127.0.0.1:18480 -n 100000 -out codes.txt [-bulk 1000]
 //
 // Bounded: it stops after -n creates or -timeout, whichever comes first.
 package main
@@ -31,6 +31,7 @@ func main() {
 	clients := flag.Int("clients", 64, "concurrent clients")
 	out := flag.String("out", "codes.txt", `file of "code url" lines`)
 	timeout := flag.Duration("timeout", 30*time.Minute, "give up after this long")
+	bulk := flag.Int("bulk", 0, "links per POST /api/v1/links/bulk (0: one POST /api/v1/links per link)")
 	flag.Parse()
 	bases := strings.Split(*targets, ",")
 
@@ -50,23 +51,38 @@ func main() {
 	for c := range *clients {
 		wg.Go(func() {
 			base := bases[c%len(bases)]
+			per := int64(max(*bulk, 1))
 			for ctx.Err() == nil {
-				i := next.Add(1) - 1
-				if i >= int64(*n) {
+				first := next.Add(per) - per
+				if first >= int64(*n) {
 					return
 				}
-				// About 60 bytes, the size the disk-per-link target assumes.
-				url := fmt.Sprintf("https://www.example.com/articles/2026/11/some-article-%08d", i)
-				code, err := create(ctx, client, base, url)
+				var urls []string
+				for i := first; i < min(first+per, int64(*n)); i++ {
+					// About 60 bytes, the size the disk-per-link target assumes.
+					urls = append(urls, fmt.Sprintf("https://www.example.com/articles/2026/11/some-article-%08d", i))
+				}
+				var codes []string
+				var err error
+				if *bulk > 0 {
+					codes, err = createBulk(ctx, client, base, urls)
+				} else {
+					var code string
+					code, err = create(ctx, client, base, urls[0])
+					codes = []string{code}
+				}
 				if err != nil {
-					failed.Add(1)
-					log.Printf("create %d: %v", i, err)
+					failed.Add(int64(len(urls)))
+					log.Printf("create %d..%d: %v", first, first+int64(len(urls))-1, err)
 					continue
 				}
 				wmu.Lock()
-				fmt.Fprintf(w, "%s %s\n", code, url)
+				for k, code := range codes {
+					fmt.Fprintf(w, "%s %s\n", code, urls[k])
+				}
 				wmu.Unlock()
-				if d := done.Add(1); d%100000 == 0 {
+				d := done.Add(int64(len(codes)))
+				if d/100000 != (d-int64(len(codes)))/100000 {
 					log.Printf("%d links, %.0f/s", d, float64(d)/time.Since(start).Seconds())
 				}
 			}
@@ -110,4 +126,52 @@ func create(ctx context.Context, client *http.Client, base, url string) (string,
 		return "", fmt.Errorf("bad answer %q", b)
 	}
 	return l.Code, nil
+}
+
+// createBulk makes urls through the bulk endpoint and returns their codes in
+// order; any link that failed fails the call.
+func createBulk(ctx context.Context, client *http.Client, base string, urls []string) ([]string, error) {
+	type item struct {
+		URL string `json:"url"`
+	}
+	body := struct {
+		Links []item `json:"links"`
+	}{}
+	for _, u := range urls {
+		body.Links = append(body.Links, item{URL: u})
+	}
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/links/bulk", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if b, err = io.ReadAll(resp.Body); err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	var out struct {
+		Results []struct {
+			Status int
+			Link   struct{ Code string }
+		}
+	}
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Results) != len(urls) {
+		return nil, fmt.Errorf("bad answer (%v): %.200s", err, b)
+	}
+	codes := make([]string, len(urls))
+	for i, r := range out.Results {
+		if r.Status != http.StatusCreated || r.Link.Code == "" {
+			return nil, fmt.Errorf("link %d: status %d", i, r.Status)
+		}
+		codes[i] = r.Link.Code
+	}
+	return codes, nil
 }
