@@ -38,21 +38,34 @@ func (n *Node) CreateMany(ctx context.Context, reqs []CreateRequest) []CreateRes
 	out := make([]CreateResult, len(reqs))
 	cmds := make([]fsm.CreateIfAbsent, len(reqs))
 	generated := make([]bool, len(reqs))
-	byShard := map[int][]int{}
 	now := time.Now().UTC()
+	need := 0
 	for i, req := range reqs {
-		cmd, err := newCreate(req, now)
-		if err == nil && cmd.Code == "" {
+		cmds[i], out[i].Err = newCreate(req, now)
+		if out[i].Err == nil && cmds[i].Code == "" {
 			generated[i] = true
-			cmd.Code, err = n.nextCode(ctx)
+			need++
 		}
-		if err != nil {
-			out[i].Err = err
-			continue
+	}
+	// The generated codes come from one lease of their own, not from the
+	// node's allocator: a thousand Next calls per request, from many
+	// requests at once, would queue behind its 1,024-ID leases.
+	codes, err := n.leaseCodes(ctx, need)
+	for i := range reqs {
+		if generated[i] && out[i].Err == nil {
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			cmds[i].Code, codes = codes[0], codes[1:]
 		}
-		cmds[i] = cmd
-		s := n.ring.Locate(cmd.Code)
-		byShard[s] = append(byShard[s], i)
+	}
+	byShard := map[int][]int{}
+	for i := range reqs {
+		if out[i].Err == nil {
+			s := n.ring.Locate(cmds[i].Code)
+			byShard[s] = append(byShard[s], i)
+		}
 	}
 	var wg sync.WaitGroup
 	for s, idx := range byShard {
@@ -118,4 +131,26 @@ func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *fsm.Cr
 		case <-time.After(retryPause):
 		}
 	}
+}
+
+// leaseCodes leases count fresh IDs through the meta group (one lease unless
+// count is huge or reserved words need replacing) and returns their codes.
+func (n *Node) leaseCodes(ctx context.Context, count int) ([]string, error) {
+	codes := make([]string, 0, count)
+	for len(codes) < count {
+		start, end, err := n.leaseRange(ctx, uint64(min(count-len(codes), fsm.MaxLease)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: lease ids: %w", link.ErrUnavailable, err)
+		}
+		for id := start; id < end && len(codes) < count; id++ {
+			code, err := n.coder.Code(id)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", link.ErrExhausted, err)
+			}
+			if !link.IsReserved(code) {
+				codes = append(codes, code)
+			}
+		}
+	}
+	return codes, nil
 }

@@ -1,14 +1,19 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/linkraft/linkraft/cluster"
 )
 
 // MaxBulkLinks bounds the links of one POST /api/v1/links/bulk.
 const MaxBulkLinks = 1000
+
+// bulkTimeout bounds the cluster work of one bulk create.
+const bulkTimeout = 20 * time.Second
 
 // DefaultMaxBulkBodyBytes bounds a bulk create's body unless configured.
 const DefaultMaxBulkBodyBytes = 8 << 20
@@ -70,7 +75,11 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 		pos = append(pos, i)
 	}
 	if len(reqs) > 0 {
-		for j, res := range s.svc.CreateMany(r.Context(), reqs) {
+		// Within the server's write timeout (30 s in linknode), so that a
+		// slow cluster answers with per-link 503s, not a dropped connection.
+		ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
+		defer cancel()
+		for j, res := range s.svc.CreateMany(ctx, reqs) {
 			if res.Err != nil {
 				out.Results[pos[j]] = s.bulkFailure(r, res.Err)
 				continue
