@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	bolt "go.etcd.io/bbolt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -509,6 +510,42 @@ func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 	}
 	rc.Close()
 	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStoredLinkFormRoundTrips: the stored form leaves out what the key and
+// the defaults say and gets it all back; values in the full (older) form
+// decode the same, and the lean form is what putLink writes.
+func TestStoredLinkFormRoundTrips(t *testing.T) {
+	plain := &link.Link{Code: "abc123", URL: "https://www.example.com/articles/2026/11/some-article-00000001",
+		CreatedAt: t0, UpdatedAt: t0, Redirect: link.DefaultRedirect, Nonce: 0xfeedfacecafebeef, Version: 77}
+	edited := plain.Clone()
+	edited.UpdatedAt, edited.Redirect, edited.Tags, edited.ExpiresAt = t0.Add(time.Hour), 301, []string{"t"}, t0.Add(48*time.Hour)
+	for _, l := range []*link.Link{plain, edited} {
+		for name, v := range map[string][]byte{"stored": encodeStoredLink(l), "full": encodeLink(l)} {
+			got, err := decodeStoredLink([]byte(l.Code), v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(l, got); d != "" {
+				t.Fatalf("%s form of %s changed:\n%s", name, l.Code, d)
+			}
+		}
+	}
+	if s, f := len(encodeStoredLink(plain)), len(encodeLink(plain)); f-s < 20 {
+		t.Fatalf("stored form %d bytes, full %d: the code, UpdatedAt and redirect should be left out", s, f)
+	}
+	f := mustShard(t, ShardConfig{})
+	applyAt(t, f, 1, (&CreateIfAbsent{Code: plain.Code, URL: plain.URL, Now: t0, Nonce: plain.Nonce}).Encode())
+	err := f.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketLinks).Get([]byte(plain.Code))
+		if want := encodeStoredLink(getLink(tx, plain.Code)); !bytes.Equal(v, want) {
+			t.Fatalf("stored %x, want the lean form %x", v, want)
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -109,7 +109,7 @@ func getLink(tx *bolt.Tx, code string) *link.Link {
 	if v == nil {
 		return nil
 	}
-	l, err := decodeLink(v)
+	l, err := decodeStoredLink([]byte(code), v)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: stored link %q cannot be decoded: %v", code, err))
 	}
@@ -117,7 +117,7 @@ func getLink(tx *bolt.Tx, code string) *link.Link {
 }
 
 func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
-	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), encodeLink(l)); err != nil {
+	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), encodeStoredLink(l)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put %q: %v", f.path, l.Code, err))
 	}
 	f.changed = append(f.changed, l.Clone())
@@ -256,7 +256,7 @@ func (f *ShardFSM) Scan(from string, fn func(l *link.Link) bool) error {
 			if bytes.Compare(k, []byte(from)) < 0 {
 				continue
 			}
-			l, err := decodeLink(v)
+			l, err := decodeStoredLink(k, v)
 			if err != nil {
 				return fmt.Errorf("stored link %q: %w", k, err)
 			}

@@ -22,6 +22,9 @@
 //     instead, which holds the snapshot's entries and maybe a few more (the
 //     follower's FSM skips those on replay). A snapshot therefore costs no
 //     copy of the state, on disk or in I/O, however many links a shard holds.
+//   - DefaultSnapshots: a snapshot every 2,048 entries (checked every
+//     10–20 s), 2,048 entries kept behind it, so the log stays small even
+//     when bulk imports put ~1,000 links in an entry.
 //   - Log and stable store: raft-boltdb/v2 (one raft.db per group) with the
 //     hashmap freelist and NoFreelistSync, never NoSync, behind a 512-entry
 //     LogCache. File snapshot store keeping 1 snapshot.

@@ -204,6 +204,9 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 	// The FSM is durable and skips entries at or below its own applied
 	// index, so a restart must not rebuild it from the last snapshot.
 	rc.NoSnapshotRestoreOnStart = true
+	rc.SnapshotThreshold = DefaultSnapshots.Threshold
+	rc.TrailingLogs = DefaultSnapshots.TrailingLogs
+	rc.SnapshotInterval = DefaultSnapshots.Interval
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 	}
