@@ -261,7 +261,7 @@ scale_bench() {
     echo
     echo "## scale — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
     echo
-    echo "machine: $(machine); one node, 8 shards, analytics off; links created through the bulk API, $BULK per request (scripts/benchload -bulk); wrk -t$THREADS -c$CONNS -d$DURATION uniform after the restart"
+    echo "machine: $(machine); one node, 8 shards, analytics off; links created through the bulk API, $BULK per request (scripts/benchload -bulk); wrk -t$THREADS -c$CONNS -d$DURATION uniform after the restart, median of $ROUNDS runs"
     echo
     echo "| links | loaded/s | disk bytes/link: state + raft log | snapshots | whole data dir | RSS loaded | ready after restart | RSS restarted | redirect rps | p50 | p99 |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -291,13 +291,19 @@ scale_bench() {
     pid=${pids[-1]}
     wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
     t1=$(date +%s.%N)
-    local rss2 line
+    local rss2 line r
     rss2=$(rss_mib "$pid")
-    line=$(CODES="$work/codes-scale" DIST=uniform wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
-      -s scripts/wrk/codes.lua "http://127.0.0.1:$((PORT + 80))" | grep RESULT || true)
+    : >"$work/scale-runs"
+    for r in $(seq 1 "$ROUNDS"); do # the first run starts with a cold cache
+      line=$(CODES="$work/codes-scale" DIST=uniform wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
+        -s scripts/wrk/codes.lua "http://127.0.0.1:$((PORT + 80))" | grep RESULT || true)
+      echo "run $r: $line" >&2
+      echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 \2 \3/' >>"$work/scale-runs"
+    done
+    line="rps=$(cut -d' ' -f1 "$work/scale-runs" | median | xargs printf '%.0f') p50_ms=$(cut -d' ' -f2 "$work/scale-runs" | median) p99_ms=$(cut -d' ' -f3 "$work/scale-runs" | median)"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
-    echo "$line" >&2
+    echo "medians: $line" >&2
     echo "| $n | $(awk -v n="$n" -v a="$l0" -v b="$l1" 'BEGIN{printf "%.0f", n/(b-a)}') | $((state / n)) + $((raftlog / n)) = $((bytes / n)) | $((snaps / n)) | $((all / n)) | $rss1 MiB | $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f s", b-a}') | $rss2 MiB |" \
       "$(echo "$line" | sed 's/.*rps=\([0-9]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 | \2 ms | \3 ms |/')" | report
   done
