@@ -65,7 +65,8 @@ type Config struct {
 	IDBlockSize uint64
 	// Timing overrides the Raft timers of every group.
 	Timing shard.Timing
-	// Snapshots overrides the shard groups' snapshot policy (tests).
+	// Snapshots overrides the shard groups' snapshot policy (zero fields:
+	// shard.DefaultSnapshots).
 	Snapshots shard.SnapshotPolicy
 	// CacheSize, CacheTTL and NegativeTTL configure each shard's cache.
 	CacheSize   int

@@ -16,7 +16,8 @@
 #           (scripts/benchcluster), fsync on.
 # scale     per link count (LINKS): load rate, disk bytes per link (shard state,
 #           Raft log, snapshots, whole data dir; ~60-byte URLs), RSS after the load and after a restart, time from restart to
-#           /readyz, and redirect p50/p99 (uniform keys) after the restart.
+#           /readyz, and redirect p50/p99 (uniform keys) after the restart: flat out
+#           and paced at SCALE_RATE (16000) requests/s, the same load for every count.
 # failover  leader of most shards killed (SIGKILL): first successful write,
 #           every shard it led writable again, redirect errors on the survivors
 #           (scripts/benchcluster, median of 5).
@@ -42,6 +43,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
+SCALE_RATE=${SCALE_RATE:-16000} # scale: the paced load whose latency compares across link counts
 BULK=${BULK:-1000} # links per bulk create when loading (0: one create per link)
 PORT=${BENCH_PORT_BASE:-18400} # every port is PORT + a fixed offset
 
@@ -263,8 +265,8 @@ scale_bench() {
     echo
     echo "machine: $(machine); one node, 8 shards, analytics off; links created through the bulk API, $BULK per request (scripts/benchload -bulk); wrk -t$THREADS -c$CONNS -d$DURATION uniform after the restart, median of $ROUNDS runs"
     echo
-    echo "| links | loaded/s | disk bytes/link: state + raft log | snapshots | whole data dir | RSS loaded | ready after restart | RSS restarted | redirect rps | p50 | p99 |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| links | loaded/s | disk bytes/link: state + raft log | snapshots | whole data dir | RSS loaded | ready after restart | RSS restarted | redirect rps | p50 | p99 | paced at $SCALE_RATE/s |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   } | report
   for n in $LINKS; do
     rm -rf "$work/s1"
@@ -300,12 +302,21 @@ scale_bench() {
       echo "run $r: $line" >&2
       echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 \2 \3/' >>"$work/scale-runs"
     done
+    # The same load on every link count: paced at SCALE_RATE requests/s.
+    : >"$work/scale-paced"
+    for r in $(seq 1 "$ROUNDS"); do
+      line=$(CODES="$work/codes-scale" DIST=uniform RATE="$SCALE_RATE" CONNS="$CONNS" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
+        -s scripts/wrk/codes.lua "http://127.0.0.1:$((PORT + 80))" | grep RESULT || true)
+      echo "paced run $r: $line" >&2
+      echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 \2 \3/' >>"$work/scale-paced"
+    done
+    paced="$(cut -d' ' -f1 "$work/scale-paced" | median | xargs printf '%.0f')/s: p50 $(cut -d' ' -f2 "$work/scale-paced" | median) ms, p99 $(cut -d' ' -f3 "$work/scale-paced" | median) ms"
     line="rps=$(cut -d' ' -f1 "$work/scale-runs" | median | xargs printf '%.0f') p50_ms=$(cut -d' ' -f2 "$work/scale-runs" | median) p99_ms=$(cut -d' ' -f3 "$work/scale-runs" | median)"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     echo "medians: $line" >&2
     echo "| $n | $(awk -v n="$n" -v a="$l0" -v b="$l1" 'BEGIN{printf "%.0f", n/(b-a)}') | $((state / n)) + $((raftlog / n)) = $((bytes / n)) | $((snaps / n)) | $((all / n)) | $rss1 MiB | $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f s", b-a}') | $rss2 MiB |" \
-      "$(echo "$line" | sed 's/.*rps=\([0-9]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 | \2 ms | \3 ms |/')" | report
+      "$(echo "$line" | sed 's/.*rps=\([0-9]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 | \2 ms | \3 ms |/') $paced |" | report
   done
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/shard"
 )
 
 // Config is the node's configuration: flags, each also read from
@@ -55,6 +56,11 @@ type Config struct {
 	// RemoteCacheTTL bounds how long a node serves a cached link of a shard
 	// it does not host when no invalidation reaches it.
 	RemoteCacheTTL time.Duration
+	// SnapshotThreshold, TrailingLogs and SnapshotInterval are every Raft
+	// group's snapshot policy (shard.DefaultSnapshots).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
 }
 
 // envName maps a flag name to its environment variable.
@@ -95,6 +101,9 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.DurationVar(&c.VisitRetention, "visit-retention", 30*24*time.Hour, "how long raw visit records are kept")
 	fs.DurationVar(&c.RemoteCacheTTL, "remote-cache-ttl", 30*time.Second, "how long a node caches links of shards it does not host (the staleness bound after a missed invalidation)")
 	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
+	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", shard.DefaultSnapshots.Threshold, "log entries applied since the last snapshot that make a group snapshot (snapshots are markers: cheap)")
+	fs.Uint64Var(&c.TrailingLogs, "raft-trailing-logs", shard.DefaultSnapshots.TrailingLogs, "log entries kept behind a snapshot; a follower further behind is sent the leader's state file")
+	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", shard.DefaultSnapshots.Interval, "how often each group checks whether to snapshot (raft adds up to as much again in jitter)")
 
 	// Environment first, as defaults; explicit flags override below.
 	var envErr error
@@ -138,6 +147,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("-shutdown-timeout must be positive")
+	}
+	if c.SnapshotThreshold < 1 || c.TrailingLogs < 1 || c.SnapshotInterval < 5*time.Millisecond {
+		return errors.New("-raft-snapshot-threshold and -raft-trailing-logs must be at least 1, -raft-snapshot-interval at least 5ms")
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -45,6 +45,8 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-http-addr", "8080"}, want: "-http-addr"},
 		{args: []string{"-log-format", "xml"}, want: "-log-format"},
 		{args: []string{"-log-level", "loud"}, want: "-log-level"},
+		{args: []string{"-raft-trailing-logs", "0"}, want: "-raft-trailing-logs"},
+		{args: []string{"-raft-snapshot-interval", "1ns"}, want: "-raft-snapshot-interval"},
 		{args: []string{"extra"}, want: "unexpected argument"},
 	} {
 		_, err := ParseFlags(tc.args, env(tc.env), io.Discard)

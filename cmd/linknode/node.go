@@ -115,6 +115,7 @@ func (m *Main) Run(ctx context.Context) error {
 		FastGossip: cfg.FastRaft, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
 		RemoteCacheTTL: cfg.RemoteCacheTTL, Observer: m.metrics, Logger: m.log,
+		Snapshots: shard.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
 	}
 	if cfg.FastRaft {
 		ncfg.Timing = shard.FastTiming

@@ -4,7 +4,8 @@
 -- k-th code in proportion to 1/k (s = 1), as real link traffic goes; any
 -- other DIST cycles through them in order (uniform). BROWSER=1 sends a
 -- browser User-Agent and a Referer, so every request is a human visit for
--- analytics (scripts/bench-analytics.sh). Prints one RESULT line.
+-- analytics (scripts/bench-analytics.sh). RATE paces the load (below).
+-- Prints one RESULT line.
 local path, max = os.getenv("CODES"), tonumber(os.getenv("MAX_CODES") or "1000000")
 local n = 0
 for _ in io.lines(path) do n = n + 1 end
@@ -37,6 +38,16 @@ request = function()
     k = (next % #codes) + 1
   end
   return wrk.format("GET", "/" .. codes[k])
+end
+-- RATE=n paces the load at about n requests/s: each of the CONNS
+-- connections (default 64; give wrk's -c) waits CONNS/RATE s between
+-- requests, so latency is compared at the same offered load, not at
+-- whatever a closed loop reaches on this machine. wrk takes whole
+-- milliseconds: pick RATE so that CONNS*1000/RATE is one.
+local rate = tonumber(os.getenv("RATE") or "0")
+if rate > 0 then
+  local gap = tonumber(os.getenv("CONNS") or "64") * 1000 / rate
+  delay = function() return gap end
 end
 done = function(summary, latency, requests)
   io.write(string.format("RESULT rps=%.0f p50_ms=%.2f p99_ms=%.2f errors=%d\n",
