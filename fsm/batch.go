@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // MaxCreateBatch bounds the creates in one CreateBatch entry, so that an
@@ -45,24 +46,20 @@ func (c *CreateBatch) Encode() []byte {
 func decodeCreateBatch(body []byte) (*CreateBatch, error) {
 	c := &CreateBatch{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fBatchCreate:
 			one, err := decodeCreate(r.bytes(typ, num))
 			if err != nil {
-				return nil, err
+				r.setErr(err)
+				return
 			}
 			c.Creates = append(c.Creates, *one)
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	if len(c.Creates) == 0 {
 		return nil, fmt.Errorf("%w: create batch without creates", ErrDecode)

@@ -275,11 +275,7 @@ func decodeHour(body []byte) (HourCount, error) {
 func decodeClickBatch(body []byte) (*ClickBatch, error) {
 	b := &ClickBatch{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fBatchNode:
 			b.Node = r.str(typ, num)
@@ -288,15 +284,15 @@ func decodeClickBatch(body []byte) (*ClickBatch, error) {
 		case fBatchDelta:
 			d, err := decodeDelta(r.bytes(typ, num))
 			if err != nil {
-				return nil, err
+				r.setErr(err)
+				return
 			}
 			b.Deltas = append(b.Deltas, d)
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	if b.Node == "" || b.Seq == 0 {
 		return nil, fmt.Errorf("%w: click batch without node or seq", ErrDecode)

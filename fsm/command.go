@@ -236,6 +236,27 @@ func (r *fieldReader) next() (protowire.Number, protowire.Type, bool) {
 	return num, typ, true
 }
 
+// each calls fn for every field until the body ends or a read fails, and
+// returns the first failure; fn reads the field (r.str, r.uint, …) or skips
+// it.
+func (r *fieldReader) each(fn func(num protowire.Number, typ protowire.Type)) error {
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			return r.err
+		}
+		fn(num, typ)
+	}
+}
+
+// setErr stops the walk with err (a field that read well but is invalid),
+// unless it already failed.
+func (r *fieldReader) setErr(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
 func (r *fieldReader) fail(n int) {
 	if r.err == nil {
 		r.err = fmt.Errorf("%w: %v", ErrDecode, protowire.ParseError(n))
@@ -346,11 +367,7 @@ func (c *CreateIfAbsent) appendBody(b []byte) []byte {
 func decodeCreate(body []byte) (*CreateIfAbsent, error) {
 	c := &CreateIfAbsent{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fCode:
 			c.Code = r.str(typ, num)
@@ -373,9 +390,8 @@ func decodeCreate(body []byte) (*CreateIfAbsent, error) {
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	if c.Code == "" {
 		return nil, fmt.Errorf("%w: create without a code", ErrDecode)
@@ -404,11 +420,7 @@ func (u *Update) Encode() []byte {
 func decodeUpdate(body []byte) (*Update, error) {
 	u := &Update{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fCode:
 			u.Code = r.str(typ, num)
@@ -429,9 +441,8 @@ func decodeUpdate(body []byte) (*Update, error) {
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	if u.Code == "" {
 		return nil, fmt.Errorf("%w: update without a code", ErrDecode)
@@ -451,11 +462,7 @@ func (d *Delete) Encode() []byte {
 func decodeDelete(body []byte) (*Delete, error) {
 	d := &Delete{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fCode:
 			d.Code = r.str(typ, num)
@@ -464,9 +471,8 @@ func decodeDelete(body []byte) (*Delete, error) {
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	if d.Code == "" {
 		return nil, fmt.Errorf("%w: delete without a code", ErrDecode)
@@ -491,11 +497,7 @@ func appendSettings(b []byte, s *Settings) []byte {
 func decodeSettings(body []byte) (*Settings, error) {
 	s := &Settings{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fSetCluster:
 			s.ClusterID = r.str(typ, num)
@@ -508,7 +510,8 @@ func decodeSettings(body []byte) (*Settings, error) {
 		case fSetLoad:
 			s.Load = r.float(typ, num)
 			if math.IsNaN(s.Load) || math.IsInf(s.Load, 0) {
-				return nil, fmt.Errorf("%w: load factor %v", ErrDecode, s.Load)
+				r.setErr(fmt.Errorf("%w: load factor %v", ErrDecode, s.Load))
+				return
 			}
 		case fSetCodeMode:
 			s.CodeMode = r.str(typ, num)
@@ -523,9 +526,8 @@ func decodeSettings(body []byte) (*Settings, error) {
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -546,11 +548,7 @@ func (l *LeaseRange) Encode() []byte {
 func decodeLease(body []byte) (*LeaseRange, error) {
 	l := &LeaseRange{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fLeaseNode:
 			l.Node = r.str(typ, num)
@@ -559,9 +557,8 @@ func decodeLease(body []byte) (*LeaseRange, error) {
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -582,11 +579,7 @@ func appendPlacement(b []byte, p *Placement) []byte {
 func decodePlacement(body []byte) (*Placement, error) {
 	p := &Placement{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fPlaceVersion:
 			p.Version = r.uint(typ, num)
@@ -601,9 +594,8 @@ func decodePlacement(body []byte) (*Placement, error) {
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -673,11 +665,7 @@ func appendLink(b []byte, l *link.Link, stored bool) []byte {
 func decodeLink(b []byte) (*link.Link, error) {
 	l := &link.Link{}
 	r := fieldReader{b: b}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fCode:
 			l.Code = r.str(typ, num)
@@ -710,9 +698,8 @@ func decodeLink(b []byte) (*link.Link, error) {
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -781,11 +768,7 @@ func (c *ConsumeVisit) Encode() []byte {
 func decodeConsumeVisit(body []byte) (*ConsumeVisit, error) {
 	c := &ConsumeVisit{}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	if err := r.each(func(num protowire.Number, typ protowire.Type) {
 		switch num {
 		case fCode:
 			c.Code = r.str(typ, num)
@@ -794,9 +777,8 @@ func decodeConsumeVisit(body []byte) (*ConsumeVisit, error) {
 		default:
 			r.skip(num, typ)
 		}
-	}
-	if r.err != nil {
-		return nil, r.err
+	}); err != nil {
+		return nil, err
 	}
 	if c.Code == "" {
 		return nil, fmt.Errorf("%w: consume-visit without a code", ErrDecode)
