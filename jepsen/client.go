@@ -134,6 +134,63 @@ func (c *client) create(ctx context.Context, base, target, alias string) result 
 	return indeterminate(resp.StatusCode, nil, b)
 }
 
+// createBulk posts targets as one POST /api/v1/links/bulk. The request as a
+// whole is judged as create judges one: a 4xx refusal fails every link, an
+// unknown outcome leaves every link indeterminate. A 200 answers each link
+// on its own: 201 ok, 4xx fail, anything else (a 503 for its shard)
+// indeterminate.
+func (c *client) createBulk(ctx context.Context, base string, targets []string) []result {
+	links := make([]map[string]string, len(targets))
+	for i, t := range targets {
+		links[i] = map[string]string{"url": t}
+	}
+	all := func(r result) []result {
+		out := make([]result, len(targets))
+		for i := range out {
+			out[i] = r
+		}
+		return out
+	}
+	resp, b, err := c.do(ctx, http.MethodPost, base+"/api/v1/links/bulk", map[string]any{"links": links})
+	if err != nil {
+		return all(indeterminate(0, err, nil))
+	}
+	switch {
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return all(result{typ: history.Fail, op: history.Op{Status: resp.StatusCode, Error: problemDetail(b)}})
+	case resp.StatusCode != http.StatusOK:
+		return all(indeterminate(resp.StatusCode, nil, b))
+	}
+	var body struct {
+		Results []struct {
+			Status  int       `json:"status"`
+			Link    *linkJSON `json:"link"`
+			Problem *struct{ Type, Detail string }
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil || len(body.Results) != len(targets) {
+		return all(indeterminate(resp.StatusCode, fmt.Errorf("undecodable bulk answer: %.200q", b), nil))
+	}
+	out := make([]result, len(targets))
+	for i, it := range body.Results {
+		var detail string
+		if it.Problem != nil {
+			detail = it.Problem.Type + ": " + it.Problem.Detail
+		}
+		switch {
+		case it.Status == http.StatusCreated && it.Link != nil && it.Link.Code != "" && it.Link.URL == targets[i]:
+			out[i] = result{typ: history.OK, op: history.Op{Key: it.Link.Code, Value: targets[i], Status: it.Status}}
+		case it.Status == http.StatusCreated:
+			out[i] = result{typ: history.Info, op: history.Op{Status: it.Status, Error: fmt.Sprintf("bulk result %d does not match its request", i)}}
+		case it.Status >= 400 && it.Status < 500:
+			out[i] = result{typ: history.Fail, op: history.Op{Status: it.Status, Error: detail}}
+		default:
+			out[i] = result{typ: history.Info, op: history.Op{Status: it.Status, Error: detail}}
+		}
+	}
+	return out
+}
+
 // update sets the URL of a link: 200 ok, 404 definite refusal.
 func (c *client) update(ctx context.Context, base, code, target string) result {
 	resp, b, err := c.do(ctx, http.MethodPatch, base+"/api/v1/links/"+url.PathEscape(code), map[string]any{"url": target})

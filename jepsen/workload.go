@@ -176,7 +176,32 @@ func createWorker(ctx context.Context, w *worker) {
 	for seq := 0; w.pace(ctx); seq++ {
 		n := w.node()
 		target := fmt.Sprintf("%s%s/%d-%d", w.env.urlPrefix, w.workload, w.process, seq)
+		if seq%4 == 3 {
+			w.execBulk(n, target, bulkLinks, func(targets []string) []result { return cl.createBulk(ctx, n.HTTP(), targets) })
+			continue
+		}
 		w.exec(checker.FCreate, n, "", target, func() result { return cl.create(ctx, n.HTTP(), target, "") })
+	}
+}
+
+// bulkLinks is how many links a bulk create of the set and unique-ids
+// workloads carries (every fourth operation of theirs is one).
+const bulkLinks = 4
+
+// execBulk records k creates carried by one bulk request: each link is an
+// operation of its own, on a process of its own (they are in flight
+// together), invoked before the request and completed from its own result.
+// The checkers then hold bulk creates to what they hold single ones to.
+func (w *worker) execBulk(n *dbNode, prefix string, k int, fn func(targets []string) []result) {
+	targets := make([]string, k)
+	invs := make([]history.Op, k)
+	for i := range targets {
+		targets[i] = fmt.Sprintf("%s.b%d", prefix, i)
+		invs[i] = w.env.rec.Invoke(history.Op{Process: w.env.rec.NewProcess(), F: checker.FCreate, Workload: w.workload,
+			Node: n.id, Value: targets[i]})
+	}
+	for i, r := range fn(targets) {
+		w.env.rec.Complete(invs[i], r.typ, r.op)
 	}
 }
 
