@@ -18,7 +18,9 @@ type CreateResult struct {
 	Err  error
 }
 
-// maxBatchBytes is about how much one CreateBatch entry may hold.
+// maxBatchBytes is how much one CreateBatch entry may hold: with the RPC's
+// base64 and the answer's links (each about its create's size) it stays
+// far below the 1 MiB RPC frame.
 const maxBatchBytes = 256 << 10
 
 // CreateMany stores many links at once. Each request succeeds or fails on
@@ -70,12 +72,17 @@ func (n *Node) CreateMany(ctx context.Context, reqs []CreateRequest) []CreateRes
 	var wg sync.WaitGroup
 	for s, idx := range byShard {
 		for len(idx) > 0 {
-			// Up to fsm.MaxCreateBatch creates and about maxBatchBytes of
-			// URLs, so that the entry and a forwarded call's answer stay
-			// well inside the RPC frame.
+			// Up to fsm.MaxCreateBatch creates and maxBatchBytes of
+			// encoded creates (URL, tags, owner and all), so that the
+			// entry and a forwarded call's answer stay well inside the
+			// RPC frame.
 			end, size := 0, 0
-			for end < len(idx) && end < fsm.MaxCreateBatch && (end == 0 || size < maxBatchBytes) {
-				size += len(cmds[idx[end]].URL) + 64
+			for end < len(idx) && end < fsm.MaxCreateBatch {
+				next := cmds[idx[end]].EncodedSize()
+				if end > 0 && size+next > maxBatchBytes {
+					break
+				}
+				size += next
 				end++
 			}
 			chunk := idx[:end]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -805,5 +806,32 @@ func TestCreateManyThroughEveryNode(t *testing.T) {
 	}
 	if got, err := tc.nodes[2].Resolve(ctx(t), "bulk-old"); err != nil || got.URL != "https://bulk.example/old" {
 		t.Fatalf("taken alias changed: %+v, %v", got, err)
+	}
+	// Links as large as the API allows (32 tags of 64 bytes): a shard's
+	// share must be cut into entries by their encoded size, or a forwarded
+	// batch overflows the RPC frame and every link fails.
+	tags := make([]string, 32)
+	for i := range tags {
+		tags[i] = fmt.Sprintf("%02d%s", i, strings.Repeat("t", 62))
+	}
+	var big []CreateRequest
+	for i := 0; i < 2000; i++ { // 500 per shard: 1.1 MB of creates
+		big = append(big, CreateRequest{URL: fmt.Sprintf("https://bulk.example/big/%d", i), Tags: tags})
+	}
+	var via *Node // a node that leads some shards and forwards the others
+	for _, n := range tc.nodes {
+		for _, sh := range n.localShards() {
+			if !sh.Group().IsLeader() {
+				via = n
+			}
+		}
+	}
+	if via == nil {
+		t.Fatal("every node leads every shard")
+	}
+	for i, r := range via.CreateMany(ctx(t), big) {
+		if r.Err != nil || len(r.Link.Tags) != 32 {
+			t.Fatalf("large create %d through %s: %+v, %v", i, via.ID(), r.Link, r.Err)
+		}
 	}
 }

@@ -348,6 +348,10 @@ func (c *CreateIfAbsent) Encode() []byte {
 	return c.appendBody(b)
 }
 
+// EncodedSize is the length of c's encoding inside a CreateBatch entry
+// (give or take a few bytes of framing).
+func (c *CreateIfAbsent) EncodedSize() int { return len(c.appendBody(nil)) + 4 }
+
 func (c *CreateIfAbsent) appendBody(b []byte) []byte {
 	b = appendString(b, fCode, c.Code)
 	b = appendString(b, fURL, c.URL)

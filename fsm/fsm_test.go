@@ -486,7 +486,20 @@ func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 	if err != nil || int64(len(data)) != size {
 		t.Fatalf("streamed %d bytes of %d: %v", len(data), size, err)
 	}
+	// While the copy is out, raft may not snapshot (and so compact the log
+	// the follower needs after it); the copy leaves no file behind.
+	if _, err := src.Snapshot(); !errors.Is(err, ErrSendInProgress) {
+		t.Fatalf("snapshot during a send: %v", err)
+	}
+	if left, _ := filepath.Glob(src.path + ".send-*"); len(left) != 0 {
+		t.Fatalf("send copies on disk: %v", left)
+	}
 	rc.Close()
+	if snap, err := src.Snapshot(); err != nil {
+		t.Fatalf("snapshot after the send: %v", err)
+	} else {
+		snap.Release()
+	}
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)
 	}

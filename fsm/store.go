@@ -44,6 +44,7 @@ type store struct {
 	db      *bolt.DB
 	snaps   *sync.WaitGroup // open snapshot transactions on db
 	applied atomic.Uint64   // written only from the FSM goroutine
+	sending atomic.Int64    // state copies being sent (OpenState)
 }
 
 func boltOptions() *bolt.Options {
@@ -206,11 +207,16 @@ var ErrLiveMarker = errors.New("fsm: a live-state marker holds no state; open th
 
 // Snapshot implements raft.FSM. It copies nothing: the snapshot it returns
 // persists LiveStateMarker and the applied index (see LiveStateMarker).
+// While a state copy is being sent it refuses, and raft tries again at its
+// next snapshot check.
 func (s *store) Snapshot() (raft.FSMSnapshot, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.db == nil {
 		return nil, ErrClosed
+	}
+	if s.sending.Load() > 0 {
+		return nil, ErrSendInProgress
 	}
 	return liveMarker(s.applied.Load()), nil
 }
@@ -249,22 +255,57 @@ func (s *store) StateSnapshot() (raft.FSMSnapshot, error) {
 	return &snapshot{tx: tx, done: s.snaps.Done}, nil
 }
 
-// OpenState streams the current state file as StateSnapshot would persist
+// OpenState returns the current state file as StateSnapshot would persist
 // it, with its exact size in bytes: what a follower that needs a snapshot
-// is sent. Closing the reader early ends the stream and frees the view.
+// is sent. The state is first copied to an unlinked temporary file beside
+// the state file, so the read transaction lasts a local copy, not a network
+// transfer: a read transaction held open blocks bbolt from growing its
+// mapping, which would stall every write to the shard until a slow follower
+// had its copy. Until the returned reader is closed, Snapshot refuses
+// (ErrSendInProgress), so that raft cannot compact away the log entries the
+// follower will need after the state it is being sent.
 func (s *store) OpenState() (int64, io.ReadCloser, error) {
 	snap, err := s.StateSnapshot()
 	if err != nil {
 		return 0, nil, err
 	}
 	sn := snap.(*snapshot)
-	pr, pw := io.Pipe()
-	go func() {
-		defer sn.Release()
-		_, err := sn.tx.WriteTo(pw)
-		pw.CloseWithError(err)
-	}()
-	return sn.tx.Size(), pr, nil
+	defer sn.Release()
+	f, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".send-*")
+	if err != nil {
+		return 0, nil, err
+	}
+	// Unlinked at once: the open file is all that holds the copy, so
+	// nothing is left behind by a crash.
+	_ = os.Remove(f.Name())
+	n, err := sn.tx.WriteTo(f)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return 0, nil, fmt.Errorf("copy state to send: %w", err)
+	}
+	s.sending.Add(1)
+	return n, &sendFile{File: f, done: func() { s.sending.Add(-1) }}, nil
+}
+
+// ErrSendInProgress is returned by Snapshot while a state copy is being
+// sent to a follower (see OpenState).
+var ErrSendInProgress = errors.New("fsm: a state copy is being sent; snapshot later")
+
+// sendFile is the copy OpenState returns; Close releases it once.
+type sendFile struct {
+	*os.File
+	done func()
+	once sync.Once
+}
+
+// Close closes the copy and lets snapshots go on.
+func (f *sendFile) Close() error {
+	err := f.File.Close()
+	f.once.Do(f.done)
+	return err
 }
 
 // snapshot holds a read transaction of the file that was current when it was

@@ -65,7 +65,8 @@ type SnapshotPolicy struct {
 // costs nothing but the log compaction, and the log — which otherwise holds
 // every bulk-import entry of the last two minutes, a second copy of the
 // data on disk — stays at about 4,096 entries. A follower more than 2,048
-// entries behind is sent the leader's state file instead of the log.
+// entries behind is sent a copy of the leader's state file instead of the
+// log (and the leader does not compact its log while the copy is out).
 var DefaultSnapshots = SnapshotPolicy{Threshold: 2048, TrailingLogs: 2048, Interval: 10 * time.Second}
 
 // Observer receives the shard's measurements (implemented by the metrics

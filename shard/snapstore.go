@@ -19,8 +19,10 @@ type StateSource interface {
 // liveSnapshots is raft's file snapshot store for an FSM that snapshots by
 // marker (see fsm.LiveStateMarker). A snapshot raft took here is a few
 // bytes on disk; when raft opens it — to send it to a follower that is too
-// far behind — it gets the FSM's live state instead, which holds every
-// entry up to the snapshot's index and maybe a few more. That is safe: the
+// far behind — it gets a copy of the FSM's live state instead (OpenState),
+// which holds every entry up to the snapshot's index and maybe a few more.
+// While that copy is out the FSM refuses to snapshot, so the log entries
+// after the snapshot's index, which the follower needs next, stay. That is safe: the
 // follower's FSM records the index its state includes and skips the log
 // entries at or below it that raft then replays, and the entries are the
 // same committed ones everywhere. A snapshot received from a leader is
