@@ -145,11 +145,15 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 		if best < 0 || best+2 > len(mine) || best+1 > share {
 			continue
 		}
+		if !n.transfers.allow(s.ID(), time.Now()) {
+			continue
+		}
 		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := s.Group().TransferLeadership(tctx, string(to.ID), string(to.Address))
 		cancel()
 		if err != nil {
-			n.log.Warn("leader balancing", "shard", s.ID(), "to", to.ID, "err", err)
+			n.transfers.failed(s.ID(), time.Now())
+			n.log.Warn("leader balancing", "shard", s.ID(), "to", to.ID, "err", err, "retry_after", transferBackoff)
 		} else {
 			n.log.Info("shard leadership moved for balance", "shard", s.ID(), "to", to.ID, "leads", len(mine), "share", share)
 		}
@@ -488,4 +492,34 @@ func (n *Node) wait(f raft.Future) error {
 	ctx, cancel := context.WithTimeout(n.loops, 15*time.Second)
 	defer cancel()
 	return shard.WaitFuture(ctx, f)
+}
+
+// transferBackoff is how long the balancer leaves a shard alone after a
+// failed leadership transfer. Retrying every round armed hashicorp/raft
+// issue #696: a transfer that times out while the target's replication is
+// busy leaves a request queued for it, the next transfer to that target
+// blocks on it, and if leadership is lost meanwhile the "transfer in
+// progress" flag is never cleared — the node refuses every write whenever
+// it leads that shard again (JEPSEN.md, finding 3). The backoff makes that
+// much rarer; it does not remove it. 15 s outlasts the transport's 10 s
+// I/O timeout, the longest one replication RPC can keep that goroutine busy.
+const transferBackoff = 15 * time.Second
+
+// transferGate remembers failed balancing transfers per shard. It is used
+// only from the leader loop's goroutine.
+type transferGate struct {
+	until map[int]time.Time
+}
+
+// allow reports whether shard may be moved at now.
+func (g *transferGate) allow(shard int, now time.Time) bool {
+	return !now.Before(g.until[shard])
+}
+
+// failed records a failed transfer of shard at now.
+func (g *transferGate) failed(shard int, now time.Time) {
+	if g.until == nil {
+		g.until = map[int]time.Time{}
+	}
+	g.until[shard] = now.Add(transferBackoff)
 }

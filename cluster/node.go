@@ -100,6 +100,8 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
+	transfers transferGate // the leader loop's balancing backoff
+
 	mux       *transport.Mux
 	muxCancel context.CancelFunc
 	muxDone   chan struct{}

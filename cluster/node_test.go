@@ -155,3 +155,23 @@ func TestUpdateAndDeleteErrors(t *testing.T) {
 		t.Fatalf("reserved alias: %v", err)
 	}
 }
+
+// TestTransferGateBacksOff: after a failed balancing transfer a shard is
+// left alone for transferBackoff, and only that shard.
+func TestTransferGateBacksOff(t *testing.T) {
+	var g transferGate
+	t0 := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	if !g.allow(3, t0) {
+		t.Fatal("a shard with no failure is held back")
+	}
+	g.failed(3, t0)
+	if g.allow(3, t0.Add(transferBackoff-time.Millisecond)) {
+		t.Fatal("a failed shard is retried within the backoff")
+	}
+	if !g.allow(4, t0) {
+		t.Fatal("another shard is held back by shard 3's failure")
+	}
+	if !g.allow(3, t0.Add(transferBackoff)) {
+		t.Fatal("a failed shard is held back after the backoff")
+	}
+}
