@@ -4,6 +4,9 @@ go 1.26.8
 
 replace github.com/hashicorp/go-metrics => github.com/hashicorp/go-metrics v0.6.1
 
+// hashicorp/raft v1.8.0 with the fix for hashicorp/raft#696 (see third_party/hashicorp-raft/LINKRAFT.md).
+replace github.com/hashicorp/raft => ./third_party/hashicorp-raft
+
 require (
 	github.com/armon/go-metrics v0.4.1
 	github.com/buraksezer/consistent v1.1.0
