@@ -13,7 +13,8 @@
 #           interleaved (every system once per round, ROUNDS rounds), medians,
 #           and the ratios linknode/nginx and linknode/flask.
 # create    creates/s and p50/p99 on 1 and 3 nodes at 1, 16 and 64 clients
-#           (scripts/benchcluster), fsync on.
+#           (scripts/benchcluster, closed loop), then open loop: vegeta
+#           (installed with go install) offering OPEN_RATES creates/s; fsync on.
 # scale     per link count (LINKS): load rate, disk bytes per link (shard state,
 #           Raft log, snapshots, whole data dir; ~60-byte URLs), RSS after the load and after a restart, time from restart to
 #           /readyz, and redirect p50/p99 (uniform keys) after the restart: flat out
@@ -26,7 +27,8 @@
 # Settings (environment): LINKS="100000" (link counts for redirect, e.g.
 # "100000 1000000"), DIST="zipf uniform", SYSTEMS="linknode follower nginx
 # gomap flask", ROUNDS=3, DURATION=10s, CONNS=64, THREADS=2, BULK=1000 (links
-# per POST /api/v1/links/bulk when loading; 0 loads one create per link).
+# per POST /api/v1/links/bulk when loading; 0 loads one create per link),
+# OPEN_RATES="250,500,750,1000" (create: the open-loop offered rates).
 #
 # It installs what it needs with apt (wrk, nginx-light, redis-server,
 # python3-flask, python3-redis, gunicorn). Each sub-benchmark prints a table
@@ -45,6 +47,8 @@ CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 SCALE_RATE=${SCALE_RATE:-16000} # scale: the paced load whose latency compares across link counts
 BULK=${BULK:-1000} # links per bulk create when loading (0: one create per link)
+OPEN_RATES=${OPEN_RATES:-250,500,750,1000} # create: offered creates/s of the open-loop runs
+VEGETA=${VEGETA:-$(command -v vegeta || echo "$(go env GOPATH)/bin/vegeta")}
 PORT=${BENCH_PORT_BASE:-18400} # every port is PORT + a fixed offset
 
 mkdir -p bench/results
@@ -66,6 +70,9 @@ need() { # apt packages, installed if a command is missing
     command -v redis-server >/dev/null || missing+=(redis-server)
     command -v gunicorn >/dev/null || missing+=(gunicorn)
     python3 -c 'import flask, redis' 2>/dev/null || missing+=(python3-flask python3-redis)
+  fi
+  if [ "$1" = vegeta ] && ! command -v "$VEGETA" >/dev/null; then
+    GOFLAGS= go install github.com/tsenart/vegeta/v12@v12.13.0
   fi
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -326,13 +333,16 @@ create_bench() {
     echo
     echo "## create — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
     echo
-    echo "machine: $(machine); closed loop: each client sends its next create when the last is answered; fsync on"
+    echo "machine: $(machine); closed loop: each client sends its next create when the last is answered; then open loop:"
+    echo "vegeta offers a fixed rate whatever the answers take (latency of every request, failed ones included); fsync on"
     echo
     echo "| nodes | clients | creates/s | p50 | p99 | failed |"
     echo "|---|---|---|---|---|---|"
   } | report
+  need vegeta
   for nodes in 1 3; do
-    go run ./scripts/benchcluster -nodes "$nodes" -clients-list "1,16,64" -duration "$DURATION" -trials 0 -table | report
+    go run ./scripts/benchcluster -nodes "$nodes" -clients-list "1,16,64" -open-rates "$OPEN_RATES" -vegeta "$VEGETA" \
+      -duration "$DURATION" -trials 0 -table | report
   done
 }
 

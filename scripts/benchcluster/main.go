@@ -35,12 +35,15 @@ import (
 )
 
 var (
-	nodes    = flag.Int("nodes", 3, "cluster size")
-	shards   = flag.Int("shards", 8, "shard count")
-	clients  = flag.String("clients-list", "64", "comma-separated client counts for the create benchmark (empty: none)")
-	table    = flag.Bool("table", false, "print the create results as markdown table rows")
-	duration = flag.Duration("duration", 10*time.Second, "length of the create benchmark")
-	trials   = flag.Int("trials", 5, "failover trials")
+	nodes     = flag.Int("nodes", 3, "cluster size")
+	shards    = flag.Int("shards", 8, "shard count")
+	clients   = flag.String("clients-list", "64", "comma-separated client counts for the create benchmark (empty: none)")
+	table     = flag.Bool("table", false, "print the create results as markdown table rows")
+	duration  = flag.Duration("duration", 10*time.Second, "length of the create benchmark")
+	trials    = flag.Int("trials", 5, "failover trials")
+	openRates = flag.String("open-rates", "", "comma-separated offered rates (creates/s) for an open-loop create run with vegeta, after the closed-loop runs (empty: none)")
+	vegetaBin = flag.String("vegeta", "vegeta", "the vegeta binary for -open-rates")
+	nodeArgs  = flag.String("node-args", "", "extra linknode flags for every node, space-separated (e.g. \"-pprof-addr 127.0.0.1:0\")")
 )
 
 type node struct {
@@ -93,6 +96,7 @@ func main() {
 		n.cmd = exec.Command(bin, "-node-id", n.id, "-data-dir", n.dir, "-http-addr", n.http, "-raft-addr", n.raft,
 			"-gossip-addr", n.gossip, "-join", strings.Join(gossips, ","), "-bootstrap-expect", fmt.Sprint(*nodes),
 			"-shards", fmt.Sprint(*shards), "-log-level", "warn")
+		n.cmd.Args = append(n.cmd.Args, strings.Fields(*nodeArgs)...)
 		n.cmd.Stdout, n.cmd.Stderr = logf, logf
 		check(n.cmd.Start())
 		n.done = make(chan struct{})
@@ -127,6 +131,20 @@ func main() {
 		_, err := fmt.Sscan(f, &conns)
 		check(err)
 		createLoad(ns, conns)
+	}
+	// Open loop: vegeta offers a fixed rate whatever the answers take, so
+	// queueing shows in the latencies (no coordinated omission).
+	if *openRates != "" && *table {
+		fmt.Printf("\n| nodes | offered/s | created/s | p50 | p99 | max | created |\n|---|---|---|---|---|---|---|\n")
+	}
+	for _, f := range strings.Split(*openRates, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		var rate int
+		_, err := fmt.Sscan(f, &rate)
+		check(err)
+		openLoad(ns, rate, work)
 	}
 	if *trials == 0 {
 		return
@@ -310,6 +328,58 @@ func createLoad(ns []*node, conns int) {
 		g := metric(n, "go_goroutines")
 		fmt.Printf("  %s after load: %s goroutines, %d established TCP connections\n", n.id, g, estab(n))
 	}
+}
+
+// openLoad offers rate creates/s for -duration through vegeta, spread
+// round-robin over the nodes, and prints vegeta's latencies (every request,
+// failed ones included) and the share answered 201.
+func openLoad(ns []*node, rate int, work string) {
+	targets := filepath.Join(work, "targets.json")
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, n := range ns {
+		check(enc.Encode(map[string]any{
+			"method": "POST", "url": "http://" + n.http + "/api/v1/links",
+			"header": map[string][]string{"Content-Type": {"application/json"}},
+			"body":   []byte(fmt.Sprintf(`{"url":"https://bench.example/open/%d"}`, rate)), // base64, as vegeta reads it
+		}))
+	}
+	check(os.WriteFile(targets, b.Bytes(), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), *duration+time.Minute)
+	defer cancel()
+	attack := exec.CommandContext(ctx, *vegetaBin, "attack", "-format", "json", "-targets", targets,
+		"-rate", fmt.Sprintf("%d/s", rate), "-duration", duration.String(), "-timeout", "30s")
+	report := exec.CommandContext(ctx, *vegetaBin, "report", "-type", "json")
+	pipe, err := attack.StdoutPipe()
+	check(err)
+	report.Stdin = pipe
+	attack.Stderr, report.Stderr = os.Stderr, os.Stderr
+	var out bytes.Buffer
+	report.Stdout = &out
+	check(report.Start())
+	check(attack.Run())
+	check(report.Wait())
+	var r struct {
+		Latencies struct {
+			P50 time.Duration `json:"50th"`
+			P99 time.Duration `json:"99th"`
+			Max time.Duration `json:"max"`
+		} `json:"latencies"`
+		Requests    int64            `json:"requests"`
+		StatusCodes map[string]int64 `json:"status_codes"`
+		Duration    time.Duration    `json:"duration"`
+		Wait        time.Duration    `json:"wait"`
+	}
+	check(json.Unmarshal(out.Bytes(), &r))
+	created := r.StatusCodes["201"]
+	perSec := float64(created) / (r.Duration + r.Wait).Seconds()
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
+	if *table {
+		fmt.Printf("| %d | %d | %.0f | %s | %s | %s | %d of %d |\n", len(ns), rate, perSec, ms(r.Latencies.P50), ms(r.Latencies.P99), ms(r.Latencies.Max), created, r.Requests)
+		return
+	}
+	fmt.Printf("open loop: %d creates/s offered over %d nodes for %v: %d of %d created (%.0f/s), p50 %v, p99 %v, max %v\n",
+		rate, len(ns), duration.String(), created, r.Requests, perSec, r.Latencies.P50, r.Latencies.P99, r.Latencies.Max)
 }
 
 func pct(xs []time.Duration, p int) time.Duration {
