@@ -87,8 +87,8 @@ report() { # tee a table into the results file
   tee -a "$RESULTS"
 }
 
-wait_http() { # url: poll until it answers
-  for _ in $(seq 1 600); do
+wait_http() { # url: poll until it answers (up to 5 min: nginx parses a 10M-entry map)
+  for _ in $(seq 1 3000); do
     curl -fs -o /dev/null "$1" 2>/dev/null && return 0
     sleep 0.1
   done
