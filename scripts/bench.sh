@@ -145,12 +145,20 @@ redirect_setup() { # $1: link count; fills $work/codes-<system>
 
   if [[ " $SYSTEMS " == *" nginx "* ]]; then
     mkdir -p "$work/nginx/logs"
-    {
-      echo "map \$uri \$target {"
-      echo "  hostnames off; default \"\";"
-      awk '{printf "  /%s \"%s\";\n", $1, $2}' "$work/codes-nginx"
-      echo "}"
-    } >"$work/nginx/map.conf"
+    # One map per million codes, chained through their defaults ($target
+    # falls through to $target1, ...): nginx checks each new key of a map
+    # against the keys before it in one of 10,007 lists, so a single map
+    # of 10M codes takes more than 10 minutes to parse, where ten maps of
+    # 1M take seconds. A code is found in the first map that has it; a
+    # miss costs one hash lookup per map.
+    awk -v per=1000000 '
+      function open_map(i) {
+        printf "map $uri $target%s {\n  hostnames off;\n", (i ? i : "")
+      }
+      NR % per == 1 { if (NR > 1) printf "  default $target%d;\n}\n", m; open_map(m++) }
+      { printf "  /%s \"%s\";\n", $1, $2 }
+      END { if (NR == 0) open_map(0); printf "  default \"\";\n}\n" }
+    ' "$work/codes-nginx" >"$work/nginx/map.conf"
     cat >"$work/nginx/nginx.conf" <<EOF
 worker_processes auto;
 daemon off;
@@ -159,7 +167,7 @@ error_log $work/nginx/logs/error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
-  map_hash_max_size 33554432;
+  map_hash_max_size 4194304;
   map_hash_bucket_size 128;
   include $work/nginx/map.conf;
   server {
