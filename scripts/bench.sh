@@ -111,6 +111,15 @@ start_node() {
   pids+=($!)
 }
 
+# wrk_codes in out: the codes wrk cycles through, at most a million of them
+# spread evenly over in (what scripts/wrk/codes.lua would pick), as bare
+# codes: each wrk thread then reads a small file before it starts, so the
+# threads start together (codes.lua counts rps only while all of them run).
+wrk_codes() {
+  awk -v n="$(wc -l <"$1")" -v max=1000000 'BEGIN { step = int((n + max - 1) / max); if (step < 1) step = 1 }
+    (NR - 1) % step == 0 { print $1 }' "$1" >"$2"
+}
+
 median() { sort -n | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 # ---------------------------------------------------------------- redirect
@@ -195,6 +204,7 @@ EOF
       --chdir bench/peers flask_app:app >"$work/gunicorn.log" 2>&1 &
     pids+=($!)
   fi
+  for sys in $SYSTEMS; do wrk_codes "$work/codes-$sys" "$work/wrk-$sys"; done
   local first
   first=$(head -1 "$work/codes-linknode" | cut -d' ' -f1)
   for sys in $SYSTEMS; do
@@ -235,7 +245,7 @@ redirect_bench() {
     for r in $(seq 1 "$ROUNDS"); do
       for dist in $DIST; do
         for sys in $SYSTEMS; do
-          line=$(CODES="$work/codes-$sys" DIST=$dist wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
+          line=$(CODES="$work/wrk-$sys" DIST=$dist wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
             -s scripts/wrk/codes.lua "$(url_of "$sys")" | grep RESULT || true)
           echo "round $r $dist $sys: $line" >&2
           echo "$dist $sys $(echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\) errors=\([0-9]*\).*/\1 \2 \3 \4/')" >>"$work/runs"
@@ -295,6 +305,7 @@ scale_bench() {
     l1=$(date +%s.%N)
     local rss1 bytes state raftlog snaps all
     rss1=$(rss_mib "$pid")
+    wrk_codes "$work/codes-scale" "$work/wrk-scale"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     state=$(du -cb "$work"/s1/shards/*/state.db | tail -1 | cut -f1)
@@ -312,7 +323,7 @@ scale_bench() {
     rss2=$(rss_mib "$pid")
     : >"$work/scale-runs"
     for r in $(seq 1 "$ROUNDS"); do # the first run starts with a cold cache
-      line=$(CODES="$work/codes-scale" DIST=uniform wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
+      line=$(CODES="$work/wrk-scale" DIST=uniform wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
         -s scripts/wrk/codes.lua "http://127.0.0.1:$((PORT + 80))" | grep RESULT || true)
       echo "run $r: $line" >&2
       echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 \2 \3/' >>"$work/scale-runs"
@@ -320,7 +331,7 @@ scale_bench() {
     # The same load on every link count: paced at SCALE_RATE requests/s.
     : >"$work/scale-paced"
     for r in $(seq 1 "$ROUNDS"); do
-      line=$(CODES="$work/codes-scale" DIST=uniform RATE="$SCALE_RATE" CONNS="$CONNS" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
+      line=$(CODES="$work/wrk-scale" DIST=uniform RATE="$SCALE_RATE" CONNS="$CONNS" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
         -s scripts/wrk/codes.lua "http://127.0.0.1:$((PORT + 80))" | grep RESULT || true)
       echo "paced run $r: $line" >&2
       echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/\1 \2 \3/' >>"$work/scale-paced"
