@@ -55,7 +55,7 @@ for r in $(seq 1 "$ROUNDS"); do
     line=$(CODES="$work/codes" DIST=$DIST BROWSER=1 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/codes.lua "http://$HTTP" | grep RESULT)
     stop
     echo "round $r analytics=$mode: $line"
-    rps=$(echo "$line" | sed 's/.*rps=\([0-9]*\).*/\1/')
+    rps=$(echo "$line" | sed 's/.*RESULT rps=\([0-9]*\).*/\1/') # not wrk_rps, printed after it
     if [ "$mode" = true ]; then on+=("$rps"); else off+=("$rps"); fi
   done
 done
