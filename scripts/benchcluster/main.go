@@ -123,13 +123,7 @@ func main() {
 	}
 
 	// Creates/s, clients spread over the nodes, per client count.
-	for _, f := range strings.Split(*clients, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		var conns int
-		_, err := fmt.Sscan(f, &conns)
-		check(err)
+	for _, conns := range ints(*clients) {
 		createLoad(ns, conns)
 	}
 	// Open loop: vegeta offers a fixed rate whatever the answers take, so
@@ -137,13 +131,7 @@ func main() {
 	if *openRates != "" && *table {
 		fmt.Printf("\n| nodes | offered/s | created/s | p50 | p99 | max | created |\n|---|---|---|---|---|---|---|\n")
 	}
-	for _, f := range strings.Split(*openRates, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		var rate int
-		_, err := fmt.Sscan(f, &rate)
-		check(err)
+	for _, rate := range ints(*openRates) {
 		openLoad(ns, rate, work)
 	}
 	if *trials == 0 {
@@ -328,6 +316,21 @@ func createLoad(ns []*node, conns int) {
 		g := metric(n, "go_goroutines")
 		fmt.Printf("  %s after load: %s goroutines, %d established TCP connections\n", n.id, g, estab(n))
 	}
+}
+
+// ints parses a comma-separated list of integers ("1,16,64"; empty: none).
+func ints(list string) []int {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		var n int
+		_, err := fmt.Sscan(f, &n)
+		check(err)
+		out = append(out, n)
+	}
+	return out
 }
 
 // openLoad offers rate creates/s for -duration through vegeta, spread
