@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -18,8 +19,11 @@ import (
 // means the outcome is unknown; the caller resends the same batch, which
 // the FSM applies at most once.
 func (n *Node) SubmitClicks(ctx context.Context, s int, entry []byte) error {
+	if bugs.Every(bugs.DropClickBatch, 3) {
+		return nil // "committed", never proposed
+	}
 	_, err := n.applyGroup(ctx, shardGroupID(s), entry, 0)
-	if err == nil && n.bugs.clickDouble() {
+	if err == nil && bugs.On(bugs.ClickDouble) {
 		cmd, derr := fsm.Decode(entry)
 		if b, ok := cmd.(*fsm.ClickBatch); derr == nil && ok {
 			b.Node += "#dup"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -55,6 +56,12 @@ func (n *Node) Create(ctx context.Context, req CreateRequest) (*link.Link, error
 		l, err := n.applyCreate(ctx, &cmd)
 		if errors.Is(err, link.ErrAliasTaken) {
 			// An alias got there first: that ID's code is someone's alias.
+			continue
+		}
+		if err == nil && bugs.Every(bugs.RetryNewCode, 5) {
+			// The answer "got lost", and the create is retried under a
+			// fresh code and nonce: the first link stays stored.
+			cmd.Nonce = newNonce()
 			continue
 		}
 		return l, err
@@ -116,7 +123,7 @@ func (n *Node) applyCreate(ctx context.Context, cmd *fsm.CreateIfAbsent) (*link.
 		if err == nil {
 			return r.link, nil
 		}
-		if n.bugs.earlyAck() && errors.Is(err, link.ErrUnavailable) {
+		if bugs.On(bugs.EarlyAck) && errors.Is(err, link.ErrUnavailable) {
 			return &link.Link{Code: cmd.Code, URL: cmd.URL, CreatedAt: cmd.Now, UpdatedAt: cmd.Now,
 				ExpiresAt: cmd.ExpiresAt, Redirect: cmd.Redirect, Tags: cmd.Tags}, nil
 		}

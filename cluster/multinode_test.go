@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -738,6 +740,39 @@ func TestConcurrentCreatesAcrossNodesAreDistinct(t *testing.T) {
 	wg.Wait()
 	if len(seen) != 3*perNode {
 		t.Fatalf("%d codes for %d creates", len(seen), 3*perNode)
+	}
+	// Once quiet, every replica of every group sums up the same, and every
+	// node holds the same lease history, without overlaps.
+	waitFor(t, 30*time.Second, "replicas with equal digests", func() bool {
+		var ref []GroupDigest
+		for _, n := range tc.nodes {
+			ds, err := n.Digests()
+			if err != nil || len(ds) != 1+4 {
+				return false
+			}
+			if ref == nil {
+				ref = ds
+			} else if !slices.Equal(ref, ds) {
+				return false
+			}
+		}
+		return ref[0].Items > 0
+	})
+	leases, err := tc.nodes[0].Leases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(leases, func(a, b fsm.Lease) int { return cmp.Compare(a.Start, b.Start) })
+	for i := 1; i < len(leases); i++ {
+		if leases[i].Start < leases[i-1].End {
+			t.Fatalf("leases overlap: %+v, %+v", leases[i-1], leases[i])
+		}
+	}
+	for _, n := range tc.nodes[1:] {
+		other, _ := n.Leases()
+		if len(other) != len(leases) {
+			t.Fatalf("%s holds %d lease grants, %s %d", n.ID(), len(other), tc.nodes[0].ID(), len(leases))
+		}
 	}
 }
 

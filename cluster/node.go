@@ -22,6 +22,7 @@ import (
 
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/shard"
 	"github.com/linkraft/linkraft/transport"
@@ -126,7 +127,6 @@ type Node struct {
 	ring     *shard.Ring
 	coder    *idrange.Coder
 	alloc    *idrange.Allocator
-	bugs     bugs // deliberate faults, only in -tags jepsenbugs builds
 
 	analyticsMu sync.Mutex
 	analytics   LocalAnalytics
@@ -207,7 +207,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	lifetime, stop := context.WithCancel(context.Background())
 	loops, stopLoops := context.WithCancel(lifetime)
-	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, loops: loops, stopLoops: stopLoops, remote: remote, bugs: loadBugs()}, nil
+	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, loops: loops, stopLoops: stopLoops, remote: remote}, nil
 }
 
 // nodeID returns the configured ID, or the one stored in the data dir, or a
@@ -559,12 +559,17 @@ func (n *Node) syncShards() error {
 		if i >= int(n.settings.Shards) || !slices.Contains(nodes, n.cfg.NodeID) || n.localShard(i) != nil {
 			continue
 		}
+		dir := n.groupDir("shards", strconv.Itoa(i))
+		if bugs.On(bugs.LoseLastApply) && nodes[0] != n.cfg.NodeID {
+			code, err := fsm.UndoLastWrite(shard.StatePath(dir))
+			n.log.Warn("jepsen bug: undid the last link write", "shard", i, "code", code, "err", err)
+		}
 		layer, err := n.mux.Layer(transport.KindRaft, shardGroupID(i))
 		if err != nil {
 			return err
 		}
 		s, err := shard.Open(shard.Config{
-			ID: i, NodeID: n.cfg.NodeID, Dir: n.groupDir("shards", strconv.Itoa(i)),
+			ID: i, NodeID: n.cfg.NodeID, Dir: dir,
 			Stream: transport.RaftLayer{Layer: layer}, Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots,
 			CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
 			Observer: n.cfg.Observer, Logger: n.log, OnChange: n.changed,
@@ -595,6 +600,9 @@ func (n *Node) syncShards() error {
 // changed runs after a shard applies a change on this node: a link of a
 // shard this node now hosts must not linger in the remote cache.
 func (n *Node) changed(_ int, l *link.Link) {
+	if bugs.On(bugs.NoInvalidate) {
+		return
+	}
 	n.remote.Invalidate(l.Code)
 }
 
@@ -604,7 +612,7 @@ func (n *Node) changed(_ int, l *link.Link) {
 // before it existed, and codes are never reused). Best effort: the remote
 // cache's TTL bounds what a lost message costs.
 func (n *Node) announceChange(l *link.Link) {
-	if l == nil {
+	if l == nil || bugs.On(bugs.NoInvalidate) {
 		return
 	}
 	n.invalidateRemote(l.Code, l.Version) // gossip does not deliver to its sender
@@ -733,7 +741,7 @@ func (n *Node) localGroup(id uint64) *shard.Group {
 
 // leaseRange leases count IDs through the meta group's leader.
 func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, error) {
-	if n.bugs.noLease() {
+	if bugs.On(bugs.NoLease) {
 		start := atomic.AddUint64(&n.bugNext, count) - count
 		return start, start + count, nil
 	}

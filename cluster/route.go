@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -212,10 +213,13 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 			if leader {
 				return sh.LookupConsistent(ctx, code)
 			}
+			if bugs.On(bugs.StaleConsistent) {
+				return sh.FSM().Get(code)
+			}
 		} else {
 			ready := leader && g.LeaderReady()
 			l, err := sh.Lookup(code, ready)
-			if err == nil || !errors.Is(err, link.ErrNotFound) || n.bugs.followerRead() {
+			if err == nil || !errors.Is(err, link.ErrNotFound) || bugs.On(bugs.FollowerRead) {
 				return l, err
 			}
 			if leader {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/shard"
 )
 
@@ -142,4 +143,30 @@ func (n *Node) nodes() []NodeInfo {
 		return []NodeInfo{self}
 	}
 	return out
+}
+
+// GroupDigest is one group's fsm.Digest on this node.
+type GroupDigest struct {
+	// Group is "meta" or the shard id.
+	Group string `json:"group"`
+	fsm.Digest
+}
+
+// Digests sums up this node's replica of the meta group and of every shard
+// it hosts (GET /admin/v1/digest): replicas of a group at the same applied
+// index must agree.
+func (n *Node) Digests() ([]GroupDigest, error) {
+	d, err := n.metaFSM.Digest()
+	if err != nil {
+		return nil, err
+	}
+	out := []GroupDigest{{Group: "meta", Digest: d}}
+	for _, s := range n.localShards() {
+		d, err := s.FSM().Digest()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, GroupDigest{Group: strconv.Itoa(s.ID()), Digest: d})
+	}
+	return out, nil
 }

@@ -11,7 +11,8 @@ import (
 var (
 	bucketSettings = []byte("settings")
 	bucketIDs      = []byte("ids")
-	bucketLeases   = []byte("leases")
+	bucketLeases   = []byte("leases")       // start -> end, node: grants before lease-grants existed
+	bucketGrants   = []byte("lease-grants") // Raft index -> start, end, node: every grant
 	keyCluster     = []byte("cluster")
 	keyNextID      = []byte("next")
 	keyPlacement   = []byte("placement")
@@ -48,7 +49,7 @@ type MetaFSM struct {
 // NewMetaFSM opens (or creates) the meta bbolt file at path.
 func NewMetaFSM(path string) (*MetaFSM, error) {
 	f := &MetaFSM{}
-	s, err := openStore(path, [][]byte{bucketSettings, bucketIDs, bucketLeases}, f.applyCommand)
+	s, err := openStore(path, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants}, f.applyCommand)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index 
 		if err != nil {
 			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
 		}
-		return f.applyLease(tx, l)
+		return f.applyLease(tx, l, index)
 	case TypeSetPlacement:
 		p, err := decodePlacement(body)
 		if err != nil {
@@ -95,7 +96,7 @@ func (f *MetaFSM) applySetSettings(tx *bolt.Tx, s *Settings) any {
 	return &SettingsResult{Settings: s}
 }
 
-func (f *MetaFSM) applyLease(tx *bolt.Tx, l *LeaseRange) any {
+func (f *MetaFSM) applyLease(tx *bolt.Tx, l *LeaseRange, index uint64) any {
 	if l.N == 0 || l.N > MaxLease {
 		return &LeaseResult{Err: fmt.Errorf("lease of %d ids: must be 1 to %d", l.N, MaxLease)}
 	}
@@ -113,42 +114,60 @@ func (f *MetaFSM) applyLease(tx *bolt.Tx, l *LeaseRange) any {
 	if err := b.Put(keyNextID, buf[:]); err != nil {
 		panic(fmt.Sprintf("fsm %s: put next id: %v", f.path, err))
 	}
-	// Every grant is kept (16 bytes plus the node ID), so an operator or the
-	// chaos harness can check that no two ranges ever overlapped.
+	// Every grant is kept under the index of the entry that made it (24
+	// bytes plus the node ID): the whole history, so an operator or the
+	// chaos harness can check that no two ranges ever overlapped, even if
+	// a bug granted one start twice.
 	var key [8]byte
-	binary.BigEndian.PutUint64(key[:], next)
-	rec := binary.BigEndian.AppendUint64(nil, end)
+	binary.BigEndian.PutUint64(key[:], index)
+	rec := binary.BigEndian.AppendUint64(nil, next)
+	rec = binary.BigEndian.AppendUint64(rec, end)
 	rec = append(rec, l.Node...)
-	if err := tx.Bucket(bucketLeases).Put(key[:], rec); err != nil {
+	if err := tx.Bucket(bucketGrants).Put(key[:], rec); err != nil {
 		panic(fmt.Sprintf("fsm %s: put lease: %v", f.path, err))
 	}
 	return &LeaseResult{Start: next, End: end}
 }
 
-// Lease is one ID range granted by LeaseRange: [Start, End) to Node.
+// Lease is one ID range granted by LeaseRange: [Start, End) to Node, by the
+// meta log entry at Index (0 for grants recorded before the index was).
 type Lease struct {
+	Index uint64 `json:"index,omitempty"`
 	Start uint64 `json:"start"`
 	End   uint64 `json:"end"`
 	Node  string `json:"node"`
 }
 
-// Leases returns every range granted so far, in ID order.
+// Leases returns every grant this replica has applied: the older records
+// (kept by start, Index 0) in ID order, then every later grant in log order.
 func (f *MetaFSM) Leases() ([]Lease, error) {
 	var out []Lease
 	err := f.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
-			if len(k) != 8 || len(v) < 8 {
-				return fmt.Errorf("fsm %s: malformed lease record", f.path)
-			}
-			out = append(out, Lease{
-				Start: binary.BigEndian.Uint64(k),
-				End:   binary.BigEndian.Uint64(v[:8]),
-				Node:  string(v[8:]),
-			})
+		return forEachLease(tx, func(l Lease) error {
+			out = append(out, l)
 			return nil
 		})
 	})
 	return out, err
+}
+
+func forEachLease(tx *bolt.Tx, fn func(Lease) error) error {
+	err := tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) < 8 {
+			return errors.New("malformed lease record")
+		}
+		return fn(Lease{Start: binary.BigEndian.Uint64(k), End: binary.BigEndian.Uint64(v[:8]), Node: string(v[8:])})
+	})
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketGrants).ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) < 16 {
+			return errors.New("malformed lease grant")
+		}
+		return fn(Lease{Index: binary.BigEndian.Uint64(k), Start: binary.BigEndian.Uint64(v[:8]),
+			End: binary.BigEndian.Uint64(v[8:16]), Node: string(v[16:])})
+	})
 }
 
 // Settings returns the stored cluster settings, or nil before bootstrap.

@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -117,6 +118,9 @@ func getLink(tx *bolt.Tx, code string) *link.Link {
 }
 
 func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
+	if bugs.On(bugs.LoseLastApply) {
+		keepUndo(tx, l.Code)
+	}
 	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), encodeStoredLink(l)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put %q: %v", f.path, l.Code, err))
 	}
@@ -132,7 +136,9 @@ func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *CreateIfAbsent, index uint64) any
 			// tell the creator its create never happened.
 			return &Result{Link: old}
 		}
-		return &Result{Err: link.ErrAliasTaken}
+		if !old.Deleted || !bugs.On(bugs.TombstoneReuse) {
+			return &Result{Err: link.ErrAliasTaken}
+		}
 	}
 	redirect := c.Redirect
 	if redirect == 0 {

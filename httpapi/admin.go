@@ -27,6 +27,7 @@ func (s *Server) registerAdminRoutes() {
 	s.router.HandleFunc("/admin/v1/nodes/{id}", s.measured("/admin/v1/nodes/{id}", s.handleRemoveNode)).Methods(http.MethodDelete)
 	s.router.HandleFunc("/admin/v1/leases", s.measured("/admin/v1/leases", s.handleLeases)).Methods(http.MethodGet, http.MethodHead)
 	s.router.HandleFunc("/admin/v1/links", s.measured("/admin/v1/links", s.handleLocalLinks)).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/admin/v1/digest", s.measured("/admin/v1/digest", s.handleDigest)).Methods(http.MethodGet, http.MethodHead)
 }
 
 // handleLeases serves GET /admin/v1/leases: every ID range the meta group
@@ -42,6 +43,22 @@ func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, r, http.StatusOK, map[string]any{"leases": leases})
+}
+
+// handleDigest serves GET /admin/v1/digest: a digest of this node's replica
+// of the meta group and of every shard it hosts, each with the applied index
+// it is as of: {"groups":[{group, applied_index, items, digest}]}.
+// Replicas of a group at the same applied index must agree; the chaos
+// harness checks that they do. It reads every local link once (like
+// /admin/v1/links), so it is an audit tool, not a probe.
+func (s *Server) handleDigest(w http.ResponseWriter, r *http.Request) {
+	groups, err := s.svc.Digests()
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, r, http.StatusOK, map[string]any{"groups": groups})
 }
 
 // localLink is one row of GET /admin/v1/links.

@@ -219,6 +219,32 @@ func TestOperatorEndpoints(t *testing.T) {
 			t.Fatalf("shard status %v", sh)
 		}
 	}
+	// The digest of every local group: the meta group and the 4 shards,
+	// one of which holds the link made above.
+	r = tn.do(t, "GET", "/admin/v1/digest", "", nil)
+	var dg struct {
+		Groups []struct {
+			Group        string `json:"group"`
+			AppliedIndex uint64 `json:"applied_index"`
+			Items        int    `json:"items"`
+			Digest       string `json:"digest"`
+		} `json:"groups"`
+	}
+	if err := json.Unmarshal(r.body, &dg); err != nil || r.status != 200 || len(dg.Groups) != 5 || dg.Groups[0].Group != "meta" {
+		t.Fatalf("digest = %d %s (%v)", r.status, r.body, err)
+	}
+	links := 0
+	for _, g := range dg.Groups {
+		if len(g.Digest) != 64 || g.AppliedIndex == 0 {
+			t.Fatalf("group digest %+v", g)
+		}
+		if g.Group != "meta" {
+			links += g.Items
+		}
+	}
+	if links != 1 {
+		t.Fatalf("digests count %d links, want 1: %s", links, r.body)
+	}
 }
 
 // TestBulkCreate: a bulk create answers each link as a single create would

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -506,6 +507,9 @@ func (l *FastListener) redirect(bw *bufio.Writer, c net.Conn, r *fastRequest) bo
 	lk, ok := s.svc.ResolveLocal(string(r.code))
 	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || !headerSafe(lk.URL) {
 		return false
+	}
+	if bugs.Once(bugs.PanicOnce) {
+		panic("jepsen bug panic-once")
 	}
 	// As net/http writes it: the status line in the request's version, the
 	// handler's headers in key order, then Date, Content-Length (not for

@@ -34,6 +34,7 @@ type Service interface {
 	Ready(ctx context.Context) error
 	RemoveNode(ctx context.Context, id string) error
 	Leases() ([]fsm.Lease, error)
+	Digests() ([]cluster.GroupDigest, error)
 	ForEachLink(fn func(l *link.Link) bool) error
 	ClickStats(ctx context.Context, code string, from, to time.Time) (*fsm.ClickStats, error)
 	ConsumeVisit(ctx context.Context, code string) (*link.Link, error)

@@ -14,6 +14,7 @@ import (
 	"github.com/maypok86/otter/v2"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -137,7 +138,7 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	s.cache = cache
 	f, err := fsm.NewShardFSM(fsm.ShardConfig{
-		Path:      filepath.Join(cfg.Dir, "state.db"),
+		Path:      StatePath(cfg.Dir),
 		OnChange:  s.applied,
 		OnRestore: func() { s.restores.Add(1); s.cache.InvalidateAll() },
 	})
@@ -166,12 +167,15 @@ func Open(cfg Config) (*Shard, error) {
 	return s, nil
 }
 
+// StatePath is the shard state file in a shard's Dir.
+func StatePath(dir string) string { return filepath.Join(dir, "state.db") }
+
 // applied is the FSM's OnChange hook: the cache learns every change in apply
 // order, so a replica never serves a link older than its own state.
 func (s *Shard) applied(l *link.Link) {
 	e := entry{l: l, version: l.Version}
 	s.cache.Compute(l.Code, func(old entry, found bool) (entry, otter.ComputeOp) {
-		if found && !e.newer(old) {
+		if found && (!e.newer(old) || old.l != nil && bugs.On(bugs.NoInvalidate)) {
 			return old, otter.CancelOp
 		}
 		return e, otter.WriteOp

@@ -18,9 +18,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/bugs"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -58,6 +61,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_ = m.Close()
 		return 1
 	}
+	if bugs.On(bugs.ExitOnce) {
+		go exitOnce(ctx, cfg.DataDir)
+	}
 	<-ctx.Done()
 	stop() // a second signal kills the process the default way
 	m.Logger().Info("shutting down")
@@ -91,4 +97,22 @@ func versionString() string {
 		return fmt.Sprintf("linknode %s %s", v, bi.GoVersion)
 	}
 	return "linknode " + v
+}
+
+// exitOnce is the chaos harness's exit-once fault (internal/bugs): ten
+// seconds after the first start on a data dir, the process exits with
+// status 3 and no log line, as a crash that leaves no trace would.
+func exitOnce(ctx context.Context, dataDir string) {
+	marker := filepath.Join(dataDir, "jepsen-exit-once")
+	if _, err := os.Stat(marker); err == nil {
+		return
+	}
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		os.Exit(3)
+	}
 }
