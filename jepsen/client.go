@@ -221,8 +221,9 @@ func (c *client) remove(ctx context.Context, base, code string) result {
 	return indeterminate(resp.StatusCode, nil, b)
 }
 
-// read is a linearizable read (?consistent=true): 200 with the URL or 404
-// are ok; anything else is indeterminate (and dropped by the checker).
+// read is a linearizable read (?consistent=true): 200 with the URL, or
+// 404/410 (no live link: unknown or deleted), are ok; anything else is
+// indeterminate (and dropped by the checker).
 func (c *client) read(ctx context.Context, base, code string) result {
 	resp, b, err := c.do(ctx, http.MethodGet, base+"/api/v1/links/"+url.PathEscape(code)+"?consistent=true", nil)
 	if err != nil {
@@ -235,7 +236,7 @@ func (c *client) read(ctx context.Context, base, code string) result {
 			return indeterminate(resp.StatusCode, fmt.Errorf("undecodable 200: %q", b), nil)
 		}
 		return result{typ: history.OK, op: history.Op{Value: l.URL, Status: resp.StatusCode}}
-	case http.StatusNotFound:
+	case http.StatusNotFound, http.StatusGone:
 		return result{typ: history.OK, op: history.Op{Status: resp.StatusCode}}
 	}
 	return indeterminate(resp.StatusCode, nil, b)
@@ -257,15 +258,20 @@ func (c *client) resolve(ctx context.Context, base, code string) result {
 	return indeterminate(resp.StatusCode, nil, b)
 }
 
-// clusterStatus is the part of GET /admin/v1/cluster the nemesis uses.
+// groupStatus is one group in GET /admin/v1/cluster.
+type groupStatus struct {
+	ID       string   `json:"id"`
+	Leader   string   `json:"leader"`
+	State    string   `json:"state"`
+	Term     uint64   `json:"term"`
+	Replicas []string `json:"replicas"`
+}
+
+// clusterStatus is the part of GET /admin/v1/cluster the harness uses.
 type clusterStatus struct {
-	NodeID string `json:"node_id"`
-	Shards []struct {
-		ID     string `json:"id"`
-		Leader string `json:"leader"`
-		State  string `json:"state"`
-		Term   uint64 `json:"term"`
-	} `json:"shards"`
+	NodeID string        `json:"node_id"`
+	Meta   groupStatus   `json:"meta"`
+	Shards []groupStatus `json:"shards"`
 }
 
 func (c *client) status(ctx context.Context, base string) (*clusterStatus, error) {
@@ -292,6 +298,21 @@ func (c *client) leases(ctx context.Context, base string) ([]checker.Lease, erro
 		Leases []checker.Lease `json:"leases"`
 	}
 	return out.Leases, json.Unmarshal(b, &out)
+}
+
+// digests is a node's GET /admin/v1/digest.
+func (c *client) digests(ctx context.Context, base string) ([]checker.GroupDigest, error) {
+	resp, b, err := c.do(ctx, http.MethodGet, base+"/admin/v1/digest", nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("digest: %d %s", resp.StatusCode, problemDetail(b))
+	}
+	var out struct {
+		Groups []checker.GroupDigest `json:"groups"`
+	}
+	return out.Groups, json.Unmarshal(b, &out)
 }
 
 // links streams a node's GET /admin/v1/links (no per-request timeout: it

@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/linkraft/linkraft/jepsen/checker"
+	"github.com/linkraft/linkraft/jepsen/history"
 	"github.com/linkraft/linkraft/jepsen/netns"
 )
 
@@ -25,14 +28,20 @@ const (
 	gossipPort = 7946
 )
 
-// nodeState is what the nemesis has done to a node's process.
+// nodeState is what has become of a node's process.
 type nodeState int
 
 const (
 	running nodeState = iota
-	killed
-	paused
+	killed            // by the nemesis
+	paused            // by the nemesis
+	crashed           // ended when nobody ended it
+	stopped           // by the harness, at the end
 )
+
+// errNotRunning is returned when a fault aims at a node whose process is
+// not running (it died on its own, or is already down).
+var errNotRunning = errors.New("not running")
 
 // dbNode is one linknode process.
 type dbNode struct {
@@ -42,15 +51,26 @@ type dbNode struct {
 	dir     string // node folder in the store: log, data/
 	logPath string
 
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when cmd exits
-	state nodeState
-	runs  int
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd has exited and its run is recorded
+	state  nodeState
+	expect string // why the running process will end (checker.Cause*), "" if nobody ends it
+	runs   []checker.NodeRun
 }
 
 // HTTP is the node's base URL.
 func (n *dbNode) HTTP() string { return "http://" + net.JoinHostPort(n.ip, strconv.Itoa(httpPort)) }
+
+// pid is the running process's PID, or 0.
+func (n *dbNode) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
 
 // db is the cluster of linknode processes.
 type db struct {
@@ -59,10 +79,13 @@ type db struct {
 	nodes []*dbNode
 	extra []string // extra linknode flags
 	envv  []string // extra environment (bug switches)
+	rec   *history.Recorder
+	// staleBound is the -remote-cache-ttl the nodes run with.
+	staleBound time.Duration
 }
 
-func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string) *db {
-	d := &db{env: env, bin: bin, extra: extra, envv: envv}
+func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, rec *history.Recorder, staleBound time.Duration) *db {
+	d := &db{env: env, bin: bin, extra: extra, envv: envv, rec: rec, staleBound: staleBound}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		dir := filepath.Join(storeDir, "nodes", id)
@@ -70,6 +93,11 @@ func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string) *d
 	}
 	return d
 }
+
+// harnessFlags are the linknode flags the harness sets itself: -node-args
+// may not name them (the checkers depend on their values).
+var harnessFlags = []string{"node-id", "data-dir", "http-addr", "raft-addr", "gossip-addr", "join",
+	"bootstrap-expect", "public-url", "code-mode", "remote-cache-ttl", "click-flush", "analytics", "fast-redirect"}
 
 func (d *db) args(n *dbNode) []string {
 	var join []string
@@ -89,12 +117,16 @@ func (d *db) args(n *dbNode) []string {
 		// its ID and the lease it came from; the permutation is a
 		// bijection, so uniqueness is the same property either way.
 		"-code-mode", "sequential",
-		"-remote-cache-ttl", staleBound.String(),
+		// The bounds the converge and counter checkers hold the nodes to.
+		"-remote-cache-ttl", d.staleBound.String(),
+		"-click-flush", clickFlush.String(),
+		"-analytics=true", "-fast-redirect=true",
 	}
 	return append(args, d.extra...)
 }
 
-// start launches node n (first start or restart on the same data dir).
+// start launches node n (first start or restart on the same data dir) and
+// records the run; a process that will not start is recorded too.
 func (d *db) start(n *dbNode) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -108,8 +140,8 @@ func (d *db) start(n *dbNode) error {
 	if err != nil {
 		return err
 	}
-	n.runs++
-	fmt.Fprintf(logf, "=== jepsen: start #%d of %s at %s\n", n.runs, n.id, time.Now().UTC().Format(time.RFC3339Nano))
+	run := checker.NodeRun{Node: n.id, Run: len(n.runs) + 1, Started: d.rec.Now()}
+	fmt.Fprintf(logf, "=== jepsen: start #%d of %s at %s\n", run.Run, n.id, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := d.env.Command(n.index, d.bin, d.args(n)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), d.envv...)
@@ -118,47 +150,135 @@ func (d *db) start(n *dbNode) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
+		run.StartError = err.Error()
+		n.runs = append(n.runs, run)
+		n.state = crashed
 		return fmt.Errorf("start %s: %w", n.id, err)
 	}
+	run.PID = cmd.Process.Pid
+	n.runs = append(n.runs, run)
+	i := len(n.runs) - 1
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
+		d.ended(n, i, cmd.ProcessState)
 		close(done)
 	}()
-	n.cmd, n.done, n.state = cmd, done, running
+	n.cmd, n.done, n.state, n.expect = cmd, done, running, ""
 	return nil
 }
 
-// kill sends SIGKILL to node n's process (by PID) and waits for it to exit.
-func (d *db) kill(n *dbNode) error {
+// ended records how run i of n ended.
+func (d *db) ended(n *dbNode, i int, ps *os.ProcessState) {
 	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil {
+	defer n.mu.Unlock()
+	r := &n.runs[i]
+	r.Exited, r.Ended, r.Cause = true, d.rec.Now(), n.expect
+	r.ExitCode = ps.ExitCode()
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.Signal = ws.Signal().String()
+	}
+	n.cmd = nil
+	if n.expect == "" {
+		n.state = crashed
+		r.LastLog = lastLines(n.logPath, 5)
+	}
+	n.expect = ""
+}
+
+// lastLines returns the last k lines of the file at path.
+func lastLines(path string, k int) []string {
+	f, err := os.Open(path)
+	if err != nil {
 		return nil
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > k {
+			lines = lines[1:]
+		}
+	}
+	return lines
+}
+
+// signal sends sig to n's running process, noting why it will end (cause,
+// or "" for a signal that does not end it); errNotRunning if there is none.
+func (n *dbNode) signal(sig syscall.Signal, cause string, want nodeState) (*exec.Cmd, chan struct{}, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.state == crashed {
+		return nil, nil, fmt.Errorf("%s: %w", n.id, errNotRunning)
+	}
+	if cause != "" {
+		n.expect = cause
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		return nil, nil, fmt.Errorf("%s: signal %s: %w", n.id, sig, err)
+	}
+	n.state = want
+	return n.cmd, n.done, nil
+}
+
+// kill sends SIGKILL to node n's process (by PID), waits for it to end,
+// and says how it ended. A node that is not running is errNotRunning.
+func (d *db) kill(n *dbNode) (string, bool, error) {
+	cmd, done, err := n.signal(syscall.SIGKILL, checker.CauseNemesis, killed)
+	if err != nil {
+		return "", false, err
+	}
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("%s (pid %d) did not die", n.id, cmd.Process.Pid)
+		return "", false, fmt.Errorf("%s (pid %d) did not die", n.id, cmd.Process.Pid)
 	}
 	n.mu.Lock()
-	n.cmd, n.state = nil, killed
+	r := n.runs[len(n.runs)-1]
 	n.mu.Unlock()
-	return nil
+	if r.Signal != "killed" {
+		return fmt.Sprintf("%s ended with %s before SIGKILL", n.id, r.How()), false, nil
+	}
+	return n.id + " killed by SIGKILL", true, nil
 }
 
-// pause stops node n's process with SIGSTOP.
-func (d *db) pause(n *dbNode) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.state != running {
-		return nil
+// pause stops node n's process with SIGSTOP and checks in /proc that the
+// kernel has stopped it.
+func (d *db) pause(n *dbNode) (string, bool, error) {
+	cmd, _, err := n.signal(syscall.SIGSTOP, "", paused)
+	if err != nil {
+		return "", false, err
 	}
-	n.state = paused
-	return n.cmd.Process.Signal(syscall.SIGSTOP)
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		st, err := procState(pid)
+		if err == nil && (st == "T" || st == "t") {
+			return fmt.Sprintf("%s stopped (state %s)", n.id, st), true, nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("%s not stopped after SIGSTOP (state %q, %v)", n.id, st, err), false, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procState is the state letter of process pid in /proc/<pid>/stat.
+func procState(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	// "pid (comm) S ...": comm may hold spaces and parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return "", fmt.Errorf("unreadable stat %q", s)
+	}
+	return s[i+2 : i+3], nil
 }
 
 // resume continues a paused node with SIGCONT.
@@ -172,7 +292,8 @@ func (d *db) resume(n *dbNode) error {
 	return n.cmd.Process.Signal(syscall.SIGCONT)
 }
 
-// restore resumes paused nodes and restarts killed ones.
+// restore resumes paused nodes and restarts the ones that are down, killed
+// or crashed (a crash is on record already, for the nodes checker).
 func (d *db) restore() error {
 	var errs []error
 	for _, n := range d.nodes {
@@ -182,40 +303,53 @@ func (d *db) restore() error {
 		switch st {
 		case paused:
 			errs = append(errs, d.resume(n))
-		case killed:
+		case killed, crashed:
 			errs = append(errs, d.start(n))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// stop ends every node: SIGTERM (after SIGCONT), then SIGKILL past grace.
+// stop ends every node: SIGCONT and SIGTERM, then SIGKILL past grace. The
+// runs record whether each exited cleanly.
 func (d *db) stop(grace time.Duration) {
 	var wg sync.WaitGroup
 	for _, n := range d.nodes {
 		n.mu.Lock()
 		cmd, done := n.cmd, n.done
+		if cmd != nil {
+			n.expect, n.state = checker.CauseStop, stopped
+		}
 		n.mu.Unlock()
 		if cmd == nil {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			_ = cmd.Process.Signal(syscall.SIGCONT)
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-done:
 			case <-time.After(grace):
+				n.mu.Lock()
+				n.expect = checker.CauseStopTimeout
+				n.mu.Unlock()
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 				<-done
 			}
-			n.mu.Lock()
-			n.cmd = nil
-			n.mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+// runs returns every node's process records.
+func (d *db) runs() []checker.NodeRun {
+	var out []checker.NodeRun
+	for _, n := range d.nodes {
+		n.mu.Lock()
+		out = append(out, n.runs...)
+		n.mu.Unlock()
+	}
+	return out
 }
 
 // awaitReady polls /readyz on every node until all answer 200 or ctx ends.

@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -10,19 +11,36 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linkraft/linkraft/jepsen/checker"
 	"github.com/linkraft/linkraft/jepsen/history"
 	"github.com/linkraft/linkraft/jepsen/netns"
 )
 
 // A fault is one kind of trouble: start breaks something and returns what
-// it did and how to undo it.
+// it did, the evidence that it took effect, and how to undo it.
 type fault struct {
 	name  string
-	start func(ctx context.Context, n *nemesis) (detail string, heal func(context.Context) error, err error)
+	start func(ctx context.Context, n *nemesis) (*injection, error)
 }
 
+// injection is a fault in force.
+type injection struct {
+	detail string
+	// effect and effective are known at start for processes (a kill, a
+	// pause), and read before the heal for the network (drop counters).
+	effect    string
+	effective bool
+	measure   func(context.Context) (string, bool, error)
+	heal      func(context.Context) error
+}
+
+// errNoTarget is returned by a fault that cannot find its target (no node
+// reports leading a shard): nothing was injected.
+var errNoTarget = errors.New("no target")
+
 // nemesis injects faults on a schedule (Jepsen's flip-flop: wait, start,
-// wait, heal) and records each start and heal in the history.
+// wait, heal) and records each start and heal in the history, and what each
+// fault is shown to have done.
 type nemesis struct {
 	env      *netns.Env
 	db       *db
@@ -34,8 +52,9 @@ type nemesis struct {
 	lossPct  int
 
 	mu      sync.Mutex
-	healing func(context.Context) error // undo of the fault in force
-	counts  map[string]int
+	current *injection // the fault in force
+	record  *checker.FaultRecord
+	records []checker.FaultRecord
 }
 
 // faultNames lists every fault, and the groups a -nemesis value may name.
@@ -97,13 +116,18 @@ func (n *nemesis) names(ix []int) string {
 	return strings.Join(s, " ")
 }
 
-// leader is the node that leads the most shards, by the nodes' own
-// reports; ties and silence fall to a random node.
-func (n *nemesis) leader(ctx context.Context) int {
-	best, bestN := n.rng.IntN(len(n.db.nodes)), -1
-	for _, i := range n.shuffled() {
-		st, err := n.cl.status(ctx, n.db.nodes[i].HTTP())
+// leader is the node that leads the most shards, from the cluster view:
+// every node's /admin/v1/cluster, each counting the shards it says it leads
+// itself (ties to the lower index). errNoTarget if no node answers or none
+// leads a shard: a "leader" fault then injects nothing rather than
+// falling back to some other node.
+func (n *nemesis) leader(ctx context.Context) (int, error) {
+	best, bestN := -1, 0
+	var silent []string
+	for i, node := range n.db.nodes {
+		st, err := n.cl.status(ctx, node.HTTP())
 		if err != nil {
+			silent = append(silent, node.id)
 			continue
 		}
 		led := 0
@@ -116,12 +140,15 @@ func (n *nemesis) leader(ctx context.Context) int {
 			best, bestN = i, led
 		}
 	}
-	return best
+	if best < 0 {
+		return 0, fmt.Errorf("%w: no node reports leading a shard (no answer from %v)", errNoTarget, silent)
+	}
+	return best, nil
 }
 
 // cut partitions the nodes into components: no traffic between nodes of
 // different components (both ways).
-func (n *nemesis) cut(ctx context.Context, components ...[]int) (string, func(context.Context) error, error) {
+func (n *nemesis) cut(ctx context.Context, components ...[]int) (*injection, error) {
 	comp := map[int]int{}
 	for c, ix := range components {
 		for _, i := range ix {
@@ -145,86 +172,149 @@ func (n *nemesis) cut(ctx context.Context, components ...[]int) (string, func(co
 	return n.grudge(ctx, strings.Join(parts, " | "), grudge)
 }
 
-func (n *nemesis) grudge(ctx context.Context, detail string, g map[int][]int) (string, func(context.Context) error, error) {
+func (n *nemesis) grudge(ctx context.Context, detail string, g map[int][]int) (*injection, error) {
 	if err := n.env.Partition(ctx, g); err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	return detail, n.env.Heal, nil
+	return &injection{detail: detail, measure: n.dropped, heal: n.env.Heal}, nil
 }
 
-func (n *nemesis) kill(ctx context.Context, ix []int) (string, func(context.Context) error, error) {
-	for _, i := range ix {
-		if err := n.db.kill(n.db.nodes[i]); err != nil {
-			return "", nil, err
-		}
+// dropped is the evidence of a network fault: the packets its rules
+// dropped, read before the heal resets them.
+func (n *nemesis) dropped(ctx context.Context) (string, bool, error) {
+	cut, thin, err := n.env.Dropped(ctx)
+	if err != nil {
+		return "", false, err
 	}
-	return "SIGKILL " + n.names(ix), func(context.Context) error {
+	return fmt.Sprintf("dropped %d packets", cut+thin), cut+thin > 0, nil
+}
+
+// kill sends SIGKILL to the nodes ix. A target that is not running is an
+// error of the fault (the nodes checker reports how it died); the others
+// are killed anyway.
+func (n *nemesis) kill(_ context.Context, ix []int) (*injection, error) {
+	inj := &injection{detail: "SIGKILL " + n.names(ix), effective: true}
+	var effects []string
+	var errs []error
+	var dead []int
+	for _, i := range ix {
+		effect, ok, err := n.db.kill(n.db.nodes[i])
+		switch {
+		case errors.Is(err, errNotRunning):
+			errs = append(errs, err)
+			continue
+		case err != nil:
+			return nil, err
+		}
+		dead = append(dead, i)
+		effects = append(effects, effect)
+		inj.effective = inj.effective && ok
+	}
+	inj.effect = strings.Join(effects, "; ")
+	inj.effective = inj.effective && len(dead) > 0
+	inj.heal = func(context.Context) error {
 		var first error
-		for _, i := range ix {
+		for _, i := range dead {
 			if err := n.db.start(n.db.nodes[i]); err != nil && first == nil {
 				first = err
 			}
 		}
 		return first
-	}, nil
+	}
+	if len(dead) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	return inj, errors.Join(errs...)
 }
 
-func (n *nemesis) pause(ctx context.Context, ix []int) (string, func(context.Context) error, error) {
+// pause stops the nodes ix with SIGSTOP and checks that they stopped.
+func (n *nemesis) pause(_ context.Context, ix []int) (*injection, error) {
+	inj := &injection{detail: "SIGSTOP " + n.names(ix), effective: true}
+	var effects []string
+	var errs []error
+	var stopped []int
 	for _, i := range ix {
-		if err := n.db.pause(n.db.nodes[i]); err != nil {
-			return "", nil, err
+		effect, ok, err := n.db.pause(n.db.nodes[i])
+		if errors.Is(err, errNotRunning) {
+			errs = append(errs, err)
+			continue
+		} else if err != nil {
+			return nil, err
 		}
+		stopped = append(stopped, i)
+		effects = append(effects, effect)
+		inj.effective = inj.effective && ok
 	}
-	return "SIGSTOP " + n.names(ix), func(context.Context) error {
+	inj.effect = strings.Join(effects, "; ")
+	inj.effective = inj.effective && len(stopped) > 0
+	inj.heal = func(context.Context) error {
 		var first error
-		for _, i := range ix {
+		for _, i := range stopped {
 			if err := n.db.resume(n.db.nodes[i]); err != nil && first == nil {
 				first = err
 			}
 		}
 		return first
-	}, nil
+	}
+	if len(stopped) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	return inj, errors.Join(errs...)
 }
+
+// others is every node index but i.
+func (n *nemesis) others(i int) []int {
+	var rest []int
+	for j := range n.db.nodes {
+		if j != i {
+			rest = append(rest, j)
+		}
+	}
+	return rest
+}
+
+// startFunc starts a fault.
+type startFunc = func(ctx context.Context, n *nemesis) (*injection, error)
 
 // buildFaults turns names into faults.
 func (n *nemesis) buildFaults(names []string) {
 	size := len(n.db.nodes)
 	minority, majority := (size-1)/2, size/2+1
 	for _, name := range names {
-		var start func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error)
+		var start startFunc
 		switch name {
 		case "partition-halves":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ix := n.indexes()
 				return n.cut(ctx, ix[:size/2], ix[size/2:])
 			}
 		case "partition-random-halves":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ix := n.shuffled()
 				return n.cut(ctx, ix[:size/2], ix[size/2:])
 			}
 		case "partition-one":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ix := n.shuffled()
 				return n.cut(ctx, ix[:1], ix[1:])
 			}
 		case "partition-leader":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
-				l := n.leader(ctx)
-				var rest []int
-				for i := range size {
-					if i != l {
-						rest = append(rest, i)
-					}
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
+				l, err := n.leader(ctx)
+				if err != nil {
+					return nil, err
 				}
-				d, h, err := n.cut(ctx, []int{l}, rest)
-				return "leader " + d, h, err
+				inj, err := n.cut(ctx, []int{l}, n.others(l))
+				if inj != nil {
+					inj.detail = "leader " + inj.detail
+				}
+				return inj, err
 			}
 		case "partition-majorities-ring":
 			// Each node sees a window of a majority of its ring
 			// neighbours, and every node a different one (Jepsen's
 			// majorities-ring).
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ring := n.shuffled()
 				pos := map[int]int{}
 				for p, i := range ring {
@@ -253,7 +343,7 @@ func (n *nemesis) buildFaults(names []string) {
 			}
 		case "partition-bridge":
 			// Two halves that cannot talk, and one node that talks to both.
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ix := n.shuffled()
 				bridge, a, b := ix[0], ix[1:1+(size-1)/2], ix[1+(size-1)/2:]
 				g := map[int][]int{}
@@ -266,43 +356,44 @@ func (n *nemesis) buildFaults(names []string) {
 				return n.grudge(ctx, fmt.Sprintf("[%s] | [%s] bridged by %s", n.names(a), n.names(b), n.db.nodes[bridge].id), g)
 			}
 		case "kill-one":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
-				return n.kill(ctx, n.shuffled()[:1])
-			}
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.kill(ctx, n.shuffled()[:1]) }
 		case "kill-minority":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				return n.kill(ctx, n.shuffled()[:max(minority, 1)])
 			}
 		case "kill-majority":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
-				return n.kill(ctx, n.shuffled()[:majority])
-			}
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.kill(ctx, n.shuffled()[:majority]) }
 		case "kill-all":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
-				return n.kill(ctx, n.indexes())
-			}
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.kill(ctx, n.indexes()) }
 		case "kill-leader":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
-				return n.kill(ctx, []int{n.leader(ctx)})
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
+				l, err := n.leader(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return n.kill(ctx, []int{l})
 			}
 		case "pause-one":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
-				return n.pause(ctx, n.shuffled()[:1])
-			}
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.pause(ctx, n.shuffled()[:1]) }
 		case "pause-minority":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				return n.pause(ctx, n.shuffled()[:max(minority, 1)])
 			}
 		case "pause-leader":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
-				return n.pause(ctx, []int{n.leader(ctx)})
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
+				l, err := n.leader(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return n.pause(ctx, []int{l})
 			}
 		case "loss":
-			start = func(ctx context.Context, n *nemesis) (string, func(context.Context) error, error) {
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				if err := n.env.Loss(ctx, n.indexes(), n.lossPct); err != nil {
-					return "", nil, err
+					return nil, err
 				}
-				return fmt.Sprintf("drop %d%% of packets between all nodes", n.lossPct), n.env.Heal, nil
+				return &injection{detail: fmt.Sprintf("drop %d%% of packets between all nodes", n.lossPct),
+					measure: n.dropped, heal: n.env.Heal}, nil
 			}
 		}
 		n.faults = append(n.faults, fault{name: name, start: start})
@@ -310,7 +401,9 @@ func (n *nemesis) buildFaults(names []string) {
 }
 
 // run injects faults until the deadline or ctx ends, then heals whatever
-// is in force. Errors of the nemesis itself end the run.
+// is in force. A fault that finds no target or aims at a node that is not
+// running is recorded as such and the schedule goes on; other errors of the
+// nemesis itself (nft failing) end the run.
 func (n *nemesis) run(ctx context.Context, deadline time.Time) error {
 	if len(n.faults) == 0 {
 		return nil
@@ -331,19 +424,11 @@ func (n *nemesis) run(ctx context.Context, deadline time.Time) error {
 	}
 	for wait() {
 		f := n.faults[n.rng.IntN(len(n.faults))]
-		inv := n.rec.Invoke(history.Op{Process: history.NemesisProcess, F: "start", Workload: f.name})
-		detail, heal, err := f.start(ctx, n)
-		if err != nil {
-			n.rec.Complete(inv, history.Info, history.Op{Error: err.Error()})
-			return fmt.Errorf("nemesis %s: %w", f.name, err)
+		if err := n.inject(ctx, f); err != nil {
+			return err
 		}
-		n.rec.Complete(inv, history.OK, history.Op{Value: detail})
-		n.mu.Lock()
-		n.healing = heal
-		n.counts[f.name]++
-		n.mu.Unlock()
 		wait()
-		if err := n.heal(context.WithoutCancel(ctx), f.name); err != nil {
+		if err := n.heal(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -353,20 +438,70 @@ func (n *nemesis) run(ctx context.Context, deadline time.Time) error {
 	return nil
 }
 
-// heal undoes the fault in force, if any, and records it.
-func (n *nemesis) heal(ctx context.Context, name string) error {
+// inject starts f and records it: in the history (start, ok with the
+// detail, or fail with why nothing was injected) and in the fault records.
+func (n *nemesis) inject(ctx context.Context, f fault) error {
+	inv := n.rec.Invoke(history.Op{Process: history.NemesisProcess, F: "start", Workload: f.name})
+	rec := checker.FaultRecord{Fault: f.name, Start: seconds(inv.Time)}
+	inj, err := f.start(ctx, n)
+	if err != nil {
+		rec.Error = err.Error()
+		rec.NoTarget = errors.Is(err, errNoTarget)
+	}
+	if inj == nil {
+		n.rec.Complete(inv, history.Fail, history.Op{Error: rec.Error})
+		n.mu.Lock()
+		n.records = append(n.records, rec)
+		n.mu.Unlock()
+		if rec.NoTarget || errors.Is(err, errNotRunning) {
+			return nil
+		}
+		return fmt.Errorf("nemesis %s: %w", f.name, err)
+	}
+	rec.Injected, rec.Detail, rec.Effect, rec.Effective = true, inj.detail, inj.effect, inj.effective
+	n.rec.Complete(inv, history.OK, history.Op{Value: inj.detail, Error: rec.Error})
 	n.mu.Lock()
-	h := n.healing
-	n.healing = nil
+	n.current, n.record = inj, &rec
 	n.mu.Unlock()
-	if h == nil {
-		return nil
-	}
-	inv := n.rec.Invoke(history.Op{Process: history.NemesisProcess, F: "stop", Workload: name})
-	if err := h(ctx); err != nil {
-		n.rec.Complete(inv, history.Info, history.Op{Error: err.Error()})
-		return fmt.Errorf("heal %s: %w", name, err)
-	}
-	n.rec.Complete(inv, history.OK, history.Op{})
 	return nil
 }
+
+// heal undoes the fault in force, if any, records the evidence of its
+// effect, and records the heal.
+func (n *nemesis) heal(ctx context.Context) error {
+	n.mu.Lock()
+	inj, rec := n.current, n.record
+	n.current, n.record = nil, nil
+	n.mu.Unlock()
+	if inj == nil {
+		return nil
+	}
+	if inj.measure != nil {
+		effect, ok, err := inj.measure(ctx)
+		if err != nil {
+			effect = "unmeasured: " + err.Error()
+		}
+		rec.Effect, rec.Effective = effect, ok
+	}
+	inv := n.rec.Invoke(history.Op{Process: history.NemesisProcess, F: "stop", Workload: rec.Fault})
+	err := inj.heal(ctx)
+	rec.End = seconds(n.rec.Now())
+	n.mu.Lock()
+	n.records = append(n.records, *rec)
+	n.mu.Unlock()
+	if err != nil {
+		n.rec.Complete(inv, history.Info, history.Op{Error: err.Error()})
+		return fmt.Errorf("heal %s: %w", rec.Fault, err)
+	}
+	n.rec.Complete(inv, history.OK, history.Op{Value: rec.Effect})
+	return nil
+}
+
+// faultRecords returns what the nemesis tried so far.
+func (n *nemesis) faultRecords() []checker.FaultRecord {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.records)
+}
+
+func seconds(ns int64) float64 { return float64(ns) / 1e9 }

@@ -90,8 +90,13 @@ type Outcome struct {
 	Dir     string           `json:"dir"`
 	Valid   checker.Validity `json:"valid"`
 	Results []checker.Result `json:"results"`
-	Faults  map[string]int   `json:"faults"`
-	Ops     int              `json:"ops"`
+	// Faults are the faults tried, by kind, with what shows they took
+	// effect; FaultLog is every one of them in order.
+	Faults   map[string]checker.FaultSummary `json:"faults"`
+	FaultLog []checker.FaultRecord           `json:"fault_log"`
+	// Nodes is every start of every node's process and how it ended.
+	Nodes []checker.NodeRun `json:"nodes"`
+	Ops   int               `json:"ops"`
 }
 
 // ErrBadOptions marks invalid options (exit code 254).
@@ -156,6 +161,12 @@ func (o *Options) defaults() error {
 	case o.LossPercent < 1 || o.LossPercent > 100:
 		return fmt.Errorf("%w: -loss %d: want 1 to 100", ErrBadOptions, o.LossPercent)
 	}
+	for _, a := range o.NodeArgs {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && slices.Contains(harnessFlags, name) {
+			return fmt.Errorf("%w: -node-args %s: the harness sets -%s itself (its checkers depend on the value)", ErrBadOptions, a, name)
+		}
+	}
 	return nil
 }
 
@@ -185,7 +196,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	if err != nil {
 		return nil, err
 	}
-	out = &Outcome{Dir: dir, Valid: checker.Unknown, Faults: map[string]int{}}
+	out = &Outcome{Dir: dir, Valid: checker.Unknown}
 	opt.logf("run folder %s (seed %d)", dir, opt.Seed)
 	if err := writeJSON(filepath.Join(dir, "test.json"), testRecord(opt, workloads, faults)); err != nil {
 		return out, err
@@ -206,7 +217,8 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	if len(opt.Bugs) > 0 {
 		envv = append(envv, "LINKRAFT_JEPSEN_BUGS="+strings.Join(opt.Bugs, ","))
 	}
-	d := newDB(env, bin, dir, opt.Nodes, opt.NodeArgs, envv)
+	rec := history.NewRecorder()
+	d := newDB(env, bin, dir, opt.Nodes, opt.NodeArgs, envv, rec, staleBound)
 	defer func() {
 		// Whatever happened: end our nodes (by PID), then the network.
 		d.stop(10 * time.Second)
@@ -230,7 +242,6 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	}
 	opt.logf("cluster ready; running %s for %s with nemesis %v every %s", strings.Join(workloads, ", "), opt.TimeLimit, faults, opt.NemesisInterval)
 
-	rec := history.NewRecorder()
 	tag := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
 	workers := opt.Concurrency * len(workloads)
 	renv := &runEnv{
@@ -243,7 +254,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		seed:     opt.Seed,
 	}
 	nem := &nemesis{env: env, db: d, cl: cl, rec: rec, interval: opt.NemesisInterval,
-		rng: rand.New(rand.NewPCG(opt.Seed, 0x6e656d)), lossPct: opt.LossPercent, counts: map[string]int{}}
+		rng: rand.New(rand.NewPCG(opt.Seed, 0x6e656d)), lossPct: opt.LossPercent}
 	nem.buildFaults(faults)
 
 	var keys []string
@@ -262,55 +273,64 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	}
 
 	// Final phase: heal everything, wait for recovery, read the state.
-	opt.logf("healing: network, paused and killed nodes")
-	healErr := errors.Join(nemErr, nem.heal(ctx, "final"), env.Heal(ctx), d.restore())
+	opt.logf("healing: network, paused, killed and crashed nodes")
+	healErr := errors.Join(nemErr, nem.heal(ctx), env.Heal(ctx), d.restore())
 	if healErr != nil {
 		return out, healErr
 	}
 	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "heal-all"})
-	final := checker.Final{Resolves: map[string]map[string]checker.Read{}, Links: map[string][]checker.Listed{}}
+	final := checker.Final{Resolves: map[string]map[string]checker.Read{}, Links: map[string][]checker.Listed{},
+		Leases: map[string][]checker.Lease{}}
 	for _, n := range d.nodes {
 		final.Nodes = append(final.Nodes, n.id)
 	}
 	readyCtx, cancel = context.WithTimeout(ctx, opt.RecoveryTimeout)
 	rerr := d.awaitReady(readyCtx, cl.http)
 	cancel()
+	recovered := time.Now()
 	final.Recovered = rerr == nil
 	if rerr != nil {
 		opt.logf("cluster did not recover: %v", rerr)
 	} else {
 		opt.logf("cluster recovered; final reads on every node")
 	}
-	ops := rec.Ops()
 	// Guarantee 4 allows a node that does not host a shard to serve a
 	// cached link for up to the remote-cache TTL after an update it never
-	// heard of: the final reads start once that bound has passed.
-	if wait := time.Until(renv.deadline.Add(staleBound + opt.OpTimeout)); wait > 0 {
-		opt.logf("waiting %s: the staleness bound since the last write", wait.Round(time.Millisecond))
+	// heard of, and a replica that was cut off to lag until it has caught
+	// up: the final reads start once that bound has passed since the
+	// cluster recovered (and since the last write could have completed).
+	from := renv.deadline.Add(opt.OpTimeout)
+	if recovered.After(from) {
+		from = recovered
+	}
+	if wait := time.Until(from.Add(staleBound)); wait > 0 {
+		opt.logf("waiting %s: the staleness bound since recovery", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return out, ctx.Err()
 		case <-time.After(wait):
 		}
 	}
-	if err := finalReads(ctx, cl, d, ops, &final); err != nil {
+	if err := finalReads(ctx, renv, d, &final); err != nil {
 		return out, err
 	}
 	if len(keys) > 0 {
 		opt.logf("waiting for the click counters to settle")
 		final.Counters = finalCounters(ctx, cl, d, keys, 30*time.Second)
 	}
+	opt.logf("comparing replicas")
+	finalDigests(ctx, cl, d, &final, 30*time.Second)
 	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "final-reads-done"})
-	ops = rec.Ops()
+	ops := rec.Ops()
 	out.Ops = len(ops)
-	for k, v := range nem.counts {
-		out.Faults[k] = v
-	}
+	out.FaultLog = nem.faultRecords()
+	out.Faults = checker.SummarizeFaults(out.FaultLog)
 
-	// Stop the nodes before reading their logs.
+	// Stop the nodes (a clean exit is checked) before reading their logs.
 	d.stop(10 * time.Second)
+	out.Nodes = d.runs()
 	opt.logf("checking %d history entries", len(ops))
-	out.Results = check(ops, final, renv.urlPrefix, workloads, d, dir)
+	out.Results = check(ops, final, renv.urlPrefix, workloads, faults, out, d, dir)
 	var vs []checker.Validity
 	for _, r := range out.Results {
 		vs = append(vs, r.Valid)
@@ -354,20 +374,25 @@ func decodeSequential(code string) (uint64, error) {
 	return id, nil
 }
 
-// clickLossWindow is the counter checker's crash-loss bound: clicks a node
+// clickFlush is the linknode -click-flush the harness runs with, and
+// clickLossWindow the counter checker's crash-loss bound: clicks a node
 // served this long before it was killed may not have reached a committed
-// batch (the 1 s flush interval plus time to commit, with margin).
-const clickLossWindow = 3 * time.Second
+// batch (the flush interval plus time to commit, with margin).
+const (
+	clickFlush      = time.Second
+	clickLossWindow = clickFlush + 2*time.Second
+)
 
 // staleBound is the linknode -remote-cache-ttl the harness runs with: the
 // staleness bound of guarantee 4 (apply lag aside).
 const staleBound = 5 * time.Second
 
-// check runs the checkers of the selected workloads.
-func check(ops []history.Op, final checker.Final, prefix string, workloads []string, d *db, dir string) []checker.Result {
+// check runs the checkers of the selected workloads, and those that run
+// always: stats, nodes, nemesis, replicas, logs.
+func check(ops []history.Op, final checker.Final, prefix string, workloads, faults []string, out *Outcome, d *db, dir string) []checker.Result {
 	windows := report.Windows(ops, float64(ops[len(ops)-1].Time)/1e9)
 	var results []checker.Result
-	results = append(results, checker.CheckStats(ops))
+	results = append(results, checker.CheckStats(ops), checker.CheckNodes(out.Nodes), checker.CheckNemesis(faults, out.FaultLog))
 	for _, w := range workloads {
 		switch w {
 		case "register":
@@ -378,7 +403,7 @@ func check(ops []history.Op, final checker.Final, prefix string, workloads []str
 			}
 			results = append(results, checker.CheckRegister(ops, checker.RegisterOptions{
 				HTMLPath: filepath.Join(dir, "history.html"), Annotations: ann}),
-				checker.CheckConverge(final))
+				checker.CheckConverge(ops, final))
 		case "set":
 			results = append(results, checker.CheckSet(ops, final, prefix))
 		case "unique-ids":
@@ -387,60 +412,108 @@ func check(ops []history.Op, final checker.Final, prefix string, workloads []str
 			results = append(results, checker.CheckRYW(ops))
 		case "counter":
 			results = append(results, checker.CheckCounter(ops, final, checker.CounterOptions{LossWindow: clickLossWindow}))
-
 		}
 	}
 	logs := map[string]string{}
 	for _, n := range d.nodes {
 		logs[n.id] = n.logPath
 	}
-	return append(results, checker.CheckLogs(logs))
+	return append(results, checker.CheckReplicas(final), checker.CheckLogs(logs))
 }
 
-// finalReads resolves every acknowledged generated code on every node, and
-// collects every node's listing and the leases.
-func finalReads(ctx context.Context, cl *client, d *db, ops []history.Op, final *checker.Final) error {
-	pairs, err := history.Pairs(ops)
+// finalReads reads the state after recovery. Every register code is read
+// linearizably through every node, and those reads go into the history,
+// where the register checker judges them with the rest (a lost or
+// reverted write, a resurrected delete, shows in them even on a code the
+// workload left long ago). Then every node's listing and lease history are
+// gathered, and every code the checkers care about — acknowledged creates,
+// indeterminate creates some node holds, register codes — is resolved on
+// every node.
+func finalReads(ctx context.Context, e *runEnv, d *db, final *checker.Final) error {
+	cl := e.cl
+	pairs, err := history.Pairs(e.rec.Ops())
 	if err != nil {
 		return err
 	}
-	var codes []string
-	registers := map[string]bool{}
+	codes := map[string]bool{}
+	var registers []string
+	attempted := map[string]bool{} // URLs of generated creates whose outcome is unknown
 	for _, p := range pairs {
 		switch {
 		case p.Invoke.Workload == "register":
-			registers[p.Invoke.Key] = true
-		case p.Invoke.F == checker.FCreate && p.Completion != nil && p.Completion.Type == history.OK:
-			codes = append(codes, p.Completion.Key)
+			if !codes[p.Invoke.Key] {
+				registers = append(registers, p.Invoke.Key)
+			}
+			codes[p.Invoke.Key] = true
+		case p.Invoke.F != checker.FCreate:
+		case p.Completion != nil && p.Completion.Type == history.OK:
+			codes[p.Completion.Key] = true
+		case p.Completion == nil || p.Completion.Type == history.Info:
+			attempted[p.Invoke.Value] = true
 		}
 	}
-	// The truth about each register code: a linearizable read, from the
-	// first node that answers.
+	// The truth about each register code: linearizable reads through every
+	// node, recorded as register operations of processes of their own.
 	final.Truth = map[string]checker.Read{}
-	for code := range registers {
-		codes = append(codes, code)
+	for _, code := range registers {
 		rd := checker.Read{Error: "no node answered"}
 		for _, n := range d.nodes {
-			r := cl.read(ctx, n.HTTP(), code)
-			if r.typ == history.OK {
+			w := &worker{env: e, workload: "register", process: e.rec.NewProcess()}
+			r := w.exec(checker.FRead, n, code, "", func() result { return cl.read(ctx, n.HTTP(), code) })
+			if r.typ == history.OK && rd.Error != "" {
 				rd = checker.Read{Status: r.op.Status, Location: r.op.Value}
-				break
 			}
 		}
 		final.Truth[code] = rd
 	}
-	sort.Strings(codes)
+	// Listings and lease histories, from every node.
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, len(d.nodes))
+	for i, n := range d.nodes {
+		wg.Go(func() {
+			lctx, cancel := context.WithTimeout(ctx, time.Minute)
+			links, err := cl.links(lctx, n.HTTP())
+			cancel()
+			if err != nil {
+				// The checkers see a node they could not read and say
+				// unknown rather than valid.
+				errs[i] = fmt.Errorf("listing %s: %w", n.id, err)
+				return
+			}
+			leases, lerr := cl.leases(ctx, n.HTTP())
+			if lerr != nil {
+				errs[i] = fmt.Errorf("leases of %s: %w", n.id, lerr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			final.Links[n.id] = links
+			if lerr == nil {
+				final.Leases[n.id] = leases
+			}
+		})
+	}
+	wg.Wait()
+	for _, links := range final.Links {
+		for _, l := range links {
+			if attempted[l.URL] {
+				codes[l.Code] = true // seen stored: known, so checked everywhere
+			}
+		}
+	}
+	sorted := make([]string, 0, len(codes))
+	for c := range codes {
+		sorted = append(sorted, c)
+	}
+	sort.Strings(sorted)
 	for _, n := range d.nodes {
 		final.Resolves[n.id] = map[string]checker.Read{} // before any reader starts
 	}
-	for i, n := range d.nodes {
+	for _, n := range d.nodes {
 		wg.Go(func() {
 			sem := make(chan struct{}, 32)
 			var rw sync.WaitGroup
-			for _, code := range codes {
+			for _, code := range sorted {
 				sem <- struct{}{}
 				rw.Go(func() {
 					defer func() { <-sem }()
@@ -457,22 +530,6 @@ func finalReads(ctx context.Context, cl *client, d *db, ops []history.Op, final 
 				})
 			}
 			rw.Wait()
-			lctx, cancel := context.WithTimeout(ctx, time.Minute)
-			links, err := cl.links(lctx, n.HTTP())
-			cancel()
-			if err != nil {
-				// The checkers see a node they could not read and say
-				// unknown rather than valid.
-				errs[i] = fmt.Errorf("listing %s: %w", n.id, err)
-				return
-			}
-			leases, lerr := cl.leases(ctx, n.HTTP())
-			mu.Lock()
-			defer mu.Unlock()
-			final.Links[n.id] = links
-			if lerr == nil && len(leases) > len(final.Leases) {
-				final.Leases = leases
-			}
 		})
 	}
 	wg.Wait()
@@ -481,6 +538,69 @@ func finalReads(ctx context.Context, cl *client, d *db, ops []history.Op, final 
 		final.ReadErrors = append(final.ReadErrors, err.Error())
 	}
 	return nil
+}
+
+// finalDigests polls every node's replica digests until every group's
+// replicas are at the same applied index twice in a row (the cluster is
+// quiet), or limit passes; it also records each group's members from the
+// nodes' Raft configurations.
+func finalDigests(ctx context.Context, cl *client, d *db, final *checker.Final, limit time.Duration) {
+	final.Replicas = map[string][]string{}
+	for _, n := range d.nodes {
+		st, err := cl.status(ctx, n.HTTP())
+		if err != nil {
+			continue
+		}
+		for _, g := range append([]groupStatus{st.Meta}, st.Shards...) {
+			if len(g.Replicas) > len(final.Replicas[g.ID]) {
+				final.Replicas[g.ID] = g.Replicas
+			}
+		}
+	}
+	poll := func() map[string][]checker.GroupDigest {
+		out := map[string][]checker.GroupDigest{}
+		for _, n := range d.nodes {
+			if ds, err := cl.digests(ctx, n.HTTP()); err == nil {
+				out[n.id] = ds
+			}
+		}
+		return out
+	}
+	settled := func(a, b map[string][]checker.GroupDigest) bool {
+		index := map[string]uint64{}
+		for _, n := range d.nodes {
+			if len(a[n.id]) == 0 || !slices.Equal(a[n.id], b[n.id]) {
+				return false
+			}
+			for _, g := range a[n.id] {
+				if i, ok := index[g.Group]; ok && i != g.AppliedIndex {
+					return false
+				}
+				index[g.Group] = g.AppliedIndex
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(limit)
+	prev := poll()
+	for {
+		select {
+		case <-ctx.Done():
+			final.Digests = prev
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		cur := poll()
+		if settled(prev, cur) {
+			final.Digests, final.DigestsSettled = cur, true
+			return
+		}
+		if time.Now().After(deadline) {
+			final.Digests = cur
+			return
+		}
+		prev = cur
+	}
 }
 
 // newRunDir makes store/<name>/<timestamp>/ and points store/<name>/latest

@@ -114,48 +114,70 @@ type keyState struct {
 	env   *runEnv
 	group int
 
-	mu    sync.Mutex
-	n     int
-	key   string
-	ops   int
-	gone  bool // an acknowledged delete: nothing more to learn here
-	count int
+	mu     sync.Mutex
+	n      int
+	key    string
+	ops    int
+	probes int // operations left on a deleted code (0: not deleted)
+	count  int
 }
+
+// tombstoneProbes is how many operations a register group still makes on a
+// code after an acknowledged delete: creates (which must be refused: a
+// tombstone keeps its code), reads, redirects (which must answer 410, never
+// 404) and updates.
+const tombstoneProbes = 12
 
 func (k *keyState) rotate() {
 	k.n++
 	k.key = fmt.Sprintf("%sg%dk%d", k.env.aliasTag, k.group, k.n)
-	k.ops, k.gone = 0, false
+	k.ops, k.probes = 0, 0
 }
 
-// next returns the code for the next operation and a unique value to write.
-func (k *keyState) next() (key, value string) {
+// next returns the code for the next operation, a unique value to write,
+// and whether the code is deleted (the operation probes its tombstone).
+func (k *keyState) next() (key, value string, probe bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.ops >= k.env.opsPerKey || k.gone {
+	if k.ops >= k.env.opsPerKey || k.probes == 1 {
 		k.rotate()
+	}
+	if k.probes > 1 {
+		k.probes--
 	}
 	k.ops++
 	k.count++
-	return k.key, fmt.Sprintf("%s%s%s/%d", k.env.urlPrefix, checker.RegisterPath, k.key, k.count)
+	return k.key, fmt.Sprintf("%s%s%s/%d", k.env.urlPrefix, checker.RegisterPath, k.key, k.count), k.probes > 0
 }
 
+// deleted notes an acknowledged delete of key: the group probes its
+// tombstone for a while, then moves on.
 func (k *keyState) deleted(key string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.key == key {
-		k.gone = true
+	if k.key == key && k.probes == 0 {
+		k.probes = tombstoneProbes + 1
 	}
 }
 
 // registerWorker: create/update/delete/read on its group's current code,
-// reads linearizable (?consistent=true).
+// reads linearizable (?consistent=true); on a deleted code, probes of its
+// tombstone, redirects among them.
 func registerWorker(ctx context.Context, w *worker, k *keyState) {
 	cl := w.env.cl
 	for w.pace(ctx) {
-		key, value := k.next()
+		key, value, probe := k.next()
 		n := w.node()
-		switch p := w.rng.IntN(100); {
+		p := w.rng.IntN(100)
+		switch {
+		case probe && p < 35:
+			w.exec(checker.FResolve, n, key, "", func() result { return cl.resolve(ctx, n.HTTP(), key) })
+		case probe && p < 70:
+			w.exec(checker.FCreate, n, key, value, func() result { return cl.create(ctx, n.HTTP(), value, key) })
+		case probe && p < 90:
+			w.exec(checker.FRead, n, key, "", func() result { return cl.read(ctx, n.HTTP(), key) })
+		case probe:
+			w.exec(checker.FUpdate, n, key, value, func() result { return cl.update(ctx, n.HTTP(), key, value) })
 		case p < 45:
 			w.exec(checker.FRead, n, key, "", func() result { return cl.read(ctx, n.HTTP(), key) })
 		case p < 72:

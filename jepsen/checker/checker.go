@@ -105,8 +105,16 @@ type Final struct {
 	Resolves map[string]map[string]Read `json:"resolves"`
 	// Links[node] is that node's GET /admin/v1/links.
 	Links map[string][]Listed `json:"links"`
-	// Leases is GET /admin/v1/leases from the node that knew the most.
-	Leases []Lease `json:"leases"`
+	// Leases[node] is that node's GET /admin/v1/leases: every grant its
+	// meta replica applied.
+	Leases map[string][]Lease `json:"leases"`
+	// Digests[node] is that node's GET /admin/v1/digest, once the replicas
+	// had settled (or the wait for them ended: DigestsSettled false).
+	Digests        map[string][]GroupDigest `json:"digests,omitempty"`
+	DigestsSettled bool                     `json:"digests_settled"`
+	// Replicas[group] are the group's members by the Raft configuration a
+	// node reports (the meta group: every node).
+	Replicas map[string][]string `json:"replicas,omitempty"`
 	// Truth[code] is a linearizable read of each register code
 	// (?consistent=true): Status 200 with the URL in Location, or 404.
 	Truth map[string]Read `json:"truth"`
@@ -134,11 +142,22 @@ type Listed struct {
 	Deleted bool   `json:"deleted,omitempty"`
 }
 
-// Lease is an ID range granted by the meta group.
+// Lease is an ID range granted by the meta group, by its log entry at
+// Index (0 for grants recorded before indexes were).
 type Lease struct {
+	Index uint64 `json:"index,omitempty"`
 	Start uint64 `json:"start"`
 	End   uint64 `json:"end"`
 	Node  string `json:"node"`
+}
+
+// GroupDigest is a node's digest of its replica of one group (GET
+// /admin/v1/digest): the applied index and a hash of the state as of it.
+type GroupDigest struct {
+	Group        string `json:"group"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Items        int    `json:"items"`
+	Digest       string `json:"digest"`
 }
 
 // pretty is for error details.

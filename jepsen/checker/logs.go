@@ -5,18 +5,97 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
-// badLogLines are the node-log lines that make a run invalid whatever the
-// clients saw (Jepsen's log-file-pattern checker).
-var badLogLines = []string{"panic:", "fatal error:", "WARNING: DATA RACE", "panic in handler", "SIGSEGV"}
+// FatalMessages are the messages linknode logs (log/slog, level ERROR) when
+// something broke that must never break under faults: a panic it recovered
+// from, a failure that ends the process, a listener that stopped, an error
+// the HTTP layer could not classify (answered 500). They come from the code
+// (TestLogPatternsCoverTheCode finds every ERROR message there and requires
+// each to be here or in ToleratedErrors).
+var FatalMessages = map[string]string{
+	"panic in handler":                "panic",
+	"panic in the redirect fast path": "panic",
+	"start failed":                    "fatal",
+	"shutdown":                        "fatal",
+	"shutdown timed out; exiting":     "fatal",
+	"http server stopped":             "fatal",
+	"peer port stopped":               "fatal",
+	"internal error":                  "internal-error",
+}
 
-// CheckLogs scans node logs (name -> path) for panics, fatal errors and
-// data races.
+// ToleratedErrors are ERROR messages of linknode's own code that faults
+// cause in a healthy node, with the reason they are not anomalies. (Raft's
+// own ERROR lines — "failed to appendEntries to", "failed to heartbeat to"
+// — come through its logger adapter with messages of raft's, and are
+// likewise expected under faults.)
+var ToleratedErrors = map[string]string{}
+
+// runtimeLines are what the Go runtime and the race detector print (at the
+// start of a line) when a process crashes or races.
+var runtimeLines = []struct{ prefix, kind string }{
+	{"panic: ", "panic"},
+	{"fatal error: ", "fatal"},
+	{"WARNING: DATA RACE", "data-race"},
+	{"[signal SIG", "fatal"},
+}
+
+// msgPatterns are the forms a message takes in slog's text and JSON output.
+func msgPatterns(msg string) []string {
+	text := "msg=" + msg
+	if msg == "" || strings.ContainsAny(msg, " =\"\\") {
+		text = fmt.Sprintf("msg=%q", msg)
+	}
+	return []string{text + " ", text + "\n", fmt.Sprintf(`"msg":%q`, msg)}
+}
+
+// logMatcher classifies node-log lines.
+type logMatcher struct {
+	patterns []struct{ pat, kind, msg string }
+}
+
+func newLogMatcher() *logMatcher {
+	m := &logMatcher{}
+	msgs := make([]string, 0, len(FatalMessages))
+	for msg := range FatalMessages {
+		msgs = append(msgs, msg)
+	}
+	sort.Strings(msgs)
+	for _, msg := range msgs {
+		for _, p := range msgPatterns(msg) {
+			m.patterns = append(m.patterns, struct{ pat, kind, msg string }{p, FatalMessages[msg], msg})
+		}
+	}
+	return m
+}
+
+// match returns the kind of a bad line, or "".
+func (m *logMatcher) match(line string) string {
+	for _, r := range runtimeLines {
+		if strings.HasPrefix(line, r.prefix) {
+			return r.kind
+		}
+	}
+	line += "\n"
+	for _, p := range m.patterns {
+		if strings.Contains(line, p.pat) {
+			return p.kind
+		}
+	}
+	return ""
+}
+
+// CheckLogs scans node logs (name -> path) for panics (crashing or
+// recovered), fatal errors, failures that end a node, unclassified internal
+// errors and data races (Jepsen's log-file-pattern checker).
 func CheckLogs(logs map[string]string) Result {
 	res := Result{Checker: "logs", Stats: map[string]int{}}
-	for name, path := range logs {
+	m := newLogMatcher()
+	names := sortedKeys(keysOf(logs))
+	for _, name := range names {
+		path := logs[name]
 		f, err := os.Open(path)
 		if err != nil {
 			res.add(Anomaly{Kind: "unreadable-log", Detail: err.Error()})
@@ -28,20 +107,18 @@ func CheckLogs(logs map[string]string) Result {
 		for sc.Scan() {
 			line++
 			res.Stats["lines"]++
-			for _, pat := range badLogLines {
-				if strings.Contains(sc.Text(), pat) {
-					res.add(Anomaly{Kind: "log-pattern", Detail: fmt.Sprintf("%s (%s:%d): %s", name, filepath.Base(path), line, strings.TrimSpace(sc.Text()))})
-					break
-				}
+			if kind := m.match(sc.Text()); kind != "" {
+				res.Stats[kind]++
+				res.add(Anomaly{Kind: kind, Detail: fmt.Sprintf("%s (%s:%d): %s", name, filepath.Base(path), line, strings.TrimSpace(sc.Text()))})
 			}
 		}
 		f.Close()
 	}
 	if res.AnomalyCount > 0 {
 		res.Valid = Invalid
-		res.Summary = fmt.Sprintf("%d panics, fatal errors or data races in node logs", res.AnomalyCount)
+		res.Summary = fmt.Sprintf("%d panics, fatal errors, internal errors or data races in node logs", res.AnomalyCount)
 	} else {
-		res.Summary = fmt.Sprintf("%d log lines from %d nodes, no panics, fatal errors or data races", res.Stats["lines"], len(logs))
+		res.Summary = fmt.Sprintf("%d log lines from %d nodes, no panics, fatal errors, internal errors or data races", res.Stats["lines"], len(logs))
 	}
 	return res
 }

@@ -30,8 +30,10 @@ func isRedirect(status int) bool {
 
 // CheckSet checks that, after recovery, every acknowledged create resolves
 // to its URL on every node, and that no link appears that nobody tried to
-// create, or twice for one attempt. Creates with an unknown outcome may go
-// either way. urlPrefix marks this run's set and ryw URLs in the listings.
+// create, or twice for one attempt. A create with an unknown outcome may go
+// either way, but once any node holds it, it is known (Jepsen's set-full):
+// it must then resolve on every node too. urlPrefix marks this run's set
+// and ryw URLs in the listings.
 func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
 	res := Result{Checker: "set", Stats: map[string]int{}}
 	creates, err := generatedCreates(ops)
@@ -40,6 +42,31 @@ func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
 		return res
 	}
 	unreadable := 0
+	// everywhere checks that code resolves to url on every node.
+	everywhere := func(code, url string, ops []history.Op, known string) {
+		var missing, wrong []string
+		for _, node := range final.Nodes {
+			r, ok := final.Resolves[node][code]
+			switch {
+			case !ok || r.Error != "" || r.Status >= 500:
+				unreadable++
+			case isRedirect(r.Status) && r.Location == url:
+			case isRedirect(r.Status):
+				wrong = append(wrong, fmt.Sprintf("%s -> %s", node, r.Location))
+			default:
+				missing = append(missing, fmt.Sprintf("%s: %d", node, r.Status))
+			}
+		}
+		switch {
+		case len(wrong) > 0:
+			res.add(Anomaly{Kind: "wrong-url", Detail: fmt.Sprintf("code %s was created for %s but resolves to another URL: %s", code, url, strings.Join(wrong, ", ")), Ops: ops})
+		case len(missing) == len(final.Nodes):
+			res.Stats["lost"]++
+			res.add(Anomaly{Kind: "lost", Detail: fmt.Sprintf("%s create of %s (%s) resolves on no node: %s", known, code, url, strings.Join(missing, ", ")), Ops: ops})
+		case len(missing) > 0:
+			res.add(Anomaly{Kind: "not-everywhere", Detail: fmt.Sprintf("%s create of %s (%s) does not resolve on %s", known, code, url, strings.Join(missing, ", ")), Ops: ops})
+		}
+	}
 	for url, p := range creates {
 		c := p.Completion
 		switch {
@@ -51,29 +78,7 @@ func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
 			continue
 		}
 		res.Stats["acknowledged"]++
-		var missing, wrong []string
-		for _, node := range final.Nodes {
-			r, ok := final.Resolves[node][c.Key]
-			switch {
-			case !ok || r.Error != "" || r.Status >= 500:
-				unreadable++
-			case isRedirect(r.Status) && r.Location == url:
-			case isRedirect(r.Status):
-				wrong = append(wrong, fmt.Sprintf("%s -> %s", node, r.Location))
-			default:
-				missing = append(missing, fmt.Sprintf("%s: %d", node, r.Status))
-			}
-		}
-		ops := []history.Op{p.Invoke, *c}
-		switch {
-		case len(wrong) > 0:
-			res.add(Anomaly{Kind: "wrong-url", Detail: fmt.Sprintf("code %s was created for %s but resolves to another URL: %s", c.Key, url, strings.Join(wrong, ", ")), Ops: ops})
-		case len(missing) == len(final.Nodes):
-			res.Stats["lost"]++
-			res.add(Anomaly{Kind: "lost", Detail: fmt.Sprintf("acknowledged create of %s (%s) resolves on no node: %s", c.Key, url, strings.Join(missing, ", ")), Ops: ops})
-		case len(missing) > 0:
-			res.add(Anomaly{Kind: "not-everywhere", Detail: fmt.Sprintf("acknowledged create of %s (%s) does not resolve on %s", c.Key, url, strings.Join(missing, ", ")), Ops: ops})
-		}
+		everywhere(c.Key, url, []history.Op{p.Invoke, *c}, "acknowledged")
 	}
 	// Everything the nodes store under this run's URLs.
 	codesOf := map[string]map[string]bool{} // URL -> codes
@@ -104,7 +109,13 @@ func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
 		case p.Completion != nil && p.Completion.Type == history.OK && codes[0] != p.Completion.Key:
 			res.add(Anomaly{Kind: "duplicated", Detail: fmt.Sprintf("create of %s was acknowledged as %s but is stored as %s", u, p.Completion.Key, codes[0]), Ops: []history.Op{p.Invoke, *p.Completion}})
 		case p.Completion == nil || p.Completion.Type == history.Info:
+			// Seen on some node: known, so it must be on every node.
 			res.Stats["indeterminate-stored"]++
+			ops := []history.Op{p.Invoke}
+			if p.Completion != nil {
+				ops = append(ops, *p.Completion)
+			}
+			everywhere(codes[0], u, ops, "indeterminate (seen stored)")
 		case p.Completion.Type == history.Fail:
 			res.add(Anomaly{Kind: "failed-but-stored", Detail: fmt.Sprintf("create of %s failed definitely (%d) but is stored as %s", u, p.Completion.Status, codes[0]), Ops: []history.Op{p.Invoke, *p.Completion}})
 		}
@@ -122,7 +133,8 @@ func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
 		res.Summary = "no create was acknowledged"
 	default:
 		res.Valid = Valid
-		res.Summary = fmt.Sprintf("all %d acknowledged creates resolve on all %d nodes; nothing unexpected stored", res.Stats["acknowledged"], len(final.Nodes))
+		res.Summary = fmt.Sprintf("all %d acknowledged creates and %d indeterminate ones seen stored resolve on all %d nodes; nothing unexpected stored",
+			res.Stats["acknowledged"], res.Stats["indeterminate-stored"], len(final.Nodes))
 	}
 	return res
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // CheckUniqueIDs checks that no two acknowledged creates returned the same
-// code, that the ID ranges the meta group leased never overlap, and that
-// every generated code comes from a range leased to the node that made it.
+// code, that the ID ranges the meta group granted never overlap (from every
+// node's full grant history, keyed by Raft index), and that every generated
+// code comes from a range leased to the node that made it.
 // decode maps a generated code back to its ID.
 func CheckUniqueIDs(ops []history.Op, final Final, decode func(code string) (uint64, error)) Result {
 	res := Result{Checker: "unique-ids", Stats: map[string]int{}}
@@ -41,12 +42,33 @@ func CheckUniqueIDs(ops []history.Op, final Final, decode func(code string) (uin
 			res.add(a)
 		}
 	}
-	leases := append([]Lease(nil), final.Leases...)
-	sort.Slice(leases, func(i, j int) bool { return leases[i].Start < leases[j].Start })
+	// Every grant any node's meta replica applied (the same grant, seen on
+	// several nodes, once); each is a record of its own, so a start
+	// granted twice shows as two overlapping grants.
+	seen := map[Lease]bool{}
+	var leases []Lease
+	for _, node := range sortedKeys(keysOf(final.Leases)) {
+		for _, l := range final.Leases[node] {
+			if !seen[l] {
+				seen[l] = true
+				leases = append(leases, l)
+			}
+		}
+	}
+	sort.Slice(leases, func(i, j int) bool {
+		if leases[i].Start != leases[j].Start {
+			return leases[i].Start < leases[j].Start
+		}
+		return leases[i].Index < leases[j].Index
+	})
 	res.Stats["leases"] = len(leases)
+	reach := 0 // index of the lease reaching furthest so far
 	for i := 1; i < len(leases); i++ {
-		if leases[i].Start < leases[i-1].End {
-			res.add(Anomaly{Kind: "overlapping-leases", Detail: fmt.Sprintf("lease %s overlaps %s", pretty(leases[i]), pretty(leases[i-1]))})
+		if leases[i].Start < leases[reach].End {
+			res.add(Anomaly{Kind: "overlapping-leases", Detail: fmt.Sprintf("lease %s overlaps %s", pretty(leases[i]), pretty(leases[reach]))})
+		}
+		if leases[i].End > leases[reach].End {
+			reach = i
 		}
 	}
 	for _, c := range codes {
@@ -76,4 +98,12 @@ func CheckUniqueIDs(ops []history.Op, final Final, decode func(code string) (uin
 		res.Summary = fmt.Sprintf("%d acknowledged codes are distinct and each lies in a lease of its node; %d leases never overlap", len(codes), len(leases))
 	}
 	return res
+}
+
+func keysOf[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }

@@ -12,6 +12,7 @@ package netns
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -236,6 +237,64 @@ func (e *Env) Heal(ctx context.Context) error {
 	defer e.mu.Unlock()
 	e.drops, e.lossy = map[[2]int]bool{}, map[[2]int]bool{}
 	return e.applyLocked(ctx)
+}
+
+// Dropped reads the fault table's counters: the packets dropped by the
+// partition rule (cut) and by the loss rule (thin) since the table was last
+// replaced, that is, since the fault in force began.
+func (e *Env) Dropped(ctx context.Context) (cut, thin uint64, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out, err := output(ctx, "nft", "-j", "list", "table", "bridge", e.table())
+	if err != nil {
+		return 0, 0, fmt.Errorf("nft list table %s: %w", e.table(), err)
+	}
+	return parseDropped([]byte(out))
+}
+
+// parseDropped sums the counters of nft's JSON listing of the fault table,
+// per rule: the rule that matches @cut, and the one that matches @thin.
+func parseDropped(listing []byte) (cut, thin uint64, err error) {
+	var doc struct {
+		Nftables []struct {
+			Rule *struct {
+				Expr []json.RawMessage `json:"expr"`
+			} `json:"rule"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal(listing, &doc); err != nil {
+		return 0, 0, fmt.Errorf("nft listing: %w", err)
+	}
+	for _, item := range doc.Nftables {
+		if item.Rule == nil {
+			continue
+		}
+		var packets uint64
+		var set string
+		for _, x := range item.Rule.Expr {
+			var c struct {
+				Counter *struct {
+					Packets uint64 `json:"packets"`
+				} `json:"counter"`
+			}
+			if json.Unmarshal(x, &c) == nil && c.Counter != nil {
+				packets += c.Counter.Packets
+			}
+			switch {
+			case bytes.Contains(x, []byte(`"@cut"`)):
+				set = "cut"
+			case bytes.Contains(x, []byte(`"@thin"`)):
+				set = "thin"
+			}
+		}
+		switch set {
+		case "cut":
+			cut += packets
+		case "thin":
+			thin += packets
+		}
+	}
+	return cut, thin, nil
 }
 
 func (e *Env) apply(ctx context.Context) error {

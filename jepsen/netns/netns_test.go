@@ -110,8 +110,14 @@ func TestPartitionAndLossRules(t *testing.T) {
 	if err := e.Partition(ctx, map[int][]int{0: {1}, 1: {0}}); err != nil {
 		t.Fatal(err)
 	}
+	if cut, thin, err := e.Dropped(ctx); err != nil || cut != 0 || thin != 0 {
+		t.Fatalf("counters of a partition nobody crossed yet: %d %d %v", cut, thin, err)
+	}
 	if canDial(0, 1) || canDial(1, 0) {
 		t.Fatal("n1 and n2 still talk through the partition")
+	}
+	if cut, thin, err := e.Dropped(ctx); err != nil || cut == 0 || thin != 0 {
+		t.Fatalf("the partition's counters after refused dials: cut %d thin %d (%v)", cut, thin, err)
 	}
 	if !canDial(0, 2) || !canDial(2, 1) {
 		t.Fatal("the partition cut more than it should")
@@ -133,6 +139,9 @@ func TestPartitionAndLossRules(t *testing.T) {
 	}
 	if canDial(0, 1) {
 		t.Fatal("100% loss let a connection through")
+	}
+	if cut, thin, err := e.Dropped(ctx); err != nil || cut != 0 || thin == 0 {
+		t.Fatalf("loss counters: cut %d thin %d (%v)", cut, thin, err)
 	}
 	if err := e.Heal(ctx); err != nil {
 		t.Fatal(err)

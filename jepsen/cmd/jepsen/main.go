@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	linkbugs "github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/jepsen"
 	"github.com/linkraft/linkraft/jepsen/checker"
 	"github.com/linkraft/linkraft/jepsen/netns"
@@ -113,8 +114,8 @@ func test(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opt.Binary, "binary", "", "linknode binary to run (default: build ./cmd/linknode)")
 	fs.StringVar(&opt.BuildTags, "tags", "", "build tags for linknode (jepsenbugs enables -bugs)")
 	fs.BoolVar(&opt.Race, "race", false, "build linknode with the race detector")
-	fs.StringVar(&bugs, "bugs", "", "deliberate faults to turn on (needs -tags jepsenbugs): follower-read, early-ack, no-lease, click-double")
-	fs.StringVar(&nodeArgs, "node-args", "", "extra linknode flags, space-separated (for example -fast-raft)")
+	fs.StringVar(&bugs, "bugs", "", "deliberate faults to turn on (needs -tags jepsenbugs), comma-separated: "+strings.Join(linkbugs.All, ", "))
+	fs.StringVar(&nodeArgs, "node-args", "", "extra linknode flags, space-separated (for example -fast-raft); not the ones the harness sets")
 	fs.StringVar(&opt.Prefix, "prefix", "lkj", "name prefix of namespaces and interfaces")
 	fs.Func("subnet", "private IPv4 /24 of the test network (default 10.77.0.0/24)", func(v string) (err error) {
 		opt.Subnet, err = netip.ParsePrefix(v)
@@ -172,10 +173,14 @@ func printSummary(w io.Writer, out *jepsen.Outcome) {
 	}
 	var faults []string
 	for f, n := range out.Faults {
-		faults = append(faults, fmt.Sprintf("%s×%d", f, n))
+		s := fmt.Sprintf("%s×%d", f, n.Injected)
+		if n.Effective != n.Injected || n.NoTarget+n.Failed > 0 {
+			s += fmt.Sprintf(" (%d effective, %d without target, %d failed)", n.Effective, n.NoTarget, n.Failed)
+		}
+		faults = append(faults, s)
 	}
 	sort.Strings(faults)
-	fmt.Fprintf(w, "\n%d history entries; faults: %s\n", out.Ops, strings.Join(faults, " "))
+	fmt.Fprintf(w, "\n%d history entries; faults (all shown effective unless said): %s\n", out.Ops, strings.Join(faults, " "))
 	switch out.Valid {
 	case checker.Valid:
 		fmt.Fprint(w, "Everything looks good! ヽ(‘ー`)ノ")

@@ -16,6 +16,8 @@ func TestBadArgumentsExit254(t *testing.T) {
 		{"test", "-workload", "register,nope"},
 		{"test", "-nemesis", "partition,earthquake"},
 		{"test", "-per-key", "11"},
+		{"test", "-node-args", "-fast-raft -remote-cache-ttl 1m"},
+		{"test", "-node-args", "-click-flush=5s"},
 		{"test", "stray"},
 		{"test", "-time-limit", "soon"},
 		{"table"},

@@ -21,7 +21,7 @@ func table(dirs []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: jepsen table RUN_DIR...")
 		return exitBadArgs
 	}
-	fmt.Fprintln(stdout, "| run | nodes | time | nemesis | workloads | client ops (ok / fail / info) | faults injected | valid | anomalies |")
+	fmt.Fprintln(stdout, "| run | nodes | time | nemesis | workloads | client ops (ok / fail / info) | faults injected (shown effective) | valid | anomalies |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|")
 	code := exitValid
 	for _, dir := range dirs {
@@ -63,10 +63,11 @@ func table(dirs []string, stdout, stderr io.Writer) int {
 			}
 		}
 		var faults []string
-		total := 0
+		total, effective := 0, 0
 		for f, n := range out.Faults {
-			faults = append(faults, fmt.Sprintf("%s×%d", f, n))
-			total += n
+			faults = append(faults, fmt.Sprintf("%s×%d", f, n.Injected))
+			total += n.Injected
+			effective += n.Effective
 		}
 		sort.Strings(faults)
 		nem := strings.Join(test.Nemesis, " ")
@@ -84,9 +85,9 @@ func table(dirs []string, stdout, stderr io.Writer) int {
 		if an == "" {
 			an = "none"
 		}
-		fmt.Fprintf(stdout, "| %s%s | %d | %s | %s | %s | %d (%d / %d / %d) | %d: %s | %s | %s |\n",
+		fmt.Fprintf(stdout, "| %s%s | %d | %s | %s | %s | %d (%d / %d / %d) | %d (%d): %s | %s | %s |\n",
 			filepath.Base(filepath.Dir(dir))+" "+filepath.Base(dir), race, test.Nodes, test.TimeLimit, nem, strings.Join(test.Workloads, " "),
-			ok+fail+info, ok, fail, info, total, strings.Join(faults, " "), out.Valid, an)
+			ok+fail+info, ok, fail, info, total, effective, strings.Join(faults, " "), out.Valid, an)
 	}
 	return code
 }
