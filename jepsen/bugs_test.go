@@ -5,52 +5,97 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/jepsen/checker"
 )
 
+// bugCase is a deliberate fault and the checker that must catch it.
+type bugCase struct {
+	bug, workload, nemesis string
+	// caughtBy must each judge the run invalid, with an anomaly of one of
+	// kinds; mayAlso may (they see the same damage from another side);
+	// every other checker must judge it valid.
+	caughtBy []string
+	kinds    []string
+	mayAlso  []string
+	limit    time.Duration
+}
+
+// bugCases: every checker is shown able to fail by at least one fault
+// (JEPSEN.md has the same table).
+var bugCases = []bugCase{
+	// A replica answers its own miss: a create acknowledged on another
+	// node is not there yet.
+	{bug: bugs.FollowerRead, workload: "ryw", nemesis: "none", caughtBy: []string{"ryw"}, kinds: []string{"stale-read"}},
+	// IDs from a local counter: codes from no lease (and colliding ones,
+	// which create-if-absent turns into retries).
+	{bug: bugs.NoLease, workload: "unique-ids", nemesis: "none", caughtBy: []string{"unique-ids"}, kinds: []string{"outside-leases"}},
+	// Creates whose commit failed are acknowledged: when the leader dies,
+	// creates forwarded to it are acknowledged and never stored.
+	{bug: bugs.EarlyAck, workload: "set", nemesis: "kill-leader", caughtBy: []string{"set"}, kinds: []string{"lost", "not-everywhere"},
+		limit: 20 * time.Second},
+	// Click batches applied twice under different node names: the
+	// per-node sequence check cannot catch it.
+	{bug: bugs.ClickDouble, workload: "counter", nemesis: "none", caughtBy: []string{"counter"}, kinds: []string{"over-count"}},
+	// Linearizable reads answered by followers from their own state.
+	{bug: bugs.StaleConsistent, workload: "register", nemesis: "none", caughtBy: []string{"register"}, kinds: []string{"not-linearizable"}},
+	// A create revives a deleted code: the tombstone probes see it.
+	{bug: bugs.TombstoneReuse, workload: "register", nemesis: "none", caughtBy: []string{"register"}, kinds: []string{"not-linearizable"}},
+	// Replicas keep serving the cached link after an update or delete.
+	{bug: bugs.NoInvalidate, workload: "register", nemesis: "none", caughtBy: []string{"converge"}, kinds: []string{"stale-after-bound"}},
+	// A create retried under a fresh code: one attempt, two links.
+	{bug: bugs.RetryNewCode, workload: "set,unique-ids", nemesis: "none", caughtBy: []string{"set"}, kinds: []string{"duplicated"}},
+	// Click batches "committed" without being proposed.
+	{bug: bugs.DropClickBatch, workload: "counter", nemesis: "none", caughtBy: []string{"counter"}, kinds: []string{"lost-clicks"}},
+	// The fast path panics once per process (recovered, logged).
+	{bug: bugs.PanicOnce, workload: "ryw", nemesis: "none", caughtBy: []string{"logs"}, kinds: []string{"panic"}},
+	// After each kill-all, two of every shard's three replicas undo the
+	// last link write they applied: the replicas differ, and the final
+	// reads through the leaders see acknowledged writes undone. converge
+	// may see a node serve from a diverged replica.
+	{bug: bugs.LoseLastApply, workload: "register", nemesis: "kill-all", caughtBy: []string{"replicas", "register"},
+		kinds: []string{"replicas-diverged", "not-linearizable"}, mayAlso: []string{"converge"}, limit: 16 * time.Second},
+	// Every node exits with status 3 ten seconds after its first start.
+	{bug: bugs.ExitOnce, workload: "ryw", nemesis: "none", caughtBy: []string{"nodes"}, kinds: []string{"unexpected-exit"}},
+}
+
 // TestCheckersCatchBugs runs the harness against linknode built with
-// deliberate bugs (-tags jepsenbugs) and requires the checker made for each
-// kind of bug to call the run invalid: checkers that cannot fail prove
-// nothing. Each run is a real 3-node cluster in network namespaces.
+// deliberate bugs (-tags jepsenbugs, package internal/bugs) and requires
+// the checker made for each kind of bug to call the run invalid, with the
+// anomaly kind it is made to find, while every other checker calls it
+// valid: checkers that cannot fail prove nothing, and a switch caught by
+// the wrong checker proves the wrong thing. Each run is a real 3-node
+// cluster in network namespaces.
 func TestCheckersCatchBugs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and nftables (CI runs as root)")
 	}
 	if testing.Short() {
-		t.Skip("starts three clusters (about a minute)")
+		t.Skip("starts a dozen clusters (about six minutes)")
+	}
+	covered := map[string]bool{}
+	for _, c := range bugCases {
+		covered[c.bug] = true
+	}
+	for _, b := range bugs.All {
+		if !covered[b] {
+			t.Errorf("bug switch %s has no case", b)
+		}
 	}
 	ctx := context.Background()
 	bin := filepath.Join(t.TempDir(), "linknode-bugs")
 	if err := buildLinknode(ctx, bin, "jepsenbugs", false); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		bug, workload, nemesis, checker string
-	}{
-		// A replica answers its own miss: a create acknowledged on
-		// another node is not there yet.
-		{bug: "follower-read", workload: "ryw", nemesis: "none", checker: "ryw"},
-		// IDs from a local counter: codes from no lease (and colliding
-		// ones, which create-if-absent turns into retries).
-		{bug: "no-lease", workload: "unique-ids", nemesis: "none", checker: "unique-ids"},
-		// Creates whose commit failed are acknowledged: a kill or a
-		// partition loses them.
-		{bug: "early-ack", workload: "set", nemesis: "kill-leader,partition-leader", checker: "set"},
-		// Click batches applied twice under different node names: the
-		// per-node sequence check cannot catch it.
-		{bug: "click-double", workload: "counter", nemesis: "none", checker: "counter"},
-	}
-	for _, c := range cases {
+	for _, c := range bugCases {
 		t.Run(c.bug, func(t *testing.T) {
-			// early-ack is caught only if some create's commit fails
-			// while it runs: give the faults more turns (it passed
-			// 12 s runs on a quiet machine, not under disk writeback).
-			limit := 12 * time.Second
-			if c.bug == "early-ack" {
-				limit = 30 * time.Second
+			limit := c.limit
+			if limit == 0 {
+				limit = 12 * time.Second
 			}
 			out, err := Run(ctx, Options{
 				Name: c.bug, Nodes: 3, TimeLimit: limit, Rate: 150,
@@ -61,17 +106,41 @@ func TestCheckersCatchBugs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, r := range out.Results {
-				if r.Checker == c.checker {
-					if r.Valid != checker.Invalid {
-						t.Fatalf("%s checker judged a %s build %v: %s", c.checker, c.bug, r.Valid, r.Summary)
-					}
-					t.Logf("%s: %s", c.checker, r.Summary)
-					return
-				}
-			}
-			t.Fatalf("no %s result", c.checker)
+			judge(t, c, out.Results)
 		})
+	}
+}
+
+// judge checks one bug run's verdicts against its case.
+func judge(t *testing.T, c bugCase, results []checker.Result) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range results {
+		seen[r.Checker] = true
+		switch {
+		case slices.Contains(c.caughtBy, r.Checker):
+			if r.Valid != checker.Invalid {
+				t.Errorf("%s judged a %s build %v: %s", r.Checker, c.bug, r.Valid, r.Summary)
+				continue
+			}
+			found := false
+			for _, a := range r.Anomalies {
+				found = found || slices.Contains(c.kinds, a.Kind)
+			}
+			if !found {
+				t.Errorf("%s caught %s but with none of the anomaly kinds %v: %+v", r.Checker, c.bug, c.kinds, r.Anomalies)
+			}
+			t.Logf("%s: %s", r.Checker, r.Summary)
+		case slices.Contains(c.mayAlso, r.Checker):
+			t.Logf("%s (may also catch it): %v, %s", r.Checker, r.Valid, r.Summary)
+		case r.Valid != checker.Valid:
+			t.Errorf("%s, not made for %s, judged the run %v: %s %+v", r.Checker, c.bug, r.Valid, r.Summary, r.Anomalies)
+		}
+	}
+	for _, want := range c.caughtBy {
+		if !seen[want] {
+			t.Errorf("no %s result", want)
+		}
 	}
 }
 
