@@ -1,0 +1,131 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/jepsen/checker"
+	"github.com/linkraft/linkraft/jepsen/history"
+	"github.com/linkraft/linkraft/jepsen/netns"
+)
+
+// The test binary doubles as a stand-in node: JEPSEN_DB_HELPER=run waits
+// for SIGTERM and exits 0; =exit3 exits with status 3 at once (a crash).
+func TestMain(m *testing.M) {
+	switch os.Getenv("JEPSEN_DB_HELPER") {
+	case "run":
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM)
+		<-ch
+		os.Exit(0)
+	case "exit3":
+		os.Exit(3)
+	}
+	os.Exit(m.Run())
+}
+
+// The process records the nodes checker reads: a nemesis kill, a pause seen
+// in /proc, a crash nobody caused, a kill of the crashed node (an error of
+// the fault, not a kill), a clean stop.
+func TestProcessRecords(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (CI runs as root)")
+	}
+	ctx := context.Background()
+	env, err := netns.New(netns.Config{Prefix: "lkd", Nodes: 2, Subnet: netip.MustParsePrefix("10.80.0.0/24")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Teardown(context.Background()) })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDB(env, self, t.TempDir(), 2, nil, []string{"JEPSEN_DB_HELPER=run"}, history.NewRecorder(), staleBound)
+	t.Cleanup(func() { d.stop(5 * time.Second) })
+	n1, n2 := d.nodes[0], d.nodes[1]
+	for _, n := range d.nodes {
+		if err := d.start(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	effect, ok, err := d.pause(n1)
+	if err != nil || !ok {
+		t.Fatalf("pause: %q %v %v", effect, ok, err)
+	}
+	if err := d.resume(n1); err != nil {
+		t.Fatal(err)
+	}
+	if effect, ok, err = d.kill(n1); err != nil || !ok || effect != "n1 killed by SIGKILL" {
+		t.Fatalf("kill: %q %v %v", effect, ok, err)
+	}
+	// n1 restarts as a process that crashes at once.
+	d.envv = []string{"JEPSEN_DB_HELPER=exit3"}
+	if err := d.start(n1); err != nil {
+		t.Fatal(err)
+	}
+	n1.mu.Lock()
+	done := n1.done
+	n1.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the crashing process did not end")
+	}
+	if _, _, err := d.kill(n1); !errors.Is(err, errNotRunning) {
+		t.Fatalf("kill of a crashed node: %v, want errNotRunning", err)
+	}
+	if _, _, err := d.pause(n1); !errors.Is(err, errNotRunning) {
+		t.Fatalf("pause of a crashed node: %v, want errNotRunning", err)
+	}
+	// A restart that cannot exec the binary: ip-netns-exec fails, and the
+	// process ends on its own, which is on record too.
+	d.bin = filepath.Join(t.TempDir(), "no-such-linknode")
+	if err := d.restore(); err != nil {
+		t.Fatal(err)
+	}
+	n1.mu.Lock()
+	done = n1.done
+	n1.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failed start did not end")
+	}
+	d.stop(5 * time.Second)
+	runs := d.runs()
+	if len(runs) != 4 || runs[3].Node != n2.id {
+		t.Fatalf("runs: %+v", runs)
+	}
+	want := []struct {
+		cause, signal string
+		code          int
+		exited        bool
+		startErr      bool
+	}{
+		{checker.CauseNemesis, "killed", -1, true, false}, // n1 #1
+		{"", "", 3, true, false},                          // n1 #2: crashed
+		{"", "", 1, true, false},                          // n1 #3: could not exec
+		{checker.CauseStop, "", 0, true, false},           // n2 #1: stopped cleanly
+	}
+	for i, w := range want {
+		r := runs[i]
+		if r.Cause != w.cause || r.Signal != w.signal || r.ExitCode != w.code || r.Exited != w.exited || (r.StartError != "") != w.startErr {
+			t.Errorf("run %d: %+v, want %+v", i, r, w)
+		}
+	}
+	res := checker.CheckNodes(runs)
+	if res.Valid != checker.Invalid || res.AnomalyCount != 2 || res.Anomalies[0].Kind != "unexpected-exit" {
+		t.Fatalf("nodes checker: %+v", res)
+	}
+}
