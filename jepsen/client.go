@@ -70,7 +70,7 @@ func (c *client) do(ctx context.Context, method, u string, body any) (*http.Resp
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20)) // lease histories grow with a run
 	if err != nil {
 		return resp, nil, err
 	}
