@@ -149,17 +149,28 @@ func finalCounters(ctx context.Context, cl *client, d *db, keys []string, limit 
 		}
 		return true
 	}
+	counts, _ := settle(ctx, time.Second, limit, read, same)
+	return counts
+}
+
+// settle calls read every interval until two readings in a row are the
+// same (by same) or limit has passed, and returns the last reading and
+// whether it settled.
+func settle[T any](ctx context.Context, interval, limit time.Duration, read func() T, same func(prev, cur T) bool) (T, bool) {
 	deadline := time.Now().Add(limit)
 	prev := read()
 	for {
 		select {
 		case <-ctx.Done():
-			return prev
-		case <-time.After(time.Second):
+			return prev, false
+		case <-time.After(interval):
 		}
 		cur := read()
-		if same(prev, cur) || time.Now().After(deadline) {
-			return cur
+		if same(prev, cur) {
+			return cur, true
+		}
+		if time.Now().After(deadline) {
+			return cur, false
 		}
 		prev = cur
 	}

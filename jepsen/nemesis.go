@@ -189,74 +189,56 @@ func (n *nemesis) dropped(ctx context.Context) (string, bool, error) {
 	return fmt.Sprintf("dropped %d packets", cut+thin), cut+thin > 0, nil
 }
 
-// kill sends SIGKILL to the nodes ix. A target that is not running is an
-// error of the fault (the nodes checker reports how it died); the others
-// are killed anyway.
+// kill sends SIGKILL to the nodes ix; the heal restarts them (a restart
+// that fails is on record for the nodes checker, and the final phase tries
+// again).
 func (n *nemesis) kill(_ context.Context, ix []int) (*injection, error) {
-	inj := &injection{detail: "SIGKILL " + n.names(ix), effective: true}
-	var effects []string
-	var errs []error
-	var dead []int
-	for _, i := range ix {
-		effect, ok, err := n.db.kill(n.db.nodes[i])
-		switch {
-		case errors.Is(err, errNotRunning):
-			errs = append(errs, err)
-			continue
-		case err != nil:
-			return nil, err
-		}
-		dead = append(dead, i)
-		effects = append(effects, effect)
-		inj.effective = inj.effective && ok
-	}
-	inj.effect = strings.Join(effects, "; ")
-	inj.effective = inj.effective && len(dead) > 0
-	inj.heal = func(context.Context) error {
-		// A restart that fails is on record (the nodes checker reports
-		// it); the final phase tries again.
-		for _, i := range dead {
-			_ = n.db.start(n.db.nodes[i])
-		}
+	return n.onTargets("SIGKILL", ix, n.db.kill, func(t *dbNode) error {
+		_ = n.db.start(t)
 		return nil
-	}
-	if len(dead) == 0 {
-		return nil, errors.Join(errs...)
-	}
-	return inj, errors.Join(errs...)
+	})
 }
 
-// pause stops the nodes ix with SIGSTOP and checks that they stopped.
+// pause stops the nodes ix with SIGSTOP and checks that they stopped; the
+// heal resumes them.
 func (n *nemesis) pause(_ context.Context, ix []int) (*injection, error) {
-	inj := &injection{detail: "SIGSTOP " + n.names(ix), effective: true}
+	return n.onTargets("SIGSTOP", ix, n.db.pause, n.db.resume)
+}
+
+// onTargets does a process fault to each of the nodes ix and undoes it at
+// the heal. A target that is not running is an error of the fault (the
+// nodes checker reports how it died); the others are hit anyway. The fault
+// is effective if every node hit shows the effect.
+func (n *nemesis) onTargets(what string, ix []int, do func(*dbNode) (string, bool, error), undo func(*dbNode) error) (*injection, error) {
+	inj := &injection{detail: what + " " + n.names(ix), effective: true}
 	var effects []string
 	var errs []error
-	var stopped []int
+	var hit []*dbNode
 	for _, i := range ix {
-		effect, ok, err := n.db.pause(n.db.nodes[i])
+		t := n.db.nodes[i]
+		effect, ok, err := do(t)
 		if errors.Is(err, errNotRunning) {
 			errs = append(errs, err)
 			continue
 		} else if err != nil {
 			return nil, err
 		}
-		stopped = append(stopped, i)
+		hit = append(hit, t)
 		effects = append(effects, effect)
 		inj.effective = inj.effective && ok
 	}
+	if len(hit) == 0 {
+		return nil, errors.Join(errs...)
+	}
 	inj.effect = strings.Join(effects, "; ")
-	inj.effective = inj.effective && len(stopped) > 0
 	inj.heal = func(context.Context) error {
 		var first error
-		for _, i := range stopped {
-			if err := n.db.resume(n.db.nodes[i]); err != nil && first == nil {
+		for _, t := range hit {
+			if err := undo(t); err != nil && first == nil {
 				first = err
 			}
 		}
 		return first
-	}
-	if len(stopped) == 0 {
-		return nil, errors.Join(errs...)
 	}
 	return inj, errors.Join(errs...)
 }

@@ -581,26 +581,7 @@ func finalDigests(ctx context.Context, cl *client, d *db, final *checker.Final, 
 		}
 		return true
 	}
-	deadline := time.Now().Add(limit)
-	prev := poll()
-	for {
-		select {
-		case <-ctx.Done():
-			final.Digests = prev
-			return
-		case <-time.After(500 * time.Millisecond):
-		}
-		cur := poll()
-		if settled(prev, cur) {
-			final.Digests, final.DigestsSettled = cur, true
-			return
-		}
-		if time.Now().After(deadline) {
-			final.Digests = cur
-			return
-		}
-		prev = cur
-	}
+	final.Digests, final.DigestsSettled = settle(ctx, 500*time.Millisecond, limit, poll, settled)
 }
 
 // newRunDir makes store/<name>/<timestamp>/ and points store/<name>/latest
