@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -11,64 +13,77 @@ import (
 
 // The lose-last-apply-on-restart fault of the chaos harness (package
 // internal/bugs): while it is on, every link write also keeps the link's
-// previous stored value (an empty value: there was none) in a bucket of its
-// own, replacing what was kept before; UndoLastWrite puts that value back.
-// Nothing here runs unless the fault is switched on in a jepsenbugs build.
+// previous stored value in a bucket of its own (the last undoDepth writes);
+// UndoLastWrites puts such values back. Nothing here runs unless the fault
+// is switched on in a jepsenbugs build.
 
 var bucketUndo = []byte("jepsen-undo")
 
-// keepUndo remembers code's stored value before this write.
+// undoDepth is how many writes keepUndo remembers.
+const undoDepth = 2
+
+// keepUndo remembers code's stored value before this write: a record keyed
+// by a sequence number, holding the code, a 0 byte, and the old value (with
+// a leading 1; nothing if there was none).
 func keepUndo(tx *bolt.Tx, code string) {
-	_ = tx.DeleteBucket(bucketUndo)
-	b, err := tx.CreateBucket(bucketUndo)
+	b, err := tx.CreateBucketIfNotExists(bucketUndo)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: jepsen undo bucket: %v", err))
 	}
-	prev := []byte{}
-	if v := tx.Bucket(bucketLinks).Get([]byte(code)); v != nil {
-		prev = append([]byte{1}, v...)
+	var seq uint64
+	if k, _ := b.Cursor().Last(); len(k) == 8 {
+		seq = binary.BigEndian.Uint64(k) + 1
 	}
-	if err := b.Put([]byte(code), prev); err != nil {
+	rec := append([]byte(code), 0)
+	if v := tx.Bucket(bucketLinks).Get([]byte(code)); v != nil {
+		rec = append(append(rec, 1), v...)
+	}
+	if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), rec); err != nil {
 		panic(fmt.Sprintf("fsm: jepsen undo record: %v", err))
+	}
+	if seq >= undoDepth {
+		_ = b.Delete(binary.BigEndian.AppendUint64(nil, seq-undoDepth))
 	}
 }
 
-// UndoLastWrite opens the closed shard state file at path and undoes the
-// last link write it recorded (see keepUndo), leaving the applied index as
-// it is: the replica then lacks an entry that it, and raft, count as
-// applied. It returns the code it reverted, or "" if nothing was recorded.
-// It exists for the chaos harness's lose-last-apply-on-restart fault only.
-func UndoLastWrite(path string) (string, error) {
+// UndoLastWrites opens the closed shard state file at path and undoes the
+// last n link writes it recorded (see keepUndo; n is at most 2), newest
+// first, leaving the applied index as it is: the replica then lacks entries
+// that it, and raft, count as applied. It returns the codes it reverted. It
+// exists for the chaos harness's lose-last-apply-on-restart fault only.
+func UndoLastWrites(path string, n int) ([]string, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return nil, nil
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer db.Close()
-	var code string
+	var codes []string
 	err = db.Update(func(tx *bolt.Tx) error {
 		u := tx.Bucket(bucketUndo)
 		if u == nil {
 			return nil
 		}
-		k, v := u.Cursor().First()
-		if k == nil {
-			return nil
-		}
-		code = string(k)
 		links := tx.Bucket(bucketLinks)
-		var err error
-		if len(v) == 0 {
-			err = links.Delete(k)
-		} else {
-			err = links.Put(k, v[1:])
-		}
-		if err != nil {
-			return err
+		c := u.Cursor()
+		for k, v := c.Last(); k != nil && len(codes) < n; k, v = c.Prev() {
+			code, old, ok := bytes.Cut(v, []byte{0})
+			if !ok {
+				return fmt.Errorf("malformed undo record %x", k)
+			}
+			if len(old) == 0 {
+				err = links.Delete(code)
+			} else {
+				err = links.Put(code, old[1:])
+			}
+			if err != nil {
+				return err
+			}
+			codes = append(codes, string(code))
 		}
 		return tx.DeleteBucket(bucketUndo)
 	})
-	return code, err
+	return codes, err
 }

@@ -53,10 +53,10 @@ var bugCases = []bugCase{
 	{bug: bugs.DropClickBatch, workload: "counter", nemesis: "none", caughtBy: []string{"counter"}, kinds: []string{"lost-clicks"}},
 	// The fast path panics once per process (recovered, logged).
 	{bug: bugs.PanicOnce, workload: "ryw", nemesis: "none", caughtBy: []string{"logs"}, kinds: []string{"panic"}},
-	// After each kill-all, two of every shard's three replicas undo the
-	// last link write they applied: the replicas differ, and the final
-	// reads through the leaders see acknowledged writes undone. converge
-	// may see a node serve from a diverged replica.
+	// After each kill-all, every replica undoes the last link write it
+	// applied (one replica per shard the last two): the final reads
+	// through the leaders see acknowledged writes undone, and the replicas
+	// differ. converge may see a node serve from a diverged replica.
 	{bug: bugs.LoseLastApply, workload: "register", nemesis: "kill-all", caughtBy: []string{"replicas", "register"},
 		kinds: []string{"replicas-diverged", "not-linearizable"}, mayAlso: []string{"converge"}, limit: 16 * time.Second},
 	// Every node exits with status 3 ten seconds after its first start.

@@ -20,7 +20,7 @@ go vet -tags jepsenbugs ./...
 go test -race -count=1 -timeout 15m ./...
 # The deliberate faults of the chaos harness's checker tests (internal/bugs)
 # exist only in -tags jepsenbugs builds; their switchboard is tested there.
-go test -race -count=1 -tags jepsenbugs ./internal/bugs
+LINKRAFT_JEPSEN_BUGS=lose-last-apply-on-restart go test -race -count=1 -tags jepsenbugs -run 'OnOnceEvery|UndoLastWrites' ./internal/bugs ./fsm
 
 # Fuzz targets, each for $FUZZTIME executions (one target per invocation is
 # all go test allows).

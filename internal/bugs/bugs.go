@@ -49,10 +49,10 @@ const (
 	// PanicOnce: the first redirect the fast path serves in a process
 	// panics (recovered and logged; logs).
 	PanicOnce = "panic-once"
-	// LoseLastApply: on restart, a replica that is not the first in its
-	// shard's placement undoes the last link write it applied before it
-	// stopped, while its applied index still counts it (replicas, and
-	// register through the final reads).
+	// LoseLastApply: on restart, every replica undoes the last link write
+	// it applied before it stopped (the first replica in the shard's
+	// placement the last two), while its applied index still counts them
+	// (register, through the final reads; replicas).
 	LoseLastApply = "lose-last-apply-on-restart"
 	// ExitOnce: a node exits with status 3, without a log line, ten seconds
 	// after its first start on a data dir (nodes).
