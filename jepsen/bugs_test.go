@@ -2,10 +2,12 @@ package jepsen
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +109,13 @@ func TestCheckersCatchBugs(t *testing.T) {
 				t.Fatal(err)
 			}
 			judge(t, c, out.Results)
+			if t.Failed() {
+				// The store goes with the test: show the node logs' ends.
+				for i := range 3 {
+					path := filepath.Join(out.Dir, "nodes", fmt.Sprintf("n%d", i+1), "log")
+					t.Logf("last lines of %s:\n%s", path, strings.Join(lastLines(path, 150), "\n"))
+				}
+			}
 		})
 	}
 }

@@ -312,8 +312,10 @@ func (d *db) restore() error {
 	return errors.Join(errs...)
 }
 
-// stop ends every node: SIGCONT and SIGTERM, then SIGKILL past grace. The
-// runs record whether each exited cleanly.
+// stop ends every node: SIGCONT and SIGTERM; past grace, SIGQUIT (the Go
+// runtime writes every goroutine's stack to the node's log, to show where
+// the shutdown hung) and SIGKILL two seconds later. The runs record
+// whether each exited cleanly.
 func (d *db) stop(grace time.Duration) {
 	var wg sync.WaitGroup
 	for _, n := range d.nodes {
@@ -335,8 +337,13 @@ func (d *db) stop(grace time.Duration) {
 				n.mu.Lock()
 				n.expect = checker.CauseStopTimeout
 				n.mu.Unlock()
-				_ = cmd.Process.Signal(syscall.SIGKILL)
-				<-done
+				_ = cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-done:
+				case <-time.After(2 * time.Second):
+					_ = cmd.Process.Signal(syscall.SIGKILL)
+					<-done
+				}
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -81,7 +82,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		m.Logger().Info("stopped")
 		return 0
 	case <-time.After(cfg.ShutdownTimeout):
+		// Where it hangs is what an operator needs to know: every
+		// goroutine's stack goes to the log after the line.
 		m.Logger().Error("shutdown timed out; exiting", "timeout", cfg.ShutdownTimeout)
+		_ = pprof.Lookup("goroutine").WriteTo(stderr, 2)
 		return 1
 	}
 }
