@@ -19,8 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
