@@ -147,12 +147,21 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 			// checks cannot be dodged.
 			return "", bad("has a numeric host that is not a dotted-quad IPv4 address")
 		}
+		if !utf8.ValidString(host) {
+			// A percent-escaped byte that is no UTF-8 ("%80"): idna would
+			// map it to U+FFFD and return a name it refuses itself.
+			return "", bad("has an invalid host name")
+		}
 		asciiHost, err = idna.Lookup.ToASCII(strings.TrimSuffix(host, "."))
 		if err != nil || asciiHost == "" || slices.Contains(strings.Split(asciiHost, "."), "") {
 			// Empty labels ("..", ".example.com") are no host at all.
 			return "", bad("has an invalid host name")
 		}
 		asciiHost = strings.ToLower(asciiHost)
+		if again, err := idna.Lookup.ToASCII(asciiHost); err != nil || again != asciiHost {
+			// What is stored must read back as itself.
+			return "", bad("has an invalid host name")
+		}
 	}
 	if (ip != nil && (ip.IsLoopback() || ip.IsUnspecified())) || asciiHost == "localhost" || strings.HasSuffix(asciiHost, ".localhost") {
 		return "", bad("may not point at a loopback address")
