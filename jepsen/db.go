@@ -97,7 +97,19 @@ func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, re
 // harnessFlags are the linknode flags the harness sets itself: -node-args
 // may not name them (the checkers depend on their values).
 var harnessFlags = []string{"node-id", "data-dir", "http-addr", "raft-addr", "gossip-addr", "join",
-	"bootstrap-expect", "public-url", "code-mode", "remote-cache-ttl", "click-flush", "analytics", "fast-redirect"}
+	"bootstrap-expect", "public-url", "code-mode", "remote-cache-ttl", "click-flush", "analytics", "fast-redirect",
+	"shutdown-timeout"}
+
+// shutdownTimeout is the linknode -shutdown-timeout the harness runs with,
+// and stopGrace how long it waits after SIGTERM before it calls a stop hung.
+// linknode's default budget is 10 s; the harness allows 30, because its
+// nodes share two cores with the clients, the checkers and, in CI, other
+// packages' tests (one CI run saw three nodes pass 10 s; see JEPSEN.md). The
+// nodes checker counts stops over 10 s apart.
+const (
+	shutdownTimeout = 30 * time.Second
+	stopGrace       = shutdownTimeout + 5*time.Second
+)
 
 func (d *db) args(n *dbNode) []string {
 	var join []string
@@ -121,6 +133,7 @@ func (d *db) args(n *dbNode) []string {
 		"-remote-cache-ttl", d.staleBound.String(),
 		"-click-flush", clickFlush.String(),
 		"-analytics=true", "-fast-redirect=true",
+		"-shutdown-timeout", shutdownTimeout.String(),
 	}
 	return append(args, d.extra...)
 }
@@ -323,6 +336,7 @@ func (d *db) stop(grace time.Duration) {
 		cmd, done := n.cmd, n.done
 		if cmd != nil {
 			n.expect, n.state = checker.CauseStop, stopped
+			n.runs[len(n.runs)-1].Stopping = d.rec.Now()
 		}
 		n.mu.Unlock()
 		if cmd == nil {

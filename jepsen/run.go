@@ -221,7 +221,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	d := newDB(env, bin, dir, opt.Nodes, opt.NodeArgs, envv, rec, staleBound)
 	defer func() {
 		// Whatever happened: end our nodes (by PID), then the network.
-		d.stop(10 * time.Second)
+		d.stop(stopGrace)
 		if terr := env.Teardown(context.WithoutCancel(ctx)); terr != nil && err == nil {
 			err = terr
 		}
@@ -327,7 +327,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	out.Faults = checker.SummarizeFaults(out.FaultLog)
 
 	// Stop the nodes (a clean exit is checked) before reading their logs.
-	d.stop(10 * time.Second)
+	d.stop(stopGrace)
 	out.Nodes = d.runs()
 	opt.logf("checking %d history entries", len(ops))
 	out.Results = check(ops, final, renv.urlPrefix, workloads, faults, out, d, dir)

@@ -17,10 +17,12 @@ func kinds(r Result) map[string]int {
 func TestNodes(t *testing.T) {
 	good := []NodeRun{
 		{Node: "n1", Run: 1, PID: 10, Exited: true, ExitCode: -1, Signal: "killed", Cause: CauseNemesis},
-		{Node: "n1", Run: 2, PID: 11, Exited: true, ExitCode: 0, Cause: CauseStop},
-		{Node: "n2", Run: 1, PID: 12, Exited: true, ExitCode: 0, Cause: CauseStop},
+		{Node: "n1", Run: 2, PID: 11, Exited: true, ExitCode: 0, Cause: CauseStop, Stopping: 1e9, Ended: 13e9},
+		{Node: "n2", Run: 1, PID: 12, Exited: true, ExitCode: 0, Cause: CauseStop, Stopping: 1e9, Ended: 2.5e9},
 	}
-	if r := CheckNodes(good); r.Valid != Valid || r.Stats["killed-by-nemesis"] != 1 || r.Stats["stopped-cleanly"] != 2 {
+	r := CheckNodes(good)
+	if r.Valid != Valid || r.Stats["killed-by-nemesis"] != 1 || r.Stats["stopped-cleanly"] != 2 ||
+		r.Stats["slowest-stop-ms"] != 12000 || r.Stats["stops-over-10s"] != 1 {
 		t.Fatalf("healthy runs judged %v: %+v", r.Valid, r)
 	}
 	bad := append(good,
@@ -31,7 +33,7 @@ func TestNodes(t *testing.T) {
 		NodeRun{Node: "n5", Run: 2, PID: 16, Exited: true, ExitCode: -1, Signal: "killed", Cause: CauseStopTimeout}, // hung
 		NodeRun{Node: "n2", Run: 2, PID: 17, Exited: true, ExitCode: 2, Cause: CauseNemesis},                        // died before the kill landed
 	)
-	r := CheckNodes(bad)
+	r = CheckNodes(bad)
 	k := kinds(r)
 	if r.Valid != Invalid || k["unexpected-exit"] != 3 || k["start-failed"] != 1 || k["unclean-shutdown"] != 1 || k["shutdown-hung"] != 1 {
 		t.Fatalf("bad runs judged %v: %+v", r.Valid, r)

@@ -23,9 +23,11 @@ type NodeRun struct {
 	// Run counts the node's starts, from 1.
 	Run int `json:"run"`
 	PID int `json:"pid,omitempty"`
-	// Started and Ended are nanoseconds since the test began.
-	Started int64 `json:"started"`
-	Ended   int64 `json:"ended,omitempty"`
+	// Started, Stopping (SIGTERM sent, at the end of the run) and Ended are
+	// nanoseconds since the test began.
+	Started  int64 `json:"started"`
+	Stopping int64 `json:"stopping,omitempty"`
+	Ended    int64 `json:"ended,omitempty"`
 	// StartError is set when the process could not be started.
 	StartError string `json:"start_error,omitempty"`
 	// Exited says the process has ended; ExitCode (-1 when killed by a
@@ -66,10 +68,17 @@ func CheckNodes(runs []NodeRun) Result {
 			res.Stats["killed-by-nemesis"]++
 		case r.Cause == CauseStop && r.Signal == "" && r.ExitCode == 0:
 			res.Stats["stopped-cleanly"]++
+			if r.Stopping > 0 {
+				ms := int((r.Ended - r.Stopping) / 1e6)
+				res.Stats["slowest-stop-ms"] = max(res.Stats["slowest-stop-ms"], ms)
+				if ms > 10_000 {
+					res.Stats["stops-over-10s"]++ // linknode's default budget
+				}
+			}
 		case r.Cause == CauseStop:
 			res.add(Anomaly{Kind: "unclean-shutdown", Detail: fmt.Sprintf("%s ended with %s after SIGTERM", name, r.How())})
 		case r.Cause == CauseStopTimeout:
-			res.add(Anomaly{Kind: "shutdown-hung", Detail: fmt.Sprintf("%s did not exit within the grace period after SIGTERM and was killed", name)})
+			res.add(Anomaly{Kind: "shutdown-hung", Detail: fmt.Sprintf("%s did not exit within the grace period after SIGTERM and was killed (SIGQUIT first: its log ends with every goroutine's stack)", name)})
 		default:
 			res.add(Anomaly{Kind: "unexpected-exit", Detail: fmt.Sprintf("%s ended on its own at %.3fs with %s; last log lines: %s",
 				name, float64(r.Ended)/1e9, r.How(), strings.Join(r.LastLog, " | "))})
@@ -83,8 +92,8 @@ func CheckNodes(runs []NodeRun) Result {
 		res.Valid = Unknown
 		res.Summary = "no node process was started"
 	default:
-		res.Summary = fmt.Sprintf("%d starts: %d killed by the nemesis, %d stopped cleanly at the end, none died on its own",
-			res.Stats["starts"], res.Stats["killed-by-nemesis"], res.Stats["stopped-cleanly"])
+		res.Summary = fmt.Sprintf("%d starts: %d killed by the nemesis, %d stopped cleanly at the end (the slowest in %.1fs; %d over 10s), none died on its own",
+			res.Stats["starts"], res.Stats["killed-by-nemesis"], res.Stats["stopped-cleanly"], float64(res.Stats["slowest-stop-ms"])/1000, res.Stats["stops-over-10s"])
 	}
 	return res
 }
