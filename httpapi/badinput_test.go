@@ -84,6 +84,8 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"POST on a code", "POST", "/keep-me", js, `{}`, 405, "method-not-allowed"},
 		{"PUT on a link", "PUT", "/api/v1/links/keep-me", js, `{"url":"https://x.example"}`, 405, "method-not-allowed"},
 		{"POST on healthz", "POST", "/healthz", "", ``, 405, "method-not-allowed"},
+		{"POST on the digest", "POST", "/admin/v1/digest", js, `{}`, 405, "method-not-allowed"},
+		{"DELETE on the leases", "DELETE", "/admin/v1/leases", "", ``, 405, "method-not-allowed"},
 
 		{"patch unknown field", "PATCH", "/api/v1/links/keep-me", js, `{"alias":"new-name"}`, 400, "unknown-field"},
 		{"patch javascript URL", "PATCH", "/api/v1/links/keep-me", js, `{"url":"javascript:alert(1)"}`, 400, "invalid-url"},
