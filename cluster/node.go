@@ -294,6 +294,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		ln.Close()
 		return err
 	}
+	n.rpc.mux = n.mux
 	muxCtx, cancel := context.WithCancel(context.Background())
 	n.muxCancel, n.muxDone = cancel, make(chan struct{})
 	go func() {

@@ -248,6 +248,7 @@ var errDial = fmt.Errorf("%w: peer not reachable", link.ErrUnavailable)
 
 // rpcClient keeps a few idle connections per peer.
 type rpcClient struct {
+	mux    *transport.Mux // dials peers (with the node's peer TLS)
 	mu     sync.Mutex
 	idle   map[string][]idleConn
 	closed bool
@@ -277,7 +278,7 @@ func (c *rpcClient) get(ctx context.Context, addr string) (net.Conn, error) {
 		_ = ic.conn.Close()
 	}
 	c.mu.Unlock()
-	conn, err := transport.Dial(ctx, addr, transport.KindRPC, 0, 2*time.Second)
+	conn, err := c.mux.Dial(ctx, addr, transport.KindRPC, 0, 2*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %w", errDial, addr, err)
 	}

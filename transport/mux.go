@@ -1,16 +1,24 @@
 // Package transport multiplexes every Raft group and the internal RPC of a
 // node over one TCP port.
 //
-// Each connection starts with a small header: a magic byte, a version byte, a
+// With TLS configured (the default in linknode), every connection is mutual
+// TLS 1.3 first: the handshake, under a deadline and in its own goroutine,
+// proves the peer a member before a byte of it is routed. Inside, each
+// connection starts with a small header: a magic byte, a version byte, a
 // kind byte and the uvarint id of the group. The accepting side reads the
-// header (with a deadline, in its own goroutine so a silent client cannot
-// block the accept loop) and hands the connection to the listener registered
-// for that kind and group. This is rqlite's tcp/mux.go pattern with a group id
-// added; each Raft group still has its own raft.NetworkTransport on top.
+// header and hands the connection to the listener registered for that kind
+// and group. This is rqlite's tcp/mux.go pattern with a group id added;
+// each Raft group still has its own raft.NetworkTransport on top.
+//
+// Connections that have not yet finished the handshake and header are
+// limited in total and per source address, so a flood of strangers cannot
+// take the file descriptors the members need; the accept loop backs off on
+// every error and stops only when the mux closes.
 package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -60,6 +68,16 @@ type Config struct {
 	// Backlog is how many accepted connections may wait per layer before the
 	// mux drops new ones (default 64).
 	Backlog int
+	// ServerTLS, if set, makes every accepted connection a TLS server
+	// connection (linknode: mutual TLS 1.3, internal/peertls); ClientTLS
+	// is what Dial uses. Set both or neither.
+	ServerTLS, ClientTLS *tls.Config
+	// MaxPending bounds connections still in their handshake or header,
+	// in total (default 256) and per source IP (MaxPendingPerSource,
+	// default 32). Over either, a new connection is closed at once.
+	MaxPending, MaxPendingPerSource int
+	// MaxConns bounds the routed connections open at once (default 8192).
+	MaxConns int
 	// Logger receives accept and routing errors.
 	Logger *slog.Logger
 }
@@ -70,13 +88,21 @@ type Mux struct {
 	advertise     string
 	headerTimeout time.Duration
 	backlog       int
+	serverTLS     *tls.Config
+	clientTLS     *tls.Config
+	maxPending    int
+	maxPerSource  int
+	maxConns      int
 	log           *slog.Logger
 
-	mu      sync.Mutex
-	layers  map[key]*Layer
-	pending map[net.Conn]struct{} // accepted, header not yet read
-	closed  bool
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	layers    map[key]*Layer
+	pending   map[net.Conn]struct{} // accepted, header not yet read
+	perSource map[string]int        // pending connections per source IP
+	open      int                   // routed connections not yet closed
+	refused   uint64                // connections closed by the limits
+	closed    bool
+	wg        sync.WaitGroup
 }
 
 type key struct {
@@ -101,23 +127,54 @@ func New(cfg Config) (*Mux, error) {
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = 64
 	}
+	if (cfg.ServerTLS == nil) != (cfg.ClientTLS == nil) {
+		return nil, errors.New("transport: set both ServerTLS and ClientTLS, or neither")
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 256
+	}
+	if cfg.MaxPendingPerSource <= 0 {
+		cfg.MaxPendingPerSource = 32
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 8192
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Mux{
 		ln: cfg.Listener, advertise: cfg.Advertise, headerTimeout: cfg.HeaderTimeout,
-		backlog: cfg.Backlog, log: cfg.Logger, layers: make(map[key]*Layer), pending: make(map[net.Conn]struct{}),
+		backlog: cfg.Backlog, serverTLS: cfg.ServerTLS, clientTLS: cfg.ClientTLS,
+		maxPending: cfg.MaxPending, maxPerSource: cfg.MaxPendingPerSource, maxConns: cfg.MaxConns,
+		log: cfg.Logger, layers: make(map[key]*Layer), pending: make(map[net.Conn]struct{}), perSource: make(map[string]int),
 	}, nil
+}
+
+// Refused returns how many connections the limits have closed.
+func (m *Mux) Refused() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused
+}
+
+// Open returns the routed connections open now.
+func (m *Mux) Open() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.open
 }
 
 // Addr returns the advertised address.
 func (m *Mux) Addr() string { return m.advertise }
 
-// Serve accepts connections until ctx is done or Close is called.
+// Serve accepts connections until ctx is done or Close is called. It backs
+// off on every accept error (file descriptors exhausted, above all) and
+// returns only once the mux is closed.
 func (m *Mux) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { _ = m.Close() })
 	defer stop()
 	var delay time.Duration
+	var lastLog time.Time
 	for {
 		conn, err := m.ln.Accept()
 		if err != nil {
@@ -127,55 +184,129 @@ func (m *Mux) Serve(ctx context.Context) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay) // back off on fd exhaustion, as net/http does
-				continue
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			if time.Since(lastLog) > 10*time.Second {
+				m.log.Warn("peer port accept failed; backing off", "err", err, "delay", delay)
+				lastLog = time.Now()
 			}
-			return err
+			select {
+			case <-time.After(delay): // as net/http does on EMFILE
+			case <-ctx.Done():
+			}
+			continue
 		}
 		delay = 0
+		source := sourceIP(conn.RemoteAddr())
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
 			_ = conn.Close()
 			return nil
 		}
+		if len(m.pending) >= m.maxPending || m.perSource[source] >= m.maxPerSource || m.open >= m.maxConns {
+			m.refused++
+			m.mu.Unlock()
+			_ = conn.Close()
+			continue
+		}
 		m.pending[conn] = struct{}{}
+		m.perSource[source]++
 		m.wg.Add(1)
 		m.mu.Unlock()
 		go func() {
 			defer m.wg.Done()
-			m.route(conn)
+			m.route(conn, source)
 		}()
 	}
 }
 
-func (m *Mux) route(conn net.Conn) {
-	_ = conn.SetReadDeadline(time.Now().Add(m.headerTimeout))
-	k, err := readHeader(conn)
+func sourceIP(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+func (m *Mux) route(raw net.Conn, source string) {
+	_ = raw.SetDeadline(time.Now().Add(m.headerTimeout))
+	var conn net.Conn = raw
+	var err error
+	if m.serverTLS != nil {
+		tc := tls.Server(raw, m.serverTLS)
+		ctx, cancel := context.WithTimeout(context.Background(), m.headerTimeout)
+		err = tc.HandshakeContext(ctx)
+		cancel()
+		conn = tc
+	}
+	var k key
+	if err == nil {
+		k, err = readHeader(conn)
+	}
 	m.mu.Lock()
-	delete(m.pending, conn)
+	delete(m.pending, raw)
+	if m.perSource[source]--; m.perSource[source] <= 0 {
+		delete(m.perSource, source)
+	}
 	m.mu.Unlock()
 	if err != nil {
-		m.log.Debug("peer connection without a valid header", "remote", conn.RemoteAddr(), "err", err)
-		_ = conn.Close()
+		m.log.Debug("peer connection refused: no handshake or header", "remote", raw.RemoteAddr(), "err", err)
+		_ = raw.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = raw.SetDeadline(time.Time{})
 	m.mu.Lock()
 	l := m.layers[k]
+	m.open++
 	m.mu.Unlock()
 	if l == nil {
-		m.log.Debug("peer connection for an unknown group", "kind", k.kind, "group", k.group, "remote", conn.RemoteAddr())
-		_ = conn.Close()
+		m.log.Debug("peer connection for an unknown group", "kind", k.kind, "group", k.group, "remote", raw.RemoteAddr())
+		m.release()
+		_ = raw.Close()
 		return
 	}
-	if !l.deliver(conn) {
+	if !l.deliver(m.track(conn)) {
 		m.log.Warn("peer connection dropped: layer closed or backlog full", "kind", k.kind, "group", k.group)
-		_ = conn.Close()
+		m.release()
+		_ = raw.Close()
 	}
+}
+
+func (m *Mux) release() {
+	m.mu.Lock()
+	m.open--
+	m.mu.Unlock()
+}
+
+// track returns conn with a Close that releases its slot once.
+func (m *Mux) track(conn net.Conn) net.Conn {
+	t := &trackedConn{Conn: conn}
+	t.release = m.release
+	return t
+}
+
+// trackedConn counts a routed connection until it is closed.
+type trackedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(t.release)
+	return t.Conn.Close()
+}
+
+// PeerConn returns the connection under a routed connection's tracking
+// wrapper: the *tls.Conn whose certificate names the peer, when TLS is on.
+func PeerConn(c net.Conn) net.Conn {
+	if t, ok := c.(*trackedConn); ok {
+		return t.Conn
+	}
+	return c
 }
 
 func readHeader(r io.Reader) (key, error) {
@@ -320,25 +451,47 @@ func (l *Layer) Addr() net.Addr { return advertised(l.mux.advertise) }
 // Dial connects to the mux at address and opens this layer's kind and group
 // there.
 func (l *Layer) Dial(address string, timeout time.Duration) (net.Conn, error) {
-	return Dial(context.Background(), address, l.key.kind, l.key.group, timeout)
+	return l.mux.Dial(context.Background(), address, l.key.kind, l.key.group, timeout)
 }
 
-// Dial connects to the mux at address and sends the header for kind and
-// group. The timeout bounds connecting and writing the header.
-func Dial(ctx context.Context, address string, kind Kind, group uint64, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "tcp", address)
+// Dial connects to the mux at address (with this mux's client TLS, if any)
+// and sends the header for kind and group. The timeout bounds connecting,
+// the handshake and writing the header.
+func (m *Mux) Dial(ctx context.Context, address string, kind Kind, group uint64, timeout time.Duration) (net.Conn, error) {
+	return Dial(ctx, address, kind, group, timeout, m.clientTLS)
+}
+
+// Dial connects to a mux at address, over TLS when tlsConf is set, and
+// sends the header for kind and group. The timeout bounds connecting, the
+// handshake and writing the header.
+func Dial(ctx context.Context, address string, kind Kind, group uint64, timeout time.Duration, tlsConf *tls.Config) (net.Conn, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", address)
 	if err != nil {
 		return nil, err
 	}
-	if timeout > 0 {
-		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	conn := raw
+	if dl, ok := ctx.Deadline(); ok {
+		_ = raw.SetDeadline(dl)
+	}
+	if tlsConf != nil {
+		tc := tls.Client(raw, tlsConf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, fmt.Errorf("peer TLS handshake with %s: %w", address, err)
+		}
+		conn = tc
 	}
 	if _, err := conn.Write(Header(kind, group)); err != nil {
-		_ = conn.Close()
+		_ = raw.Close()
 		return nil, err
 	}
-	_ = conn.SetWriteDeadline(time.Time{})
+	_ = raw.SetDeadline(time.Time{})
 	return conn, nil
 }
 

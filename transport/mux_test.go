@@ -38,7 +38,7 @@ func TestRoutesByKindAndGroup(t *testing.T) {
 		t.Fatalf("double registration: %v", err)
 	}
 	for k, l := range layers {
-		c, err := Dial(context.Background(), m.Addr(), k.kind, k.group, time.Second)
+		c, err := Dial(context.Background(), m.Addr(), k.kind, k.group, time.Second, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestRejectsBadHeaderAndUnknownGroup(t *testing.T) {
 	if _, err := m.Layer(KindRaft, 1); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(context.Background(), m.Addr(), KindRaft, 2, time.Second)
+	c, err := Dial(context.Background(), m.Addr(), KindRaft, 2, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
