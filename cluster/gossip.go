@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -61,22 +60,6 @@ type gossipConfig struct {
 	Fast          bool // memberlist's local-network timers (tests)
 	Logger        *slog.Logger
 	OnInvalidate  func(code string, version uint64)
-}
-
-// parseGossipKey decodes a base64 gossip key of 16, 24 or 32 bytes.
-func parseGossipKey(s string) ([]byte, error) {
-	if s == "" {
-		return nil, nil
-	}
-	k, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("gossip key: not base64: %w", err)
-	}
-	switch len(k) {
-	case 16, 24, 32:
-		return k, nil
-	}
-	return nil, fmt.Errorf("gossip key: %d bytes; want 16, 24 or 32", len(k))
 }
 
 func startGossip(cfg gossipConfig) (*gossip, error) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/shard"
@@ -32,8 +33,19 @@ type testCluster struct {
 	gossips []string
 }
 
+// testKey returns a new cluster key.
+func testKey(tb testing.TB) *clusterkey.Key {
+	tb.Helper()
+	k, err := clusterkey.Generate()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &k
+}
+
 func newTestCluster(tb testing.TB, size, expect int) *testCluster {
 	tc := &testCluster{tb: tb}
+	key := testKey(tb)
 	for i := 0; i < size; i++ {
 		tc.gossips = append(tc.gossips, freeAddr(tb))
 	}
@@ -42,7 +54,7 @@ func newTestCluster(tb testing.TB, size, expect int) *testCluster {
 			NodeID: fmt.Sprintf("n%d", i+1), DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0",
 			GossipAddr: tc.gossips[i], FastGossip: true, Join: tc.gossips[:expect], BootstrapExpect: expect,
 			Shards: 4, ReplicationFactor: 3, Timing: shard.FastTiming, IDBlockSize: 64,
-			ReconcileInterval: 200 * time.Millisecond,
+			ReconcileInterval: 200 * time.Millisecond, ClusterKey: key,
 		})
 	}
 	tc.nodes = make([]*Node, size)
@@ -624,37 +636,38 @@ func TestCreateRetriedAcrossLeaderChange(t *testing.T) {
 	}
 }
 
-// TestGossipKey: nodes sharing a key form a cluster; a node with another key
-// is never seen by them.
-func TestGossipKey(t *testing.T) {
+// TestStrangerWithAnotherKey: nodes sharing a cluster key form a cluster; a
+// node with another key is never seen by them and never gets in.
+func TestStrangerWithAnotherKey(t *testing.T) {
 	tc := newTestCluster(t, 3, 2)
-	key := "MDEyMzQ1Njc4OWFiY2RlZg==" // 16 bytes
-	for i := range tc.cfgs {
-		tc.cfgs[i].GossipKey = key
-	}
-	tc.cfgs[2].GossipKey = "ZmVkY2JhOTg3NjU0MzIxMA==" // another 16-byte key
+	tc.cfgs[2].ClusterKey = testKey(t)
 	tc.startAll(0, 1)
 	tc.nodes[2] = nil
 	tc.waitReplicated(2)
 	// The stranger keeps trying to join and waits to be added; it never
-	// gets in.
-	stranger, err := New(tc.cfgs[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := stranger.Open(c); err == nil {
-		stranger.Close()
-		t.Fatal("a node with the wrong gossip key joined")
+	// gets in, with another key or with none.
+	keyless := tc.cfgs[2]
+	keyless.ClusterKey, keyless.Insecure, keyless.DataDir = nil, true, t.TempDir()
+	for _, cfg := range []Config{tc.cfgs[2], keyless} {
+		stranger, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = stranger.Open(c)
+		cancel()
+		if err == nil {
+			stranger.Close()
+			t.Fatalf("a node with key %v (insecure %v) joined", cfg.ClusterKey, cfg.Insecure)
+		}
 	}
 	for _, n := range tc.live() {
 		if got := len(n.gossip.members()); got != 2 {
 			t.Fatalf("%s sees %d members", n.ID(), got)
 		}
 	}
-	if _, err := New(Config{DataDir: t.TempDir(), GossipAddr: "127.0.0.1:0", GossipKey: "bm90IGEga2V5"}); err == nil {
-		t.Fatal("a 9-byte gossip key was accepted")
+	if _, err := New(Config{DataDir: t.TempDir(), GossipAddr: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "linknode keygen") {
+		t.Fatalf("a node without a cluster key: %v", err)
 	}
 }
 

@@ -18,11 +18,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/maypok86/otter/v2"
 
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/bugs"
+	"github.com/linkraft/linkraft/internal/clusterkey"
+	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/shard"
 	"github.com/linkraft/linkraft/transport"
@@ -45,9 +48,17 @@ type Config struct {
 	// GossipAddr is memberlist's bind address; empty runs without gossip
 	// (a single node that nobody can join).
 	GossipAddr string
-	// GossipKey is an optional base64 memberlist encryption key (16, 24 or
-	// 32 bytes).
-	GossipKey string
+	// ClusterKey is the cluster's shared secret (internal/clusterkey). It
+	// keys gossip encryption and, unless the PeerTLS files are given, the
+	// CA of the peer port's mutual TLS. Nil is allowed only with Insecure.
+	ClusterKey *clusterkey.Key
+	// PeerTLSCA, PeerTLSCert and PeerTLSKey are an operator's PKI for the
+	// peer port instead of the key-derived CA: a CA bundle and this node's
+	// certificate (its Common Name is the node ID) and key.
+	PeerTLSCA, PeerTLSCert, PeerTLSKey string
+	// Insecure runs without a cluster key: the peer and gossip ports
+	// accept anyone who reaches them, in clear. Tests and demos only.
+	Insecure bool
 	// FastGossip uses memberlist's local-network timers (tests).
 	FastGossip bool
 	// Join lists gossip addresses of existing nodes to contact.
@@ -104,6 +115,7 @@ type Node struct {
 	transfers transferGate // the leader loop's balancing backoff
 
 	mux       *transport.Mux
+	verifyRPC func(net.Conn, raft.RPCHeader) error // nil when insecure
 	muxCancel context.CancelFunc
 	muxDone   chan struct{}
 	muxErr    atomic.Pointer[error] // set if the peer port stopped serving
@@ -163,8 +175,11 @@ func New(cfg Config) (*Node, error) {
 	if (cfg.BootstrapExpect > 1 || len(cfg.Join) > 0) && cfg.GossipAddr == "" {
 		return nil, errors.New("cluster: a multi-node cluster needs a gossip address")
 	}
-	if _, err := parseGossipKey(cfg.GossipKey); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+	if cfg.ClusterKey == nil && !cfg.Insecure {
+		return nil, errors.New("cluster: no cluster key: give -cluster-key-file (make a key with linknode keygen), or -insecure to run without peer authentication")
+	}
+	if cfg.ClusterKey == nil && cfg.PeerTLSCert != "" {
+		return nil, errors.New("cluster: peer TLS files need a cluster key as well (it keys gossip)")
 	}
 	if cfg.Shards == 0 {
 		cfg.Shards = 8
@@ -289,7 +304,20 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		ln.Close()
 		return err
 	}
-	n.mux, err = transport.New(transport.Config{Listener: ln, Advertise: advertise, Logger: n.log.With("component", "mux")})
+	tcfg := transport.Config{Listener: ln, Advertise: advertise, Logger: n.log.With("component", "mux")}
+	if n.cfg.ClusterKey != nil {
+		ident, err := peertls.New(peertls.Config{
+			NodeID: id, ClusterKey: n.cfg.ClusterKey,
+			CAFile: n.cfg.PeerTLSCA, CertFile: n.cfg.PeerTLSCert, KeyFile: n.cfg.PeerTLSKey,
+		})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("cluster: peer TLS: %w", err)
+		}
+		tcfg.ServerTLS, tcfg.ClientTLS = ident.ServerConfig(), ident.ClientConfig()
+		n.verifyRPC = verifyPeerRPC
+	}
+	n.mux, err = transport.New(tcfg)
 	if err != nil {
 		ln.Close()
 		return err
@@ -317,7 +345,10 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	n.rpcWG.Add(1)
 	go n.serveRPC(rpcLayer)
 	if n.cfg.GossipAddr != "" {
-		key, _ := parseGossipKey(n.cfg.GossipKey)
+		var key []byte
+		if n.cfg.ClusterKey != nil {
+			key = n.cfg.ClusterKey.GossipKey()
+		}
 		n.gossip, err = startGossip(gossipConfig{
 			NodeID: id, BindAddr: n.cfg.GossipAddr, AdvertiseHost: n.cfg.AdvertiseHost, SecretKey: key,
 			Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.metaHasState()},
@@ -396,7 +427,7 @@ func (n *Node) openMeta() error {
 	}
 	g, err := shard.OpenGroup(shard.GroupConfig{
 		Name: "meta", NodeID: n.cfg.NodeID, Dir: dir, FSM: f,
-		Stream: transport.RaftLayer{Layer: layer}, Timing: n.cfg.Timing, Logger: n.log,
+		Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.verifyRPC, Timing: n.cfg.Timing, Logger: n.log,
 	})
 	if err != nil {
 		f.Close()
@@ -577,7 +608,7 @@ func (n *Node) syncShards() error {
 		}
 		s, err := shard.Open(shard.Config{
 			ID: i, NodeID: n.cfg.NodeID, Dir: dir,
-			Stream: transport.RaftLayer{Layer: layer}, Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots,
+			Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.verifyRPC, Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots,
 			CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
 			Observer: n.cfg.Observer, Logger: n.log, OnChange: n.changed,
 		})

@@ -16,6 +16,9 @@ func openNode(tb testing.TB, cfg Config) *Node {
 	tb.Helper()
 	cfg.RaftAddr = "127.0.0.1:0"
 	cfg.Timing = shard.FastTiming
+	if cfg.ClusterKey == nil && !cfg.Insecure {
+		cfg.ClusterKey = testKey(tb)
+	}
 	n, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -115,7 +118,7 @@ func TestNodeIDMustMatchDataDir(t *testing.T) {
 	dir := t.TempDir()
 	n := openNode(t, Config{DataDir: dir, NodeID: "n1", Shards: 1})
 	n.Close()
-	n2, err := New(Config{DataDir: dir, NodeID: "n2", RaftAddr: "127.0.0.1:0", Shards: 1, Timing: shard.FastTiming})
+	n2, err := New(Config{DataDir: dir, NodeID: "n2", RaftAddr: "127.0.0.1:0", Shards: 1, Timing: shard.FastTiming, ClusterKey: testKey(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

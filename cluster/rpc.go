@@ -12,7 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/transport"
 )
@@ -344,4 +347,17 @@ func (c *rpcClient) call(ctx context.Context, addr string, req *rpcRequest) (*rp
 		c.put(addr, conn)
 	}
 	return &resp, nil
+}
+
+// verifyPeerRPC holds a Raft request to the node ID that its connection's
+// certificate names: a member may speak only for itself.
+func verifyPeerRPC(conn net.Conn, h raft.RPCHeader) error {
+	id, ok := peertls.PeerNodeID(transport.PeerConn(conn))
+	if !ok {
+		return fmt.Errorf("%w: connection is not authenticated", peertls.ErrPeer)
+	}
+	if string(h.ID) != id {
+		return fmt.Errorf("%w: certificate of %q sent a request as %q", peertls.ErrPeer, id, h.ID)
+	}
+	return nil
 }

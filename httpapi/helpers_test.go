@@ -13,6 +13,7 @@ import (
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
 	"github.com/linkraft/linkraft/shard"
@@ -31,9 +32,13 @@ type testNode struct {
 func startNode(tb testing.TB, policy link.URLPolicy) *testNode {
 	tb.Helper()
 	m := metrics.New()
+	key, err := clusterkey.Generate()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	n, err := cluster.New(cluster.Config{
 		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: shard.FastTiming, Observer: m,
-		IDBlockSize: 64,
+		IDBlockSize: 64, ClusterKey: &key,
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/jepsen/checker"
 	"github.com/linkraft/linkraft/jepsen/history"
 	"github.com/linkraft/linkraft/jepsen/netns"
@@ -82,23 +83,34 @@ type db struct {
 	rec   *history.Recorder
 	// staleBound is the -remote-cache-ttl the nodes run with.
 	staleBound time.Duration
+	// keyFile is the cluster key every node runs with (made per run):
+	// the harness tests the cluster as shipped, with mutual TLS on the
+	// peer port and encrypted gossip.
+	keyFile string
 }
 
-func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, rec *history.Recorder, staleBound time.Duration) *db {
-	d := &db{env: env, bin: bin, extra: extra, envv: envv, rec: rec, staleBound: staleBound}
+func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, rec *history.Recorder, staleBound time.Duration) (*db, error) {
+	d := &db{env: env, bin: bin, extra: extra, envv: envv, rec: rec, staleBound: staleBound, keyFile: filepath.Join(storeDir, "cluster.key")}
+	key, err := clusterkey.Generate()
+	if err != nil {
+		return nil, err
+	}
+	if err := clusterkey.Save(d.keyFile, key); err != nil {
+		return nil, fmt.Errorf("cluster key: %w", err)
+	}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		dir := filepath.Join(storeDir, "nodes", id)
 		d.nodes = append(d.nodes, &dbNode{index: i, id: id, ip: env.NodeIP(i).String(), dir: dir, logPath: filepath.Join(dir, "log")})
 	}
-	return d
+	return d, nil
 }
 
 // harnessFlags are the linknode flags the harness sets itself: -node-args
 // may not name them (the checkers depend on their values).
 var harnessFlags = []string{"node-id", "data-dir", "http-addr", "raft-addr", "gossip-addr", "join",
 	"bootstrap-expect", "public-url", "code-mode", "remote-cache-ttl", "click-flush", "analytics", "fast-redirect",
-	"shutdown-timeout"}
+	"shutdown-timeout", "cluster-key-file", "insecure"}
 
 // shutdownTimeout is the linknode -shutdown-timeout the harness runs with,
 // and stopGrace how long it waits after SIGTERM before it calls a stop hung.
@@ -134,6 +146,7 @@ func (d *db) args(n *dbNode) []string {
 		"-click-flush", clickFlush.String(),
 		"-analytics=true", "-fast-redirect=true",
 		"-shutdown-timeout", shutdownTimeout.String(),
+		"-cluster-key-file", d.keyFile,
 	}
 	return append(args, d.extra...)
 }

@@ -51,7 +51,10 @@ func TestProcessRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDB(env, self, t.TempDir(), 2, nil, []string{"JEPSEN_DB_HELPER=run"}, history.NewRecorder(), staleBound)
+	d, err := newDB(env, self, t.TempDir(), 2, nil, []string{"JEPSEN_DB_HELPER=run"}, history.NewRecorder(), staleBound)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { d.stop(5 * time.Second) })
 	n1, n2 := d.nodes[0], d.nodes[1]
 	for _, n := range d.nodes {

@@ -218,7 +218,11 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		envv = append(envv, "LINKRAFT_JEPSEN_BUGS="+strings.Join(opt.Bugs, ","))
 	}
 	rec := history.NewRecorder()
-	d := newDB(env, bin, dir, opt.Nodes, opt.NodeArgs, envv, rec, staleBound)
+	d, err := newDB(env, bin, dir, opt.Nodes, opt.NodeArgs, envv, rec, staleBound)
+	if err != nil {
+		_ = env.Teardown(context.WithoutCancel(ctx))
+		return out, err
+	}
 	defer func() {
 		// Whatever happened: end our nodes (by PID), then the network.
 		d.stop(stopGrace)

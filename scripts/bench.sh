@@ -98,6 +98,7 @@ wait_http() { # url: poll until it answers (up to 5 min: nginx parses a 10M-entr
 
 build() {
   go build -o "$work/linknode" ./cmd/linknode
+  "$work/linknode" keygen -o "$work/cluster.key"
   go build -o "$work/benchload" ./scripts/benchload
   go build -o "$work/gomap" ./bench/peers/gomap
 }
@@ -140,7 +141,7 @@ redirect_setup() { # $1: link count; fills $work/codes-<system>
     local join="127.0.0.1:$((PORT + 61)),127.0.0.1:$((PORT + 62)),127.0.0.1:$((PORT + 63))"
     for i in 1 2 3; do
       start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
-        -bootstrap-expect 3 -join "$join" -shards 8
+        -bootstrap-expect 3 -join "$join" -shards 8 -cluster-key-file "$work/cluster.key"
     done
     for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/readyz"; done
     echo "loading $n links into the 3-node cluster..." >&2

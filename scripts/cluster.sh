@@ -7,7 +7,8 @@
 #   scripts/cluster.sh down        SIGTERM every node started here (by PID), wait for them
 #
 # Node i listens on HTTP 127.0.0.1:$((HTTP_BASE+i)), peer port $((RAFT_BASE+i)), gossip $((GOSSIP_BASE+i)).
-# Folder: $LINKRAFT_CLUSTER_DIR (default ./linkraft-cluster): bin/, n<i>/data, n<i>.log, n<i>.pid.
+# Folder: $LINKRAFT_CLUSTER_DIR (default ./linkraft-cluster): bin/, cluster.key, n<i>/data, n<i>.log, n<i>.pid.
+# The nodes share cluster.key (made by linknode keygen on the first up): peer traffic is mutual TLS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,7 @@ up() {
   local n=${1:-3}
   mkdir -p "$DIR/bin"
   go build -tags hashicorpmetrics -o "$DIR/bin/linknode" ./cmd/linknode
+  [ -f "$DIR/cluster.key" ] || "$DIR/bin/linknode" keygen -o "$DIR/cluster.key"
   local join=""
   for i in $(seq 1 "$n"); do join+="127.0.0.1:$((GOSSIP_BASE + i)),"; done
   join=${join%,}
@@ -32,7 +34,8 @@ up() {
     "$DIR/bin/linknode" -node-id "n$i" -data-dir "$DIR/n$i/data" \
       -http-addr "127.0.0.1:$((HTTP_BASE + i))" -raft-addr "127.0.0.1:$((RAFT_BASE + i))" \
       -gossip-addr "127.0.0.1:$((GOSSIP_BASE + i))" -public-url "http://127.0.0.1:$((HTTP_BASE + i))" \
-      -bootstrap-expect "$n" -join "$join" -shards "$SHARDS" ${EXTRA_FLAGS:-} >>"$DIR/n$i.log" 2>&1 &
+      -bootstrap-expect "$n" -join "$join" -shards "$SHARDS" -cluster-key-file "$DIR/cluster.key" \
+      ${EXTRA_FLAGS:-} >>"$DIR/n$i.log" 2>&1 &
     echo $! >"$DIR/n$i.pid"
     echo "n$i: pid $!, http://127.0.0.1:$((HTTP_BASE + i)), log $DIR/n$i.log"
   done

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -119,6 +120,10 @@ type GroupConfig struct {
 	FSM StateMachine
 	// Stream is the group's layer of the node's peer port.
 	Stream raft.StreamLayer
+	// VerifyRPC, if set, checks every incoming Raft request against the
+	// connection it came on (the cluster holds the claimed server ID to
+	// the peer's certificate); an error drops the connection.
+	VerifyRPC func(conn net.Conn, header raft.RPCHeader) error
 	// Timing overrides the Raft timers; zero fields take DefaultTiming.
 	Timing Timing
 	// SnapshotThreshold and TrailingLogs, if non-zero, override raft's
@@ -252,10 +257,11 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 		snaps = &liveSnapshots{FileSnapshotStore: files, src: src}
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  cfg.Stream,
-		MaxPool: 2,
-		Timeout: 10 * time.Second,
-		Logger:  hl.Named("transport"),
+		Stream:    cfg.Stream,
+		MaxPool:   2,
+		Timeout:   10 * time.Second,
+		Logger:    hl.Named("transport"),
+		VerifyRPC: cfg.VerifyRPC,
 	})
 	rtrans := &noPipeline{NetworkTransport: trans}
 	r, err := raft.NewRaft(rc, cfg.FSM, cached, logStore, snaps, rtrans)

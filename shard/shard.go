@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -28,6 +29,8 @@ type Config struct {
 	Dir string
 	// Stream is the shard's layer of the peer port.
 	Stream raft.StreamLayer
+	// VerifyRPC checks incoming Raft requests (GroupConfig.VerifyRPC).
+	VerifyRPC func(conn net.Conn, header raft.RPCHeader) error
 	// Timing overrides the Raft timers.
 	Timing Timing
 	// Snapshots overrides the snapshot policy (zero fields: raft's
@@ -153,7 +156,9 @@ func Open(cfg Config) (*Shard, error) {
 		FSM:    f,
 		Stream: cfg.Stream,
 		Timing: cfg.Timing,
-		Logger: cfg.Logger,
+
+		VerifyRPC: cfg.VerifyRPC,
+		Logger:    cfg.Logger,
 
 		SnapshotThreshold: cfg.Snapshots.Threshold,
 		TrailingLogs:      cfg.Snapshots.TrailingLogs,

@@ -22,9 +22,10 @@ func startCluster(t *testing.T, size int, extra ...string) []*proc {
 		gossips = append(gossips, addrs[i].gossip)
 	}
 	procs := make([]*proc, size)
+	keyFile := testKeyFile(t)
 	for i := range procs {
 		flags := append([]string{"-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", fmt.Sprint(size),
-			"-join", strings.Join(gossips, ","), "-shards", "4"}, extra...)
+			"-join", strings.Join(gossips, ","), "-shards", "4", "-cluster-key-file", keyFile}, extra...)
 		procs[i] = launchProc(t, t.TempDir(), addrs[i], flags...)
 	}
 	var wg sync.WaitGroup

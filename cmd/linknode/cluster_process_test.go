@@ -22,8 +22,10 @@ func TestThreeProcessCluster(t *testing.T) {
 		gossips = append(gossips, addrs[i].gossip)
 	}
 	dirs := make([]string, size)
+	keyFile := testKeyFile(t)
 	flags := func(i int) []string {
-		return []string{"-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", "3", "-join", strings.Join(gossips, ","), "-shards", "4"}
+		return []string{"-node-id", fmt.Sprintf("n%d", i+1), "-bootstrap-expect", "3", "-join", strings.Join(gossips, ","), "-shards", "4",
+			"-cluster-key-file", keyFile}
 	}
 	procs := make([]*proc, size)
 	for i := range procs {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/shard"
 )
@@ -18,14 +19,24 @@ import (
 // Config is the node's configuration: flags, each also read from
 // LINKNODE_<NAME> (flag > environment > default).
 type Config struct {
-	NodeID          string
-	DataDir         string
-	HTTPAddr        string
-	RaftAddr        string
-	GossipAddr      string
-	AdvertiseHost   string
-	Join            []string
-	GossipKey       string
+	NodeID        string
+	DataDir       string
+	HTTPAddr      string
+	RaftAddr      string
+	GossipAddr    string
+	AdvertiseHost string
+	Join          []string
+	// ClusterKeyFile holds the cluster key (linknode keygen).
+	ClusterKeyFile string
+	// ClusterKey is the key itself, from LINKNODE_CLUSTER_KEY only: a
+	// flag value would show in ps.
+	ClusterKey string
+	// PeerTLSCA, PeerTLSCert and PeerTLSKey replace the key-derived CA of
+	// the peer port with an operator's PKI.
+	PeerTLSCA, PeerTLSCert, PeerTLSKey string
+	// Insecure runs without a cluster key (no peer authentication, gossip
+	// in clear).
+	Insecure        bool
 	BootstrapExpect int
 	Shards          int
 	Replicas        int
@@ -77,11 +88,15 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.NodeID, "node-id", "", "stable node ID (default: generated once and kept in the data dir)")
 	fs.StringVar(&c.DataDir, "data-dir", "linknode-data", "directory for all of the node's data")
 	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "HTTP listen address (redirects, API, metrics)")
-	fs.StringVar(&c.RaftAddr, "raft-addr", ":7000", "peer listen address (all Raft groups and internal RPC)")
-	fs.StringVar(&c.GossipAddr, "gossip-addr", ":7946", "gossip (memberlist) listen address")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "", "peer listen address, all Raft groups and internal RPC (default :7000 with -join or -bootstrap-expect > 1, else 127.0.0.1:7000)")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", "", "gossip (memberlist) listen address (default :7946 with -join or -bootstrap-expect > 1, else 127.0.0.1:7946)")
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "host peers use to reach this node (default: the bind host, or 127.0.0.1)")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses of existing nodes")
-	fs.StringVar(&c.GossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) that encrypts gossip; the same on every node")
+	fs.StringVar(&c.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key (make one with linknode keygen); the same on every node. LINKNODE_CLUSTER_KEY may hold the key itself")
+	fs.StringVar(&c.PeerTLSCA, "peer-tls-ca", "", "PEM CA bundle for the peer port, instead of the CA derived from the cluster key (with -peer-tls-cert and -peer-tls-key)")
+	fs.StringVar(&c.PeerTLSCert, "peer-tls-cert", "", "PEM certificate of this node for the peer port; its Common Name must be the node ID")
+	fs.StringVar(&c.PeerTLSKey, "peer-tls-key", "", "PEM private key of -peer-tls-cert")
+	fs.BoolVar(&c.Insecure, "insecure", false, "run a multi-node cluster without a cluster key: anyone who reaches the peer or gossip port is trusted (tests and demos only)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "how many nodes form the first cluster (1 = single node)")
 	fs.IntVar(&c.Shards, "shards", 8, "number of shards, fixed at bootstrap")
 	fs.IntVar(&c.Replicas, "replicas", 3, "replicas per shard (capped at the cluster size)")
@@ -121,7 +136,10 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (subcommands: version, status, members, shards)", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q (subcommands: version, keygen, status, members, shards, remove)", fs.Arg(0))
+	}
+	if v, ok := lookupEnv("LINKNODE_CLUSTER_KEY"); ok {
+		c.ClusterKey = v
 	}
 	if j := strings.TrimSpace(join); j != "" {
 		for _, a := range strings.Split(j, ",") {
@@ -130,7 +148,28 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 			}
 		}
 	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = c.defaultBind("7000")
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = c.defaultBind("7946")
+	}
 	return c, c.validate()
+}
+
+// MultiNode reports whether the node would form or join a cluster of more
+// than itself.
+func (c *Config) MultiNode() bool { return len(c.Join) > 0 || c.BootstrapExpect > 1 }
+
+// defaultBind is a peer-side bind address: every interface for a node of
+// a multi-node cluster, loopback for a single node, so that a node started
+// with no flags is reachable on its peer and gossip ports from nowhere but
+// its own machine.
+func (c *Config) defaultBind(port string) string {
+	if c.MultiNode() {
+		return ":" + port
+	}
+	return "127.0.0.1:" + port
 }
 
 func (c *Config) validate() error {
@@ -144,6 +183,27 @@ func (c *Config) validate() error {
 	}
 	if c.BootstrapExpect < 1 {
 		return errors.New("-bootstrap-expect must be at least 1")
+	}
+	if c.ClusterKeyFile != "" && c.ClusterKey != "" {
+		return errors.New("give the cluster key once: -cluster-key-file or LINKNODE_CLUSTER_KEY, not both")
+	}
+	if c.ClusterKey != "" {
+		if _, err := clusterkey.Parse(c.ClusterKey); err != nil {
+			return fmt.Errorf("LINKNODE_CLUSTER_KEY: %w", err)
+		}
+	}
+	hasKey := c.ClusterKeyFile != "" || c.ClusterKey != ""
+	if c.MultiNode() && !hasKey && !c.Insecure {
+		return errors.New("a node that forms or joins a multi-node cluster needs the cluster key: make one with `linknode keygen -o cluster.key`, copy it to every node and give -cluster-key-file cluster.key (or LINKNODE_CLUSTER_KEY); -insecure runs without one, for tests and demos only")
+	}
+	if hasKey && c.Insecure {
+		return errors.New("-insecure and a cluster key contradict each other")
+	}
+	if (c.PeerTLSCA != "" || c.PeerTLSCert != "" || c.PeerTLSKey != "") && (c.PeerTLSCA == "" || c.PeerTLSCert == "" || c.PeerTLSKey == "") {
+		return errors.New("-peer-tls-ca, -peer-tls-cert and -peer-tls-key go together")
+	}
+	if c.PeerTLSCert != "" && c.Insecure {
+		return errors.New("-insecure and -peer-tls-* contradict each other")
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("-shutdown-timeout must be positive")

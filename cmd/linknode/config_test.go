@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/clusterkey"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -17,7 +22,8 @@ func TestFlagsEnvAndDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != ":8080" || c.RaftAddr != ":7000" || c.GossipAddr != ":7946" || c.DataDir != "linknode-data" ||
+	// A single node keeps its peer and gossip ports on loopback.
+	if c.HTTPAddr != ":8080" || c.RaftAddr != "127.0.0.1:7000" || c.GossipAddr != "127.0.0.1:7946" || c.DataDir != "linknode-data" ||
 		c.Shards != 8 || c.Replicas != 3 || c.BootstrapExpect != 1 || c.CodeMode != "permuted" || c.ShutdownTimeout != 10*time.Second {
 		t.Fatalf("defaults = %+v", c)
 	}
@@ -30,6 +36,16 @@ func TestFlagsEnvAndDefaults(t *testing.T) {
 	}
 	if c.HTTPAddr != "127.0.0.1:9000" || c.Shards != 16 || c.CodeMode != "sequential" || c.PublicURL != "https://sho.rt" {
 		t.Fatalf("env/flag precedence = %+v", c)
+	}
+	// A node of a multi-node cluster listens on every interface, and the
+	// key may come from the environment.
+	key, _ := clusterkey.Generate()
+	c, err = ParseFlags([]string{"-join", "10.0.0.1:7946"}, env(map[string]string{"LINKNODE_CLUSTER_KEY": key.String()}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RaftAddr != ":7000" || c.GossipAddr != ":7946" || c.ClusterKey != key.String() {
+		t.Fatalf("multi-node defaults = %+v", c)
 	}
 }
 
@@ -48,11 +64,48 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-raft-trailing-logs", "0"}, want: "-raft-trailing-logs"},
 		{args: []string{"-raft-snapshot-interval", "1ns"}, want: "-raft-snapshot-interval"},
 		{args: []string{"extra"}, want: "unexpected argument"},
+		// Secure by default: no multi-node cluster without a key.
+		{args: []string{"-bootstrap-expect", "3"}, want: "linknode keygen"},
+		{args: []string{"-join", "10.0.0.1:7946"}, want: "-cluster-key-file"},
+		{env: map[string]string{"LINKNODE_CLUSTER_KEY": "short"}, want: "LINKNODE_CLUSTER_KEY"},
+		{args: []string{"-cluster-key-file", "k", "-insecure"}, want: "contradict"},
+		{args: []string{"-cluster-key-file", "k"}, env: map[string]string{"LINKNODE_CLUSTER_KEY": "x"}, want: "not both"},
+		{args: []string{"-peer-tls-ca", "ca.pem"}, want: "go together"},
+		{args: []string{"-gossip-key", "abc"}, want: "not defined"},
 	} {
 		_, err := ParseFlags(tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseFlags(%v, %v) = %v, want an error mentioning %q", tc.args, tc.env, err, tc.want)
 		}
+	}
+}
+
+func TestKeygen(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"keygen"}, &out, &errOut); code != 0 {
+		t.Fatalf("keygen: %d %s", code, errOut.String())
+	}
+	if _, err := clusterkey.Parse(out.String()); err != nil {
+		t.Fatalf("keygen printed %q: %v", out.String(), err)
+	}
+	p := filepath.Join(t.TempDir(), "cluster.key")
+	if code := run([]string{"keygen", "-o", p}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("keygen -o: %d", code)
+	}
+	if _, err := clusterkey.Load(p); err != nil {
+		t.Fatal(err)
+	}
+	if code := run([]string{"keygen", "-o", p}, io.Discard, io.Discard); code == 0 {
+		t.Fatal("keygen -o overwrote a key file")
+	}
+	// A keyless multi-node start is refused before anything is made.
+	dir := filepath.Join(t.TempDir(), "data")
+	errOut.Reset()
+	if code := run([]string{"-bootstrap-expect", "3", "-data-dir", dir}, io.Discard, &errOut); code != 2 || !strings.Contains(errOut.String(), "linknode keygen") {
+		t.Fatalf("keyless multi-node start: exit %d, %s", code, errOut.String())
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start made its data dir: %v", err)
 	}
 }
 

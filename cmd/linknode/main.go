@@ -4,6 +4,7 @@
 //
 //	linknode [flags]        run a node
 //	linknode version        print the version
+//	linknode keygen         print a new cluster key (-o FILE writes it, mode 0600)
 //	linknode status         the cluster as a node sees it (-addr, -o json)
 //	linknode members        the nodes of the cluster
 //	linknode shards         every shard: leader, replicas, indexes
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/bugs"
+	"github.com/linkraft/linkraft/internal/clusterkey"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -41,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "version", "-version", "--version":
 			fmt.Fprintln(stdout, versionString())
 			return 0
+		case "keygen":
+			return runKeygen(args[1:], stdout, stderr)
 		case "status", "members", "shards", "remove":
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		}
@@ -88,6 +92,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_ = pprof.Lookup("goroutine").WriteTo(stderr, 2)
 		return 1
 	}
+}
+
+// runKeygen prints a new cluster key, or writes it to -o FILE (mode 0600,
+// never over an existing file).
+func runKeygen(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("linknode keygen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "write the key to this file (mode 0600) instead of printing it")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "linknode keygen: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	k, err := clusterkey.Generate()
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode keygen:", err)
+		return 1
+	}
+	if *out == "" {
+		fmt.Fprintln(stdout, k.String())
+		return 0
+	}
+	if err := clusterkey.Save(*out, k); err != nil {
+		fmt.Fprintln(stderr, "linknode keygen:", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "cluster key %s written to %s; give every node -cluster-key-file %s\n", k.ID(), *out, *out)
+	return 0
 }
 
 func versionString() string {

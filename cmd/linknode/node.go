@@ -18,6 +18,7 @@ import (
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
 	"github.com/linkraft/linkraft/shard"
@@ -111,7 +112,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	ncfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: dataDir, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseHost,
-		HTTPAddr: httpAdvertise, GossipAddr: cfg.GossipAddr, GossipKey: cfg.GossipKey, Join: cfg.Join,
+		HTTPAddr: httpAdvertise, GossipAddr: cfg.GossipAddr, Join: cfg.Join,
+		PeerTLSCA: cfg.PeerTLSCA, PeerTLSCert: cfg.PeerTLSCert, PeerTLSKey: cfg.PeerTLSKey, Insecure: cfg.Insecure,
 		FastGossip: cfg.FastRaft, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
 		RemoteCacheTTL: cfg.RemoteCacheTTL, Observer: m.metrics, Logger: m.log,
@@ -119,6 +121,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if cfg.FastRaft {
 		ncfg.Timing = shard.FastTiming
+	}
+	if ncfg.ClusterKey, err = m.clusterKey(dataDir); err != nil {
+		return err
 	}
 	node, err := cluster.New(ncfg)
 	if err != nil {
@@ -275,4 +280,53 @@ func (m *Main) startPprof(addr string) error {
 	go func() { _ = m.pprofSrv.Serve(ln) }()
 	m.log.Info("pprof listening", "addr", ln.Addr().String())
 	return nil
+}
+
+// clusterKey returns the cluster key from -cluster-key-file or
+// LINKNODE_CLUSTER_KEY. A single node given neither keeps its own key in
+// <data-dir>/cluster.key (made on first start, mode 0600; copy it to the
+// nodes that join it later). With -insecure there is none.
+func (m *Main) clusterKey(dataDir string) (*clusterkey.Key, error) {
+	cfg := m.cfg
+	switch {
+	case cfg.ClusterKeyFile != "":
+		k, err := clusterkey.Load(cfg.ClusterKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		m.log.Info("cluster key loaded", "file", cfg.ClusterKeyFile, "key_id", k.ID())
+		return &k, nil
+	case cfg.ClusterKey != "":
+		k, err := clusterkey.Parse(cfg.ClusterKey)
+		if err != nil {
+			return nil, fmt.Errorf("LINKNODE_CLUSTER_KEY: %w", err)
+		}
+		m.log.Info("cluster key from LINKNODE_CLUSTER_KEY", "key_id", k.ID())
+		return &k, nil
+	case cfg.Insecure:
+		m.log.Warn("running without a cluster key (-insecure): anyone who reaches the peer or gossip port can join the cluster and rewrite its data",
+			"raft_addr", cfg.RaftAddr, "gossip_addr", cfg.GossipAddr)
+		return nil, nil
+	case cfg.MultiNode():
+		return nil, errors.New("a multi-node cluster needs -cluster-key-file (linknode keygen)")
+	}
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return nil, err
+	}
+	p := filepath.Join(dataDir, "cluster.key")
+	k, err := clusterkey.Load(p)
+	if errors.Is(err, os.ErrNotExist) {
+		if k, err = clusterkey.Generate(); err != nil {
+			return nil, err
+		}
+		if err := clusterkey.Save(p, k); err != nil {
+			return nil, fmt.Errorf("save the cluster key: %w", err)
+		}
+		m.log.Info("made a cluster key for this node; give it to nodes that join (-cluster-key-file)", "file", p, "key_id", k.ID())
+		return &k, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &k, nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
 )
 
@@ -65,6 +66,20 @@ func startProc(tb testing.TB, dataDir string, a procAddrs, extra ...string) *pro
 	tb.Helper()
 	p := launchProc(tb, dataDir, a, extra...)
 	p.waitReady(tb)
+	return p
+}
+
+// testKeyFile writes a new cluster key to a file and returns its path.
+func testKeyFile(tb testing.TB) string {
+	tb.Helper()
+	k, err := clusterkey.Generate()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := filepath.Join(tb.TempDir(), "cluster.key")
+	if err := clusterkey.Save(p, k); err != nil {
+		tb.Fatal(err)
+	}
 	return p
 }
 
@@ -180,8 +195,20 @@ func TestAcknowledgedWritesSurviveKill9(t *testing.T) {
 	acked := map[string]expect{}
 	allCodes := map[string]int{} // code → cycle that first saw it
 
+	var firstKey clusterkey.Key
 	for cycle := 0; cycle < 3; cycle++ {
 		p := startProc(t, dataDir, addrs)
+		// A single node with no key flags keeps its own key in the data
+		// dir, private, and the same one across restarts.
+		key, err := clusterkey.Load(filepath.Join(dataDir, "cluster.key"))
+		if err != nil {
+			t.Fatalf("the node's own cluster key: %v", err)
+		}
+		if cycle == 0 {
+			firstKey = key
+		} else if key != firstKey {
+			t.Fatal("the node's cluster key changed across a restart")
+		}
 		// Everything acknowledged before must be there, exactly.
 		mu.Lock()
 		checkAcked(t, p, acked)

@@ -44,6 +44,7 @@ var (
 	openRates = flag.String("open-rates", "", "comma-separated offered rates (creates/s) for an open-loop create run with vegeta, after the closed-loop runs (empty: none)")
 	vegetaBin = flag.String("vegeta", "vegeta", "the vegeta binary for -open-rates")
 	nodeArgs  = flag.String("node-args", "", "extra linknode flags for every node, space-separated (e.g. \"-pprof-addr 127.0.0.1:0\")")
+	peerTLS   = flag.Bool("peer-tls", true, "give the nodes a cluster key (mutual TLS on the peer port, encrypted gossip); false runs them -insecure")
 )
 
 type node struct {
@@ -90,12 +91,21 @@ func main() {
 			http: freePort(), raft: freePort(), gossip: freePort()}
 		gossips = append(gossips, ns[i].gossip)
 	}
+	security := []string{"-insecure"}
+	if *peerTLS {
+		keyFile := filepath.Join(work, "cluster.key")
+		keygen := exec.Command(bin, "keygen", "-o", keyFile)
+		keygen.Stderr = os.Stderr
+		check(keygen.Run())
+		security = []string{"-cluster-key-file", keyFile}
+	}
 	start := func(n *node) {
 		logf, err := os.OpenFile(n.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		check(err)
 		n.cmd = exec.Command(bin, "-node-id", n.id, "-data-dir", n.dir, "-http-addr", n.http, "-raft-addr", n.raft,
 			"-gossip-addr", n.gossip, "-join", strings.Join(gossips, ","), "-bootstrap-expect", fmt.Sprint(*nodes),
 			"-shards", fmt.Sprint(*shards), "-log-level", "warn")
+		n.cmd.Args = append(n.cmd.Args, security...)
 		n.cmd.Args = append(n.cmd.Args, strings.Fields(*nodeArgs)...)
 		n.cmd.Stdout, n.cmd.Stderr = logf, logf
 		check(n.cmd.Start())

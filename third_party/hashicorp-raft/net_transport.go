@@ -110,6 +110,8 @@ type NetworkTransport struct {
 	TimeoutScale int
 
 	msgpackUseNewTimeFormat bool
+
+	verifyRPC func(conn net.Conn, header RPCHeader) error // linkraft patch
 }
 
 // NetworkTransportConfig encapsulates configuration for the network transport layer.
@@ -167,6 +169,12 @@ type NetworkTransportConfig struct {
 	// go-msgpack v1.1.5 by default). Decoding is not affected, as all
 	// go-msgpack v2.1.0+ decoders know how to decode both formats.
 	MsgpackUseNewTimeFormat bool
+
+	// VerifyRPC, if set, is called with the connection and the header of
+	// every decoded request before it is dispatched; an error closes the
+	// connection. linkraft uses it to hold a request's claimed server ID to
+	// the node ID its peer's TLS certificate names. (linkraft patch)
+	VerifyRPC func(conn net.Conn, header RPCHeader) error
 }
 
 // ServerAddressProvider is a target address to which we invoke an RPC when establishing a connection
@@ -235,6 +243,7 @@ func NewNetworkTransportWithConfig(
 		TimeoutScale:            DefaultTimeoutScale,
 		serverAddressProvider:   config.ServerAddressProvider,
 		msgpackUseNewTimeFormat: config.MsgpackUseNewTimeFormat,
+		verifyRPC:               config.VerifyRPC,
 	}
 
 	// Create the connection context and then start our listener.
@@ -619,7 +628,7 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 		default:
 		}
 
-		if err := n.handleCommand(r, dec, enc); err != nil {
+		if err := n.handleCommand(conn, r, dec, enc); err != nil {
 			if err != io.EOF {
 				n.logger.Error("failed to decode incoming command", "error", err)
 			}
@@ -633,7 +642,7 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 }
 
 // handleCommand is used to decode and dispatch a single command.
-func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
+func (n *NetworkTransport) handleCommand(conn net.Conn, r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
 	getTypeStart := time.Now()
 
 	// Get the rpc type
@@ -715,6 +724,17 @@ func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, en
 	}
 
 	metrics.MeasureSinceWithLabels([]string{"raft", "net", "rpcDecode"}, decodeStart, labels)
+
+	// linkraft patch: the request must come from whom it claims.
+	if n.verifyRPC != nil {
+		h, ok := rpc.Command.(WithRPCHeader)
+		if !ok {
+			return fmt.Errorf("rpc type %d carries no header", rpcType)
+		}
+		if err := n.verifyRPC(conn, h.GetRPCHeader()); err != nil {
+			return fmt.Errorf("rpc refused: %w", err)
+		}
+	}
 
 	processStart := time.Now()
 
