@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -135,11 +136,16 @@ func readFrame(r *bufio.Reader, v any) error {
 	if n > maxFrame {
 		return fmt.Errorf("rpc frame of %d bytes is over the limit", n)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	// The buffer grows with the bytes that arrive, not with the length
+	// announced: a peer that announces a megabyte and sends nine bytes
+	// holds nine bytes of this node's memory.
+	var buf bytes.Buffer
+	if got, err := buf.ReadFrom(io.LimitReader(r, int64(n))); err != nil {
 		return err
+	} else if got != int64(n) {
+		return io.ErrUnexpectedEOF
 	}
-	return json.Unmarshal(b, v)
+	return json.Unmarshal(buf.Bytes(), v)
 }
 
 // serveRPC accepts internal RPC connections until the layer closes.

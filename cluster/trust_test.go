@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -143,5 +146,25 @@ func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
 	}
 	if got := target.meta.Raft().CurrentTerm(); got >= 1000 {
 		t.Fatalf("term %d", got)
+	}
+}
+
+// TestFrameFloodHoldsOnlyWhatArrives: 1,000 RPC frames that announce the
+// largest size and send nine bytes (the frame-size flood) cost this node
+// what arrived, not what was announced (830 MB of heap before).
+func TestFrameFloodHoldsOnlyWhatArrives(t *testing.T) {
+	frame := binary.BigEndian.AppendUint32(nil, maxFrame)
+	frame = append(frame, "123456789"...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 1000 {
+		var req rpcRequest
+		if err := readFrame(bufio.NewReader(bytes.NewReader(frame)), &req); err == nil {
+			t.Fatal("a truncated frame decoded")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("1,000 truncated frames allocated %d MB", got>>20)
 	}
 }

@@ -47,6 +47,10 @@ type Config struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// MaxConns bounds the HTTP connections open at once (0: half the
+	// process's file descriptor limit, at most 10000), so that an HTTP
+	// flood cannot take the descriptors Raft needs.
+	MaxConns int
 	// FastRaft shortens Raft timers (tests and local experiments only).
 	FastRaft bool
 	// PprofAddr, if set, serves net/http/pprof there (keep it on loopback).
@@ -107,6 +111,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "most HTTP connections open at once; more wait in the kernel's queue (0: half the file descriptor limit, at most 10000)")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
 	fs.BoolVar(&c.FastRedirect, "fast-redirect", true, "answer plain GET/HEAD /{code} redirects before net/http (everything else is net/http's either way)")
 	fs.BoolVar(&c.Analytics, "analytics", true, "count clicks (totals, uniques, breakdowns) through the shards' Raft groups")
@@ -204,6 +209,9 @@ func (c *Config) validate() error {
 	}
 	if c.PeerTLSCert != "" && c.Insecure {
 		return errors.New("-insecure and -peer-tls-* contradict each other")
+	}
+	if c.MaxConns < 0 {
+		return errors.New("-max-conns must not be negative")
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("-shutdown-timeout must be positive")

@@ -12,7 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/cluster"
@@ -184,9 +187,14 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
-	var serveLn net.Listener = ln
+	maxConns := m.cfg.MaxConns
+	if maxConns == 0 {
+		maxConns = defaultMaxConns()
+	}
+	m.log.Info("http connection limit", "max_conns", maxConns)
+	var serveLn net.Listener = netutil.LimitListener(ln, maxConns)
 	if m.cfg.FastRedirect {
-		m.httpFast = api.FastListener(ln, httpapi.FastConfig{
+		m.httpFast = api.FastListener(serveLn, httpapi.FastConfig{
 			ReadHeaderTimeout: m.httpSrv.ReadHeaderTimeout, IdleTimeout: m.httpSrv.IdleTimeout,
 			WriteTimeout: m.httpSrv.WriteTimeout, Logger: m.log,
 		})
@@ -329,4 +337,14 @@ func (m *Main) clusterKey(dataDir string) (*clusterkey.Key, error) {
 		return nil, err
 	}
 	return &k, nil
+}
+
+// defaultMaxConns is half the process's open-file limit, between 64 and
+// 10000: the other half stays for Raft, gossip and the data files.
+func defaultMaxConns() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
+		return 1024
+	}
+	return int(min(max(rl.Cur/2, 64), 10000))
 }

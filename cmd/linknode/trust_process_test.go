@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestHTTPConnectionLimit: with -max-conns 8, eight idle connections take
+// every slot; a ninth connection's request waits (the process does not
+// accept it, so it holds no descriptor for it) and is answered as soon as
+// one of the eight closes.
+func TestHTTPConnectionLimit(t *testing.T) {
+	addrs := newAddrs(t)
+	startProc(t, t.TempDir(), addrs, "-max-conns", "8")
+	http.DefaultClient.CloseIdleConnections() // startProc's readiness polls
+	// Eight keep-alive connections, each shown accepted by an answer, then
+	// left open and idle.
+	var idle []net.Conn
+	for range 8 {
+		c, err := net.Dial("tcp", addrs.http)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("connection %d within the limit: %v", len(idle)+1, err)
+		}
+		resp.Body.Close()
+		idle = append(idle, c)
+	}
+	// The ninth: its request is not read while the eight are open.
+	c, err := net.Dial("tcp", addrs.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := r.ReadByte(); err == nil {
+		t.Fatal("a ninth connection was served past -max-conns 8")
+	}
+	idle[0].Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("the waiting connection was not served after a slot freed: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %d", resp.StatusCode)
+	}
+}
