@@ -3,9 +3,9 @@ package cluster
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"net"
 	"runtime"
