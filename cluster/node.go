@@ -416,7 +416,7 @@ func (n *Node) groupDir(parts ...string) string {
 
 func (n *Node) openMeta() error {
 	dir := n.groupDir("meta")
-	f, err := fsm.NewMetaFSM(filepath.Join(dir, "state.db"))
+	f, err := fsm.NewMetaFSM(fsm.MetaConfig{Path: filepath.Join(dir, "state.db"), Logger: n.log.With("group", "meta")})
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,18 @@ const retryPause = 25 * time.Millisecond
 // cases) until ctx ends. A business error of the FSM is returned as is; an
 // unknown outcome (the leader failed mid-way, a forwarded call timed out) is
 // link.ErrUnavailable.
+//
+// The command is decoded and validated first, by the same registry that
+// apply uses (fsm.Check): nothing that apply would reject is proposed, and
+// a forwarded command is checked again by the node that proposes it.
 func (n *Node) applyGroup(ctx context.Context, group uint64, cmd []byte, hops int) (*applyResult, error) {
+	kind := fsm.GroupShard
+	if group == metaGroupID {
+		kind = fsm.GroupMeta
+	}
+	if err := fsm.Check(kind, cmd); err != nil {
+		return nil, err
+	}
 	for {
 		res, err := n.applyOnce(ctx, group, cmd, hops)
 		// Only the node that took the request waits and retries; a node
@@ -151,6 +162,8 @@ func resultOf(out any) (*applyResult, error) {
 		return &applyResult{batch: r.Results}, nil
 	case *fsm.SettingsResult, *fsm.ClickBatchResult:
 		return &applyResult{}, nil
+	case *fsm.Rejection:
+		return nil, r
 	}
 	return nil, fmt.Errorf("unexpected apply response %T", out)
 }

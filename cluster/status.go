@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -33,6 +34,37 @@ type GroupInfo struct {
 	LastContact  string   `json:"last_contact"`
 	Links        *int     `json:"links,omitempty"`
 	LastIndex    uint64   `json:"last_index"`
+	// Rejected counts committed entries this replica rejected (bad input
+	// that got past a leader's checks) since it started.
+	Rejected uint64 `json:"rejected_entries"`
+	// Halted is set when this replica met a command type its version does
+	// not know: it applies nothing more until upgraded.
+	Halted *fsm.Halt `json:"halted,omitempty"`
+	// Stalled is set while a commit keeps failing (a full disk).
+	Stalled *fsm.Stall `json:"stalled,omitempty"`
+}
+
+// applyHealth is what both FSMs report about their apply loop.
+type applyHealth interface {
+	Halted() *fsm.Halt
+	Stalled() *fsm.Stall
+	Rejected() uint64
+}
+
+func withHealth(info GroupInfo, f applyHealth) GroupInfo {
+	info.Halted, info.Stalled, info.Rejected = f.Halted(), f.Stalled(), f.Rejected()
+	return info
+}
+
+// healthErr says why a group cannot apply, or nil.
+func healthErr(name string, f applyHealth) error {
+	if h := f.Halted(); h != nil {
+		return fmt.Errorf("%w: %s halted at index %d: command type %d is unknown to this version; upgrade linknode", ErrNotReady, name, h.Index, h.Type)
+	}
+	if s := f.Stalled(); s != nil {
+		return fmt.Errorf("%w: %s cannot commit index %d since %s (%d attempts): %s", ErrNotReady, name, s.Index, s.Since.Format(time.RFC3339), s.Attempts, s.Err)
+	}
+	return nil
 }
 
 // Status is the cluster as this node sees it (GET /admin/v1/cluster).
@@ -70,10 +102,10 @@ func (n *Node) Status() Status {
 	st := Status{
 		NodeID: n.cfg.NodeID, ClusterID: n.settings.ClusterID, CodeMode: n.settings.CodeMode,
 		Nodes: n.nodes(),
-		Meta:  groupInfo("meta", n.meta),
+		Meta:  withHealth(groupInfo("meta", n.meta), n.metaFSM),
 	}
 	for _, s := range n.localShards() {
-		info := groupInfo(strconv.Itoa(s.ID()), s.Group())
+		info := withHealth(groupInfo(strconv.Itoa(s.ID()), s.Group()), s.FSM())
 		if c, err := s.FSM().Count(); err == nil {
 			info.Links = &c
 		}
@@ -91,7 +123,10 @@ var ErrNotReady = errors.New("not ready")
 // waited for (within ctx), so readiness does not flap under load; one still
 // replaying its log after a restart makes the node not ready when ctx ends.
 func (n *Node) Ready(ctx context.Context) error {
-	check := func(name string, g *shard.Group) error {
+	check := func(name string, g *shard.Group, f applyHealth) error {
+		if err := healthErr(name, f); err != nil {
+			return err
+		}
 		if addr, _ := g.Leader(); addr == "" {
 			return fmt.Errorf("%w: %s has no leader", ErrNotReady, name)
 		}
@@ -103,11 +138,11 @@ func (n *Node) Ready(ctx context.Context) error {
 	if e := n.muxErr.Load(); e != nil {
 		return fmt.Errorf("%w: peer port stopped: %w", ErrNotReady, *e)
 	}
-	if err := check("meta", n.meta); err != nil {
+	if err := check("meta", n.meta, n.metaFSM); err != nil {
 		return err
 	}
 	for _, s := range n.localShards() {
-		if err := check("shard "+strconv.Itoa(s.ID()), s.Group()); err != nil {
+		if err := check("shard "+strconv.Itoa(s.ID()), s.Group(), s.FSM()); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,4 +169,125 @@ func TestFrameFloodHoldsOnlyWhatArrives(t *testing.T) {
 	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
 		t.Fatalf("1,000 truncated frames allocated %d MB", got>>20)
 	}
+}
+
+// TestPoisonPillIsRejectedByEveryReplica: the 5-byte click batch that once
+// made every replica panic, on apply and again on every restart. A member
+// forwarding it through the RPC is refused before anything is proposed;
+// committed anyway (as an older leader would have), every replica rejects
+// it alike, serves on, and restarts.
+func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	pill := []byte{byte(fsm.TypeClickBatch), 0xff, 0xff, 0xff, 0xff}
+	const sid = 0
+	// Through the RPC, from a member: refused by the receiving node.
+	resp, err := tc.nodes[1].rpc.call(ctx(t), tc.nodes[0].RaftAddr(), &rpcRequest{Op: opApply, Group: shardGroupID(sid), Cmd: pill})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errFromWire(resp.Err, resp.Detail); !errors.Is(err, link.ErrInvalidInput) {
+		t.Fatalf("forwarded poison pill: %v, want invalid input", err)
+	}
+	// Committed directly on the shard's leader.
+	var leader *Node
+	waitFor(t, 10*time.Second, "a leader of shard 0", func() bool {
+		for _, n := range tc.live() {
+			if s := n.localShard(sid); s != nil && s.Group().IsLeader() {
+				leader = n
+				return true
+			}
+		}
+		return false
+	})
+	out, index, err := leader.localShard(sid).Group().Apply(ctx(t), pill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rej, ok := out.(*fsm.Rejection); !ok || rej.Index != index {
+		t.Fatalf("apply answered %T %v, want a rejection at %d", out, out, index)
+	}
+	for _, n := range tc.live() {
+		waitFor(t, 10*time.Second, n.ID()+" applies past the pill", func() bool {
+			s := n.localShard(sid)
+			return s != nil && s.FSM().AppliedIndex() >= index
+		})
+		if s := n.localShard(sid); s.FSM().Rejected() != 1 {
+			t.Fatalf("%s rejected %d entries", n.ID(), s.FSM().Rejected())
+		}
+	}
+	// Every node restarts on its data and serves writes and reads.
+	for i := range tc.nodes {
+		tc.stop(i)
+		tc.start(i)
+	}
+	tc.waitReplicated(3)
+	l, err := tc.nodes[2].Create(ctx(t), CreateRequest{URL: "https://after.example/"})
+	if err != nil {
+		t.Fatalf("create after the pill: %v", err)
+	}
+	if _, err := tc.nodes[0].Get(ctx(t), l.Code, true); err != nil {
+		t.Fatalf("read after the pill: %v", err)
+	}
+}
+
+// TestUnknownCommandTypeHaltsOneGroup: an entry of a type this version does
+// not know (a newer version wrote it) stops that shard's apply on every
+// node that has it, without a crash. The node serves its other groups,
+// /readyz names the group and index, Close does not hang, and a restart
+// halts at the same entry again.
+func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
+	n := openNode(t, Config{DataDir: t.TempDir(), Shards: 2, NodeID: "n1"})
+	cfg := n.cfg
+	sh := n.localShard(0)
+	c, cancel := context.WithTimeout(ctx(t), time.Second)
+	_, _, err := sh.Group().Apply(c, []byte{0x42, 1, 2, 3})
+	cancel()
+	if err == nil {
+		t.Fatal("an entry of an unknown type was answered")
+	}
+	h := sh.FSM().Halted()
+	if h == nil || h.Type != 0x42 {
+		t.Fatalf("halt %+v", h)
+	}
+	err = n.Ready(ctx(t))
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard 0 halted at index "+strconv.FormatUint(h.Index, 10)) {
+		t.Fatalf("Ready = %v", err)
+	}
+	// Shard 1 still takes writes: find a code that lands there.
+	wrote := false
+	for i := 0; i < 200 && !wrote; i++ {
+		code := "other" + strconv.Itoa(i)
+		if n.ShardOf(code) != 1 {
+			continue
+		}
+		if _, err := n.Create(ctx(t), CreateRequest{URL: "https://other.example/", Alias: code}); err != nil {
+			t.Fatalf("create on the healthy shard: %v", err)
+		}
+		wrote = true
+	}
+	if !wrote {
+		t.Fatal("no code of shard 1 found")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close hung on a halted group")
+	}
+	cfg.RaftAddr = "127.0.0.1:0"
+	again, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel = context.WithTimeout(ctx(t), 30*time.Second)
+	defer cancel()
+	_ = again.Open(c) // shard 0 may never report caught up
+	defer again.Close()
+	waitFor(t, 10*time.Second, "the halt after a restart", func() bool {
+		s := again.localShard(0)
+		return s != nil && s.FSM().Halted() != nil && s.FSM().Halted().Index == h.Index
+	})
 }

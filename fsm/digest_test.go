@@ -53,7 +53,7 @@ func TestShardDigestComparesReplicas(t *testing.T) {
 // the older form (keyed by start) are still listed.
 func TestLeaseHistoryKeepsEveryGrant(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "meta.db")
-	m, err := NewMetaFSM(path)
+	m, err := NewMetaFSM(MetaConfig{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -240,23 +240,52 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	}
 }
 
-func TestUndecodableEntryPanics(t *testing.T) {
+// TestBadEntriesAreRejectedNotFatal: entries that fail to decode or
+// validate (the poison pill among them: a 5-byte click batch) are answered
+// with a Rejection, change nothing, and advance the applied index, so that
+// every replica moves past them alike.
+func TestBadEntriesAreRejectedNotFatal(t *testing.T) {
 	cases := map[string][]byte{
-		"empty":           {},
-		"unknown type":    {99, 1, 2, 3},
-		"truncated field": {byte(TypeCreateIfAbsent), 0x0a, 0x05, 'a'},
-		"create no code":  {byte(TypeCreateIfAbsent)},
-		"wrong wire type": {byte(TypeDelete), 0x08, 0x01},
+		"empty":              {},
+		"truncated field":    {byte(TypeCreateIfAbsent), 0x0a, 0x05, 'a'},
+		"create no code":     {byte(TypeCreateIfAbsent)},
+		"wrong wire type":    {byte(TypeDelete), 0x08, 0x01},
+		"poison click batch": {byte(TypeClickBatch), 0xff, 0xff, 0xff, 0xff},
+		"javascript url":     (&CreateIfAbsent{Code: "evil", URL: "javascript:alert(document.cookie)"}).Encode(),
+		"crlf url":           (&CreateIfAbsent{Code: "evil", URL: "https://a.example/\r\nSet-Cookie:x"}).Encode(),
+		"bad code":           (&CreateIfAbsent{Code: "../etc", URL: "https://a.example/"}).Encode(),
+		"bad redirect":       (&CreateIfAbsent{Code: "evil", URL: "https://a.example/", Redirect: 200}).Encode(),
+		"meta command":       (&LeaseRange{Node: "n1", N: 10}).Encode(),
+		"batch with a bad one": (&CreateBatch{Creates: []CreateIfAbsent{
+			{Code: "fine", URL: "https://a.example/"}, {Code: "evil", URL: "ftp://a.example/"}}}).Encode(),
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
 			f := mustShard(t, ShardConfig{})
-			defer func() {
-				if recover() == nil {
-					t.Fatal("no panic")
-				}
-			}()
-			applyAt(t, f, 1, data)
+			before, err := f.Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := applyAt(t, f, 1, data)
+			rej, ok := out.(*Rejection)
+			if !ok || !errors.Is(rej, ErrRejected) || rej.Index != 1 {
+				t.Fatalf("response %T %v, want a *Rejection at index 1", out, out)
+			}
+			if f.AppliedIndex() != 1 || f.Rejected() != 1 {
+				t.Fatalf("applied %d, rejected %d", f.AppliedIndex(), f.Rejected())
+			}
+			after, err := f.Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Sum != before.Sum || after.Items != before.Items {
+				t.Fatal("a rejected entry changed the state")
+			}
+			if err := Check(GroupShard, data); !errors.Is(err, ErrRejected) {
+				t.Fatalf("Check = %v, want ErrRejected (the leader refuses it too)", err)
+			}
+			// The next good entry applies.
+			result(t, applyAt(t, f, 2, (&CreateIfAbsent{Code: "good", URL: "https://ok.example/"}).Encode()))
 		})
 	}
 	// An unknown type with the ignore flag is skipped, not fatal.
@@ -269,8 +298,69 @@ func TestUndecodableEntryPanics(t *testing.T) {
 	}
 }
 
+// TestUnknownTypeHaltsUntilRelease: an entry of a type this version does
+// not know (a newer version wrote it) stops apply there: the entries before
+// it in the batch are applied, the call waits until Release, nothing after
+// it is applied, no snapshot is taken, and a reopened file starts before it.
+func TestUnknownTypeHaltsUntilRelease(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	f, err := NewShardFSM(ShardConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := []*raft.Log{
+		{Index: 1, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: "before", URL: "https://a.example/"}).Encode()},
+		{Index: 2, Type: raft.LogCommand, Data: []byte{99, 1, 2, 3}},
+		{Index: 3, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: "after", URL: "https://a.example/"}).Encode()},
+	}
+	done := make(chan []any, 1)
+	go func() { done <- f.ApplyBatch(logs) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Halted() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("apply never reported the halt")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if h := f.Halted(); h.Index != 2 || h.Type != 99 {
+		t.Fatalf("halt %+v", h)
+	}
+	select {
+	case <-done:
+		t.Fatal("apply returned past an unknown type before Release")
+	default:
+	}
+	if _, err := f.Get("before"); err != nil {
+		t.Fatalf("the entry before the halt: %v", err)
+	}
+	if _, err := f.Snapshot(); !errors.Is(err, ErrNotApplying) {
+		t.Fatalf("snapshot while halted: %v", err)
+	}
+	f.Release()
+	<-done
+	// Later batches apply nothing.
+	f.ApplyBatch([]*raft.Log{{Index: 4, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: "later", URL: "https://a.example/"}).Encode()}})
+	if f.AppliedIndex() != 1 {
+		t.Fatalf("applied index %d after a halt at 2", f.AppliedIndex())
+	}
+	f.Close()
+	g, err := NewShardFSM(ShardConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.AppliedIndex() != 1 {
+		t.Fatalf("reopened at %d, want 1 (replay resumes at the unknown entry)", g.AppliedIndex())
+	}
+	for _, code := range []string{"after", "later"} {
+		if _, err := g.Get(code); !errors.Is(err, link.ErrNotFound) {
+			t.Fatalf("%s applied past the halt: %v", code, err)
+		}
+	}
+}
+
 func TestMetaSettingsAndLeases(t *testing.T) {
-	m, err := NewMetaFSM(filepath.Join(t.TempDir(), "meta.db"))
+	m, err := NewMetaFSM(MetaConfig{Path: filepath.Join(t.TempDir(), "meta.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +508,7 @@ func TestRestoreWhileSnapshotOpen(t *testing.T) {
 }
 
 func TestMetaPlacementCompareAndSet(t *testing.T) {
-	m, err := NewMetaFSM(filepath.Join(t.TempDir(), "meta.db"))
+	m, err := NewMetaFSM(MetaConfig{Path: filepath.Join(t.TempDir(), "meta.db")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -46,10 +47,18 @@ type MetaFSM struct {
 	*store
 }
 
-// NewMetaFSM opens (or creates) the meta bbolt file at path.
-func NewMetaFSM(path string) (*MetaFSM, error) {
+// MetaConfig configures a MetaFSM.
+type MetaConfig struct {
+	// Path of the bbolt file; created if missing.
+	Path string
+	// Logger receives rejected entries and apply stalls (may be nil).
+	Logger *slog.Logger
+}
+
+// NewMetaFSM opens (or creates) the meta bbolt file.
+func NewMetaFSM(cfg MetaConfig) (*MetaFSM, error) {
 	f := &MetaFSM{}
-	s, err := openStore(path, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants}, f.applyCommand)
+	s, err := openStore(cfg.Path, GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants}, f.applyCommand, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -57,28 +66,17 @@ func NewMetaFSM(path string) (*MetaFSM, error) {
 	return f, nil
 }
 
-func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index uint64) any {
-	switch typ {
-	case TypeSetSettings:
-		s, err := decodeSettings(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
-		return f.applySetSettings(tx, s)
-	case TypeLeaseRange:
-		l, err := decodeLease(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
-		return f.applyLease(tx, l, index)
-	case TypeSetPlacement:
-		p, err := decodePlacement(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
-		return f.applyPlacement(tx, p)
+// applyCommand applies a command the registry decoded and validated.
+func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ CommandType, v any, index uint64) any {
+	switch c := v.(type) {
+	case *Settings:
+		return f.applySetSettings(tx, c)
+	case *LeaseRange:
+		return f.applyLease(tx, c, index)
+	case *Placement:
+		return f.applyPlacement(tx, c, index)
 	}
-	return unknownType(f.path, typ, index)
+	return f.reject(index, typ, fmt.Errorf("%w: no meta apply for %T", ErrDecode, v))
 }
 
 func (f *MetaFSM) applySetSettings(tx *bolt.Tx, s *Settings) any {
@@ -205,10 +203,17 @@ func getPlacement(tx *bolt.Tx) (*Placement, error) {
 	return decodePlacement(v)
 }
 
-func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *Placement) any {
+func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *Placement, index uint64) any {
 	cur, err := getPlacement(tx)
 	if err != nil {
 		panic(fmt.Sprintf("fsm %s: stored placement: %v", f.path, err))
+	}
+	// The shard count is fixed at bootstrap: a placement of another count
+	// would leave shards on no node, or nodes on shards that do not exist.
+	if v := tx.Bucket(bucketSettings).Get(keyCluster); v != nil {
+		if st, err := decodeSettings(v); err == nil && int(st.Shards) != len(p.Shards) {
+			return f.reject(index, TypeSetPlacement, fmt.Errorf("%w: placement of %d shards in a cluster of %d", ErrDecode, len(p.Shards), st.Shards))
+		}
 	}
 	var curVersion uint64
 	if cur != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -35,6 +36,8 @@ type ShardConfig struct {
 	OnChange func(l *link.Link)
 	// OnRestore, if set, is called after a snapshot replaced the state.
 	OnRestore func()
+	// Logger receives rejected entries and apply stalls (may be nil).
+	Logger *slog.Logger
 }
 
 // ShardFSM is the state machine of one shard: code → link, in bbolt.
@@ -47,11 +50,15 @@ type ShardFSM struct {
 // NewShardFSM opens (or creates) the shard's bbolt file.
 func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
-	s, err := openStore(cfg.Path, [][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq}, f.applyCommand)
+	s, err := openStore(cfg.Path, GroupShard, [][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq}, f.applyCommand, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	s.afterCommit = f.flushChanges
+	s.beforeBatch = func() { // a retried commit starts its changes over
+		clear(f.changed)
+		f.changed = f.changed[:0]
+	}
 	s.onRestore = cfg.OnRestore
 	f.store = s
 	return f, nil
@@ -67,42 +74,23 @@ func (f *ShardFSM) flushChanges() {
 	f.changed = f.changed[:0]
 }
 
-func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ CommandType, body []byte, index uint64) any {
-	switch typ {
-	case TypeCreateIfAbsent:
-		c, err := decodeCreate(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
+// applyCommand applies a command the registry decoded and validated.
+func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ CommandType, v any, index uint64) any {
+	switch c := v.(type) {
+	case *CreateIfAbsent:
 		return f.applyCreate(tx, c, index)
-	case TypeUpdate:
-		u, err := decodeUpdate(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
-		return f.applyUpdate(tx, u, index)
-	case TypeDelete:
-		d, err := decodeDelete(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
-		return f.applyDelete(tx, d, index)
-	case TypeConsumeVisit:
-		c, err := decodeConsumeVisit(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
+	case *Update:
+		return f.applyUpdate(tx, c, index)
+	case *Delete:
+		return f.applyDelete(tx, c, index)
+	case *ConsumeVisit:
 		return f.applyConsumeVisit(tx, c, index)
-	case TypeClickBatch:
-		return f.applyClickBatch(tx, body)
-	case TypeCreateBatch:
-		c, err := decodeCreateBatch(body)
-		if err != nil {
-			panic(fmt.Sprintf("fsm %s: index %d: %v", f.path, index, err))
-		}
+	case clickBatchBody:
+		return f.applyClickBatch(tx, c)
+	case *CreateBatch:
 		return f.applyCreateBatch(tx, c, index)
 	}
-	return unknownType(f.path, typ, index)
+	return f.reject(index, typ, fmt.Errorf("%w: no shard apply for %T", ErrDecode, v))
 }
 
 func getLink(tx *bolt.Tx, code string) *link.Link {

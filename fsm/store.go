@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,16 +24,23 @@ var (
 	keyApplied = []byte("applied")
 )
 
-// applyFunc applies one decoded-by-type command inside tx and returns the
-// response handed to raft.ApplyFuture. It panics on an undecodable entry.
-type applyFunc func(tx *bolt.Tx, typ CommandType, body []byte, index uint64) any
+// applyFunc applies one command, decoded and validated by the registry
+// (registry.go) into v, inside tx, and returns the response handed to
+// raft.ApplyFuture.
+type applyFunc func(tx *bolt.Tx, typ CommandType, v any, index uint64) any
 
 // store is the bbolt plumbing shared by the shard and meta FSMs: the file,
-// the applied index, batching, snapshot and restore.
+// the applied index, batching, snapshot and restore, and what happens to an
+// entry that cannot be applied (rejected, halted on, or retried).
 type store struct {
 	path    string
+	kind    GroupKind
 	buckets [][]byte
 	apply   applyFunc
+	log     *slog.Logger
+	// beforeBatch runs before each attempt at a batch (a retried commit
+	// starts over).
+	beforeBatch func()
 	// afterCommit runs after each committed batch (cache hooks).
 	afterCommit func()
 	onRestore   func()
@@ -45,6 +53,32 @@ type store struct {
 	snaps   *sync.WaitGroup // open snapshot transactions on db
 	applied atomic.Uint64   // written only from the FSM goroutine
 	sending atomic.Int64    // state copies being sent (OpenState)
+
+	rejected atomic.Uint64 // entries rejected since open
+	// halt is set when apply met a command type this version does not
+	// know; stall while a commit fails (a full disk) and apply retries.
+	halt  atomic.Pointer[Halt]
+	stall atomic.Pointer[Stall]
+	// released ends a halt or a stall's retries: the node is closing.
+	// Once released, apply applies nothing more (dead), so that nothing
+	// after the entry it stopped at is applied before it.
+	released    chan struct{}
+	releaseOnce sync.Once
+	dead        atomic.Bool
+}
+
+// Halt says where and why a group stopped applying on this node.
+type Halt struct {
+	Index uint64      `json:"index"`
+	Type  CommandType `json:"type"`
+}
+
+// Stall is a commit that keeps failing (ENOSPC, EIO) and is being retried.
+type Stall struct {
+	Index    uint64    `json:"index"` // the last index of the batch
+	Err      string    `json:"error"`
+	Since    time.Time `json:"since"`
+	Attempts int       `json:"attempts"`
 }
 
 func boltOptions() *bolt.Options {
@@ -56,8 +90,12 @@ func boltOptions() *bolt.Options {
 	}
 }
 
-func openStore(path string, buckets [][]byte, apply applyFunc) (*store, error) {
-	s := &store{path: path, buckets: append([][]byte{bucketMeta}, buckets...), apply: apply}
+func openStore(path string, kind GroupKind, buckets [][]byte, apply applyFunc, log *slog.Logger) (*store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &store{path: path, kind: kind, buckets: append([][]byte{bucketMeta}, buckets...), apply: apply,
+		log: log.With("file", path), released: make(chan struct{})}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -80,9 +118,9 @@ func (s *store) openDB() (*bolt.DB, uint64, error) {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
 		return nil, 0, err
 	}
-	db, err := bolt.Open(s.path, 0o600, boltOptions())
+	db, err := openBolt(s.path)
 	if err != nil {
-		return nil, 0, fmt.Errorf("open %s: %w", s.path, err)
+		return nil, 0, err
 	}
 	var applied uint64
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -112,11 +150,31 @@ func (s *store) AppliedIndex() uint64 {
 func (s *store) view(fn func(tx *bolt.Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.db == nil {
+	if s.db == nil || s.dead.Load() {
 		return ErrClosed
 	}
 	return s.db.View(fn)
 }
+
+// Rejected returns how many committed entries this replica rejected since
+// it opened.
+func (s *store) Rejected() uint64 { return s.rejected.Load() }
+
+// Halted returns where apply stopped at an unknown command type, or nil.
+func (s *store) Halted() *Halt { return s.halt.Load() }
+
+// Stalled returns the commit being retried, or nil.
+func (s *store) Stalled() *Stall { return s.stall.Load() }
+
+// Release ends a halt or a stalled commit's retries so that raft can shut
+// down; after it the store applies nothing more. The group calls it before
+// raft.Shutdown.
+func (s *store) Release() {
+	s.releaseOnce.Do(func() { close(s.released) })
+}
+
+// ErrNotApplying is returned by Snapshot while apply is halted or stalled.
+var ErrNotApplying = errors.New("fsm: apply is halted or stalled; no snapshot")
 
 // ErrClosed is returned by reads after Close. It wraps link.ErrUnavailable:
 // a request that races shutdown may be retried elsewhere.
@@ -124,6 +182,7 @@ var ErrClosed = fmt.Errorf("%w: fsm closed", link.ErrUnavailable)
 
 // Close closes the bbolt file once open snapshots are released.
 func (s *store) Close() error {
+	s.Release()
 	s.mu.Lock()
 	db, snaps := s.db, s.snaps
 	s.db = nil
@@ -143,55 +202,158 @@ func (s *store) Apply(l *raft.Log) any {
 // ApplyBatch implements raft.BatchingFSM: every entry of the batch, and the
 // new applied index, in one bbolt transaction. Entries at or below the stored
 // applied index were applied before a restart and are skipped.
+//
+// Nothing an entry holds can make it panic. An entry that fails to decode or
+// validate is answered with a *Rejection and changes nothing, on every
+// replica alike. An entry of a type this version does not know stops the
+// group here: the entries before it are applied, and the call waits (the
+// group applies nothing more on this node) until Release; a restart on a
+// version that knows the type carries on. A commit that fails (a full disk)
+// is retried with backoff until it succeeds or Release: never skipped.
 func (s *store) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
+	if s.dead.Load() || s.halt.Load() != nil {
+		s.waitRelease()
+		return out
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.db == nil {
 		panic("fsm: apply after close")
 	}
 	applied := s.applied.Load()
-	last := applied
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		for i, l := range logs {
-			if l.Index <= applied {
-				continue // replayed after restart: already in this file
-			}
-			if l.Type == raft.LogCommand {
-				if len(l.Data) == 0 {
-					panic(fmt.Sprintf("fsm %s: empty command at index %d", s.path, l.Index))
-				}
-				typ := CommandType(l.Data[0])
-				out[i] = s.apply(tx, typ, l.Data[1:], l.Index)
-			}
-			last = l.Index
+	// Decode and validate first; cut the batch at an unknown type.
+	vals := make([]any, len(logs))
+	cut := len(logs)
+	for i, l := range logs {
+		if l.Index <= applied || l.Type != raft.LogCommand {
+			continue
 		}
-		if last == applied {
-			return nil
+		if len(l.Data) == 0 {
+			out[i] = s.reject(l.Index, 0, fmt.Errorf("%w: empty command", ErrDecode))
+			continue
 		}
-		var buf [8]byte
-		binary.BigEndian.PutUint64(buf[:], last)
-		return tx.Bucket(bucketMeta).Put(keyApplied, buf[:])
-	})
-	if err != nil {
-		// The log says this batch is committed; state that cannot record
-		// it would silently diverge from the other replicas.
-		panic(fmt.Sprintf("fsm %s: commit of batch ending at %d failed: %v", s.path, logs[len(logs)-1].Index, err))
+		typ := CommandType(l.Data[0])
+		spec, ok := commands[typ]
+		if !ok || spec.group != s.kind {
+			if typ&IgnoreUnknownFlag != 0 {
+				continue // optional state a newer version added: skipped
+			}
+			if ok { // a known type of the other group kind
+				out[i] = s.reject(l.Index, typ, fmt.Errorf("%w: a %s command in a %v group", ErrDecode, spec.name, s.kind))
+				continue
+			}
+			cut = i
+			break
+		}
+		v, err := spec.decode(l.Data[1:])
+		if err != nil {
+			out[i] = s.reject(l.Index, typ, err)
+			continue
+		}
+		vals[i] = v
 	}
-	s.applied.Store(last)
-	if s.afterCommit != nil {
-		s.afterCommit()
+	if cut > 0 {
+		s.commit(logs[:cut], vals, out, applied)
+	}
+	if cut < len(logs) {
+		l := logs[cut]
+		h := &Halt{Index: l.Index, Type: CommandType(l.Data[0])}
+		s.halt.Store(h)
+		s.log.Error("apply halted: a command type this version does not know; upgrade this node",
+			"index", h.Index, "type", h.Type)
+		s.waitRelease()
 	}
 	return out
 }
 
-// unknownType handles a command type this FSM does not know.
-func unknownType(path string, typ CommandType, index uint64) any {
-	if typ&IgnoreUnknownFlag != 0 {
-		return nil
+// commit applies logs (their decoded vals) and the new applied index in one
+// transaction, retrying a failed commit until it succeeds or Release.
+func (s *store) commit(logs []*raft.Log, vals, out []any, applied uint64) {
+	last := logs[len(logs)-1].Index
+	delay := 10 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		if s.beforeBatch != nil {
+			s.beforeBatch()
+		}
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for i, l := range logs {
+				if vals[i] != nil {
+					out[i] = s.apply(tx, CommandType(l.Data[0]), vals[i], l.Index)
+				}
+			}
+			if last <= applied {
+				return nil
+			}
+			var buf [8]byte
+			binary.BigEndian.PutUint64(buf[:], last)
+			return tx.Bucket(bucketMeta).Put(keyApplied, buf[:])
+		})
+		if err == nil {
+			if attempt > 1 {
+				s.log.Info("commit succeeded after retries; apply resumed", "index", last, "attempts", attempt)
+				s.stall.Store(nil)
+			}
+			break
+		}
+		// bbolt rolled the transaction back: the file is as before, and
+		// the batch is tried again whole. Skipping it would let this
+		// replica diverge from the others.
+		st := &Stall{Index: last, Err: err.Error(), Attempts: attempt, Since: time.Now()}
+		if prev := s.stall.Load(); prev != nil {
+			st.Since = prev.Since
+		}
+		s.stall.Store(st)
+		if attempt == 1 || attempt%50 == 0 {
+			s.log.Error("commit failed; retrying (a full disk?)", "index", last, "attempt", attempt, "err", err)
+		}
+		select {
+		case <-s.released:
+			s.dead.Store(true)
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
 	}
-	panic(fmt.Sprintf("fsm %s: unknown command type %d at index %d", path, typ, index))
+	if last > applied {
+		s.applied.Store(last)
+	}
+	if s.afterCommit != nil {
+		s.afterCommit()
+	}
 }
+
+// waitRelease blocks until Release, then marks the store dead.
+func (s *store) waitRelease() {
+	<-s.released
+	s.dead.Store(true)
+}
+
+// reject answers an entry that failed to decode or validate.
+func (s *store) reject(index uint64, typ CommandType, err error) any {
+	s.rejected.Add(1)
+	s.log.Error("rejected a committed command", "index", index, "type", typ, "command", CommandName(typ), "err", err)
+	return &Rejection{Index: index, Type: typ, Err: err}
+}
+
+// openBolt opens a state file, turning a panic of bbolt on a corrupt file
+// into an error that names the file.
+func openBolt(path string) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: bbolt: %v", ErrCorrupt, path, r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, boltOptions())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// ErrCorrupt is wrapped by the error of a state file that cannot be opened
+// because it is damaged.
+var ErrCorrupt = errors.New("fsm: state file corrupt")
 
 // LiveStateMarker begins every snapshot that raft persists for this FSM.
 // Such a snapshot holds no data: the FSM's state is its durable bbolt file,
@@ -217,6 +379,11 @@ func (s *store) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	if s.sending.Load() > 0 {
 		return nil, ErrSendInProgress
+	}
+	// A halted, stalled or released store is behind raft's applied index:
+	// a marker now would claim entries the file does not hold.
+	if s.dead.Load() || s.halt.Load() != nil || s.stall.Load() != nil {
+		return nil, ErrNotApplying
 	}
 	return liveMarker(s.applied.Load()), nil
 }

@@ -683,6 +683,11 @@ func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		close(g.stop)
 		g.cancel()
+		// An FSM waiting at an unknown command type or retrying a failed
+		// commit holds raft's FSM goroutine: let it go first.
+		if r, ok := g.fsm.(interface{ Release() }); ok {
+			r.Release()
+		}
 		// Bounded: a raft goroutine stuck on a peer must not hold the
 		// process past its shutdown budget.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -140,8 +140,12 @@ func Open(cfg Config) (*Shard, error) {
 		return nil, err
 	}
 	s.cache = cache
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	f, err := fsm.NewShardFSM(fsm.ShardConfig{
 		Path:      StatePath(cfg.Dir),
+		Logger:    cfg.Logger.With("group", "shard-"+strconv.Itoa(cfg.ID)),
 		OnChange:  s.applied,
 		OnRestore: func() { s.restores.Add(1); s.cache.InvalidateAll() },
 	})
@@ -275,6 +279,9 @@ func (s *Shard) Apply(ctx context.Context, cmd []byte) (*link.Link, error) {
 		return nil, err
 	}
 	s.obs.Applied(s.id, time.Since(start))
+	if rej, ok := resp.(*fsm.Rejection); ok {
+		return nil, rej
+	}
 	r, ok := resp.(*fsm.Result)
 	if !ok {
 		return nil, fmt.Errorf("shard %d: unexpected apply response %T", s.id, resp)

@@ -1,0 +1,114 @@
+package fsm
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// smallDisk mounts a tmpfs of size bytes for the test (root only: the
+// full-disk tests run in CI, which runs as root).
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a tmpfs and must run as root (CI does)")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// fill writes a file until the disk is full and returns its path.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return p
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFullDiskStallsAndResumes: a commit that fails for a full disk is
+// retried, never skipped and never a panic; the store reports the stall,
+// takes no snapshot meanwhile, and carries on by itself when space returns.
+func TestFullDiskStallsAndResumes(t *testing.T) {
+	dir := smallDisk(t, "4m")
+	f, err := NewShardFSM(ShardConfig{Path: filepath.Join(dir, "shard.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	result(t, applyAt(t, f, 1, (&CreateIfAbsent{Code: "first", URL: "https://a.example/"}).Encode()))
+	filler := fill(t, dir)
+	// Large values need new pages: the commit must write past the file's
+	// allocated blocks.
+	var logs []*raft.Log
+	for i := range 8 {
+		c := &CreateIfAbsent{Code: "big" + string(rune('a'+i)), URL: "https://a.example/" + strings.Repeat("x", 200<<10)}
+		logs = append(logs, &raft.Log{Index: uint64(2 + i), Type: raft.LogCommand, Data: c.Encode()})
+	}
+	done := make(chan []any, 1)
+	go func() { done <- f.ApplyBatch(logs) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Stalled() == nil {
+		select {
+		case out := <-done:
+			t.Fatalf("the batch committed on a full disk: %v", out[0])
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no stall reported on a full disk")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := f.Stalled()
+	if st.Index != 9 || !strings.Contains(st.Err, "no space") {
+		t.Fatalf("stall %+v", st)
+	}
+	if f.AppliedIndex() != 1 {
+		t.Fatalf("applied index moved to %d during the stall", f.AppliedIndex())
+	}
+	if _, err := f.Snapshot(); !errors.Is(err, ErrNotApplying) {
+		t.Fatalf("snapshot during a stall: %v", err)
+	}
+	if _, err := f.Get("first"); err != nil {
+		t.Fatalf("reads during a stall: %v", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-done:
+		for _, o := range out {
+			result(t, o)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("apply did not resume after space returned")
+	}
+	if f.Stalled() != nil || f.AppliedIndex() != 9 {
+		t.Fatalf("after the stall: %+v, applied %d", f.Stalled(), f.AppliedIndex())
+	}
+	if _, err := f.Get("bigh"); err != nil {
+		t.Fatalf("the stalled batch's last create: %v", err)
+	}
+}
