@@ -22,6 +22,8 @@ type memberMeta struct {
 	// Bootstrapped is true once the node's meta group has state: such a
 	// node belongs to a formed cluster, and nobody may bootstrap another.
 	Bootstrapped bool `json:"b"`
+	// Full is the node's storage alarm.
+	Full bool `json:"f,omitempty"`
 }
 
 // Member is a node as gossip sees it.
@@ -32,6 +34,7 @@ type Member struct {
 	GossipAddr   string
 	Alive        bool
 	Bootstrapped bool
+	Full         bool
 }
 
 // gossip wraps memberlist: discovery, failure detection and the node
@@ -127,6 +130,35 @@ func (g *gossip) setBootstrapped() {
 	}
 }
 
+// setFull updates the node's storage alarm and gossips it.
+func (g *gossip) setFull(full bool) {
+	g.mu.Lock()
+	changed := g.meta.Full != full
+	g.meta.Full = full
+	g.mu.Unlock()
+	if changed {
+		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+			g.log.Warn("gossip metadata update", "err", err)
+		}
+	}
+}
+
+// fullNodes returns the live nodes whose storage alarm is on.
+func (g *gossip) fullNodes() map[string]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out map[string]bool
+	for id, m := range g.nodes {
+		if m.Alive && m.Full {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[id] = true
+		}
+	}
+	return out
+}
+
 // members returns every node gossip has reported, sorted by ID. It reads
 // the copy kept by the event callbacks: the *memberlist.Node values that
 // Members() returns are written concurrently by memberlist.
@@ -151,7 +183,7 @@ func (g *gossip) record(n *memberlist.Node, alive bool) {
 	m := Member{
 		ID: n.Name, RaftAddr: mm.RaftAddr, HTTPAddr: mm.HTTPAddr,
 		GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
-		Alive:      alive, Bootstrapped: mm.Bootstrapped,
+		Alive:      alive, Bootstrapped: mm.Bootstrapped, Full: mm.Full,
 	}
 	g.mu.Lock()
 	g.nodes[m.ID] = m

@@ -59,6 +59,13 @@ type Config struct {
 	// Insecure runs without a cluster key: the peer and gossip ports
 	// accept anyone who reaches them, in clear. Tests and demos only.
 	Insecure bool
+	// QuotaBytes bounds the data dir (default DefaultQuotaBytes; negative:
+	// no quota) and MinFreeBytes is the free-space floor of its file system
+	// (default DefaultMinFreeBytes; negative: none). Past either, the node's
+	// storage alarm refuses writes that grow the state (space.go).
+	QuotaBytes, MinFreeBytes int64
+	// StorageInterval is how often storage is measured (default 1 s).
+	StorageInterval time.Duration
 	// FastGossip uses memberlist's local-network timers (tests).
 	FastGossip bool
 	// Join lists gossip addresses of existing nodes to contact.
@@ -154,6 +161,8 @@ type Node struct {
 	// RemoteCacheTTL; gossip invalidations evict updated and deleted codes.
 	remote *otter.Cache[string, remoteEntry]
 
+	storage atomic.Pointer[Storage] // the last measurement (space.go)
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -204,6 +213,15 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.RemoteCacheTTL <= 0 {
 		cfg.RemoteCacheTTL = 30 * time.Second
+	}
+	if cfg.QuotaBytes == 0 {
+		cfg.QuotaBytes = DefaultQuotaBytes
+	}
+	if cfg.MinFreeBytes == 0 {
+		cfg.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if cfg.StorageInterval <= 0 {
+		cfg.StorageInterval = time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -373,6 +391,9 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	}
 	n.bg.Add(1)
 	go n.leaderLoop()
+	n.checkStorage()
+	n.bg.Add(1)
+	go n.storageLoop()
 
 	if err := n.waitSettings(ctx); err != nil {
 		return err

@@ -69,6 +69,9 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 	g := n.localGroup(group)
 	if g != nil {
 		if g.IsLeader() {
+			if err := n.storageRefusal(group, cmd); err != nil {
+				return nil, err
+			}
 			start := time.Now()
 			out, _, err := g.Apply(ctx, cmd)
 			if err != nil {

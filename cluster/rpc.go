@@ -82,6 +82,7 @@ var wireErrors = []struct {
 	{"unavailable", link.ErrUnavailable},
 	{"stale-placement", fsm.ErrStalePlacement},
 	{"invalid-input", link.ErrInvalidInput},
+	{"insufficient-storage", link.ErrInsufficientStorage},
 }
 
 func errToWire(err error) (string, string) {

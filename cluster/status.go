@@ -75,6 +75,7 @@ type Status struct {
 	Nodes     []NodeInfo  `json:"nodes"`
 	Meta      GroupInfo   `json:"meta"`
 	Shards    []GroupInfo `json:"shards"`
+	Storage   Storage     `json:"storage"`
 }
 
 func groupInfo(id string, g *shard.Group) GroupInfo {
@@ -101,8 +102,8 @@ func groupInfo(id string, g *shard.Group) GroupInfo {
 func (n *Node) Status() Status {
 	st := Status{
 		NodeID: n.cfg.NodeID, ClusterID: n.settings.ClusterID, CodeMode: n.settings.CodeMode,
-		Nodes: n.nodes(),
-		Meta:  withHealth(groupInfo("meta", n.meta), n.metaFSM),
+		Nodes: n.nodes(), Storage: n.Storage(),
+		Meta: withHealth(groupInfo("meta", n.meta), n.metaFSM),
 	}
 	for _, s := range n.localShards() {
 		info := withHealth(groupInfo(strconv.Itoa(s.ID()), s.Group()), s.FSM())
@@ -204,4 +205,24 @@ func (n *Node) Digests() ([]GroupDigest, error) {
 		out = append(out, GroupDigest{Group: strconv.Itoa(s.ID()), Digest: d})
 	}
 	return out, nil
+}
+
+// ApplyHealth sums the apply health of every group hosted here: entries
+// rejected, groups halted at an unknown command type, groups whose commit
+// is being retried.
+func (n *Node) ApplyHealth() (rejected uint64, halted, stalled int) {
+	fs := []applyHealth{n.metaFSM}
+	for _, s := range n.localShards() {
+		fs = append(fs, s.FSM())
+	}
+	for _, f := range fs {
+		rejected += f.Rejected()
+		if f.Halted() != nil {
+			halted++
+		}
+		if f.Stalled() != nil {
+			stalled++
+		}
+	}
+	return rejected, halted, stalled
 }

@@ -3,63 +3,28 @@ package fsm
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/linkraft/linkraft/internal/tmpfs"
 )
-
-// smallDisk mounts a tmpfs of size bytes for the test (root only: the
-// full-disk tests run in CI, which runs as root).
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts a tmpfs and must run as root (CI does)")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
-
-// fill writes a file until the disk is full and returns its path.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	p := filepath.Join(dir, "filler")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return p
-			}
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestFullDiskStallsAndResumes: a commit that fails for a full disk is
 // retried, never skipped and never a panic; the store reports the stall,
 // takes no snapshot meanwhile, and carries on by itself when space returns.
 func TestFullDiskStallsAndResumes(t *testing.T) {
-	dir := smallDisk(t, "4m")
+	dir := tmpfs.Mount(t, "4m")
 	f, err := NewShardFSM(ShardConfig{Path: filepath.Join(dir, "shard.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	result(t, applyAt(t, f, 1, (&CreateIfAbsent{Code: "first", URL: "https://a.example/"}).Encode()))
-	filler := fill(t, dir)
+	filler := tmpfs.Fill(t, dir, 0)
 	// Large values need new pages: the commit must write past the file's
 	// allocated blocks.
 	var logs []*raft.Log

@@ -73,6 +73,12 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 		return p(http.StatusNotFound, "not-found", "Not Found", "no link has this code", "")
 	case errors.Is(err, link.ErrGone):
 		return p(http.StatusGone, "gone", "Gone", "the link is expired, disabled or deleted", "")
+	case errors.Is(err, link.ErrInsufficientStorage):
+		s.log.Warn("write refused: storage alarm", "method", r.Method, "path", r.URL.Path, "err", err)
+		return p(http.StatusInsufficientStorage, "insufficient-storage", "Insufficient Storage",
+			"the cluster is refusing new writes until a node has disk space again; reads and redirects are served", "")
+	case errors.Is(err, link.ErrInvalidInput):
+		return p(http.StatusBadRequest, "invalid-input", "Bad Request", err.Error(), "")
 	case errors.Is(err, link.ErrNotLeader), errors.Is(err, link.ErrUnavailable), errors.Is(err, link.ErrExhausted):
 		s.log.Warn("request unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		return p(http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "the cluster cannot serve this request right now; retry", "")

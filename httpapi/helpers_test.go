@@ -29,17 +29,22 @@ type testNode struct {
 	metrics *metrics.Metrics
 }
 
-func startNode(tb testing.TB, policy link.URLPolicy) *testNode {
+// startNode starts a node; opts adjust its cluster configuration.
+func startNode(tb testing.TB, policy link.URLPolicy, opts ...func(*cluster.Config)) *testNode {
 	tb.Helper()
 	m := metrics.New()
 	key, err := clusterkey.Generate()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n, err := cluster.New(cluster.Config{
+	cfg := cluster.Config{
 		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: shard.FastTiming, Observer: m,
 		IDBlockSize: 64, ClusterKey: &key,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := cluster.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -113,6 +113,9 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrExhausted is returned when the ID space of the code mode is used up.
 	ErrExhausted = errors.New("id space exhausted")
+	// ErrInsufficientStorage is returned for a write refused because a
+	// replica of its group is over its storage quota or short of disk.
+	ErrInsufficientStorage = errors.New("insufficient storage")
 )
 
 // ValidateTags checks the tag list: at most 32 tags, each 1–64 printable

@@ -187,3 +187,47 @@ func (m *Metrics) ClickFlushFailed(shard int) { m.flushFails.WithLabelValues(m.s
 
 // OrphanVisit counts a request for an unknown code.
 func (m *Metrics) OrphanVisit() { m.orphans.Inc() }
+
+// NodeGauges are read from the node at each scrape.
+type NodeGauges struct {
+	// StorageAlarm reports the storage alarm (cluster/space.go).
+	StorageAlarm func() bool
+	// StorageUsed and StorageFree are the data dir's bytes and the free
+	// bytes of its file system.
+	StorageUsed, StorageFree func() int64
+	// Rejected counts committed entries rejected by this node's replicas.
+	Rejected func() uint64
+	// Halted and Stalled count groups whose apply is halted (an unknown
+	// command type) or stalled (a failing commit) on this node.
+	Halted, Stalled func() int
+}
+
+// RegisterNode registers the node gauges.
+func (m *Metrics) RegisterNode(g NodeGauges) error {
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	cs := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_storage_alarm", Help: "1 while this node refuses writes that grow the state: its data dir is over -quota-bytes or its disk under -min-free-bytes."},
+			func() float64 { return b2f(g.StorageAlarm()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_storage_used_bytes", Help: "Bytes in the node's data dir, at the last check."},
+			func() float64 { return float64(g.StorageUsed()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_storage_free_bytes", Help: "Free bytes of the data dir's file system, at the last check."},
+			func() float64 { return float64(g.StorageFree()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_fsm_rejected_entries_total", Help: "Committed entries this node's replicas rejected (failed to decode or validate)."},
+			func() float64 { return float64(g.Rejected()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_fsm_halted_groups", Help: "Groups whose apply stopped at a command type this version does not know (upgrade the node)."},
+			func() float64 { return float64(g.Halted()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_fsm_stalled_groups", Help: "Groups whose commit keeps failing (a full disk) and is being retried."},
+			func() float64 { return float64(g.Stalled()) }),
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
@@ -47,6 +48,8 @@ type Config struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// QuotaBytes and MinFreeBytes set the storage alarm (cluster/space.go).
+	QuotaBytes, MinFreeBytes int64
 	// MaxConns bounds the HTTP connections open at once (0: half the
 	// process's file descriptor limit, at most 10000), so that an HTTP
 	// flood cannot take the descriptors Raft needs.
@@ -111,6 +114,8 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
+	fs.Int64Var(&c.QuotaBytes, "quota-bytes", cluster.DefaultQuotaBytes, "most bytes the data dir may hold; past it, writes that grow the state are refused with 507 (reads and redirects go on); -1: no quota")
+	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", cluster.DefaultMinFreeBytes, "free space the data dir's file system must keep; below it, writes are refused as over the quota; -1: no floor")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "most HTTP connections open at once; more wait in the kernel's queue (0: half the file descriptor limit, at most 10000)")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
 	fs.BoolVar(&c.FastRedirect, "fast-redirect", true, "answer plain GET/HEAD /{code} redirects before net/http (everything else is net/http's either way)")
@@ -209,6 +214,9 @@ func (c *Config) validate() error {
 	}
 	if c.PeerTLSCert != "" && c.Insecure {
 		return errors.New("-insecure and -peer-tls-* contradict each other")
+	}
+	if c.QuotaBytes == 0 || c.MinFreeBytes == 0 {
+		return errors.New("-quota-bytes and -min-free-bytes must be positive, or -1 for none")
 	}
 	if c.MaxConns < 0 {
 		return errors.New("-max-conns must not be negative")

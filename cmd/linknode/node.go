@@ -117,6 +117,7 @@ func (m *Main) Run(ctx context.Context) error {
 		NodeID: cfg.NodeID, DataDir: dataDir, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseHost,
 		HTTPAddr: httpAdvertise, GossipAddr: cfg.GossipAddr, Join: cfg.Join,
 		PeerTLSCA: cfg.PeerTLSCA, PeerTLSCert: cfg.PeerTLSCert, PeerTLSKey: cfg.PeerTLSKey, Insecure: cfg.Insecure,
+		QuotaBytes: cfg.QuotaBytes, MinFreeBytes: cfg.MinFreeBytes,
 		FastGossip: cfg.FastRaft, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
 		RemoteCacheTTL: cfg.RemoteCacheTTL, Observer: m.metrics, Logger: m.log,
@@ -138,6 +139,17 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.node = node
+	err = m.metrics.RegisterNode(metrics.NodeGauges{
+		StorageAlarm: func() bool { return node.Storage().Alarm },
+		StorageUsed:  func() int64 { return node.Storage().UsedBytes },
+		StorageFree:  func() int64 { return node.Storage().FreeBytes },
+		Rejected:     func() uint64 { r, _, _ := node.ApplyHealth(); return r },
+		Halted:       func() int { _, h, _ := node.ApplyHealth(); return h },
+		Stalled:      func() int { _, _, s := node.ApplyHealth(); return s },
+	})
+	if err != nil {
+		return err
+	}
 	if cfg.PprofAddr != "" {
 		if err := m.startPprof(cfg.PprofAddr); err != nil {
 			return err

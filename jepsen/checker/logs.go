@@ -24,6 +24,15 @@ var FatalMessages = map[string]string{
 	"http server stopped":             "fatal",
 	"peer port stopped":               "fatal",
 	"internal error":                  "internal-error",
+	// A replica rejected a committed entry: a leader proposed what apply
+	// refuses, which the harness's workloads never send.
+	"rejected a committed command": "rejected-entry",
+	"apply halted: a command type this version does not know; upgrade this node": "apply-halted",
+	// No fault of the harness fills a disk yet: a failing commit or a
+	// storage alarm is an I/O problem of the machine, and the run is not
+	// evidence of the product's behaviour.
+	"commit failed; retrying (a full disk?)":                                    "commit-stalled",
+	"storage alarm: writes that grow the state are refused until space returns": "storage-alarm",
 }
 
 // ToleratedErrors are ERROR messages of linknode's own code that faults
