@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,10 @@ type memberMeta struct {
 	Bootstrapped bool `json:"b"`
 	// Full is the node's storage alarm.
 	Full bool `json:"f,omitempty"`
+	// Cluster is the cluster ID of the node's meta state ("" while new);
+	// Incarnation is the ID of its data dir.
+	Cluster     string `json:"c,omitempty"`
+	Incarnation string `json:"i,omitempty"`
 }
 
 // Member is a node as gossip sees it.
@@ -35,6 +40,8 @@ type Member struct {
 	Alive        bool
 	Bootstrapped bool
 	Full         bool
+	Cluster      string
+	Incarnation  string
 }
 
 // gossip wraps memberlist: discovery, failure detection and the node
@@ -52,6 +59,9 @@ type gossip struct {
 	// onInvalidate receives the ones other nodes send.
 	broadcasts   *memberlist.TransmitLimitedQueue
 	onInvalidate func(code string, version uint64)
+	// onRefused receives the reason another node's meta leader refused
+	// this one.
+	onRefused func(from, reason string)
 }
 
 type gossipConfig struct {
@@ -63,6 +73,7 @@ type gossipConfig struct {
 	Fast          bool // memberlist's local-network timers (tests)
 	Logger        *slog.Logger
 	OnInvalidate  func(code string, version uint64)
+	OnRefused     func(from, reason string)
 }
 
 func startGossip(cfg gossipConfig) (*gossip, error) {
@@ -96,7 +107,7 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	mc.AdvertiseAddr = adv
 	mc.SecretKey = cfg.SecretKey
 	mc.Logger = slog.NewLogLogger(cfg.Logger.With("component", "memberlist").Handler(), slog.LevelDebug)
-	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), meta: cfg.Meta, nodes: map[string]Member{}, onInvalidate: cfg.OnInvalidate}
+	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), meta: cfg.Meta, nodes: map[string]Member{}, onInvalidate: cfg.OnInvalidate, onRefused: cfg.OnRefused}
 	mc.Delegate = g
 	mc.Events = g
 	ml, err := memberlist.Create(mc)
@@ -184,6 +195,7 @@ func (g *gossip) record(n *memberlist.Node, alive bool) {
 		ID: n.Name, RaftAddr: mm.RaftAddr, HTTPAddr: mm.HTTPAddr,
 		GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
 		Alive:      alive, Bootstrapped: mm.Bootstrapped, Full: mm.Full,
+		Cluster: mm.Cluster, Incarnation: mm.Incarnation,
 	}
 	g.mu.Lock()
 	g.nodes[m.ID] = m
@@ -227,11 +239,53 @@ func (b invalidation) Invalidates(memberlist.Broadcast) bool { return false }
 func (b invalidation) Message() []byte                       { return b }
 func (b invalidation) Finished()                             {}
 
+// msgRefused prefixes a refusal sent to one node: the rest is the sender's
+// ID, a NUL and the reason.
+const msgRefused = 'r'
+
+// refuse tells node id why it is not taken into the cluster.
+func (g *gossip) refuse(id, from, reason string) {
+	var target *memberlist.Node
+	for _, m := range g.ml.Members() {
+		if m.Name == id {
+			target = m
+			break
+		}
+	}
+	if target == nil {
+		return
+	}
+	msg := append([]byte{msgRefused}, from...)
+	msg = append(append(msg, 0), reason...)
+	if err := g.ml.SendReliable(target, msg); err != nil {
+		g.log.Debug("refusal not delivered", "to", id, "err", err)
+	}
+}
+
+// setCluster records the node's cluster ID in its metadata.
+func (g *gossip) setCluster(id string) {
+	g.mu.Lock()
+	changed := g.meta.Cluster != id
+	g.meta.Cluster = id
+	g.mu.Unlock()
+	if changed {
+		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+			g.log.Warn("gossip metadata update", "err", err)
+		}
+	}
+}
+
 // NotifyMsg implements memberlist.Delegate; it runs on memberlist's packet
 // loop and must not block.
 func (g *gossip) NotifyMsg(b []byte) {
-	if len(b) > 9 && b[0] == msgInvalidate && g.onInvalidate != nil {
+	switch {
+	case len(b) > 9 && b[0] == msgInvalidate && g.onInvalidate != nil:
 		g.onInvalidate(string(b[9:]), binary.BigEndian.Uint64(b[1:9]))
+	case len(b) > 1 && b[0] == msgRefused && g.onRefused != nil:
+		from, reason, ok := bytes.Cut(b[1:], []byte{0})
+		if ok && len(reason) <= 1024 {
+			g.onRefused(string(from), string(reason))
+		}
 	}
 }
 

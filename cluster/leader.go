@@ -247,6 +247,15 @@ func (n *Node) reconcileMetaMembers() error {
 		if !m.Alive || removed[m.ID] {
 			continue
 		}
+		ctx, cancel := context.WithTimeout(n.loops, 10*time.Second)
+		err := n.admit(ctx, m)
+		cancel()
+		if errors.Is(err, ErrRefused) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
 		if cur, ok := known[m.ID]; ok {
 			if string(cur.Address) != m.RaftAddr {
 				// The node came back on another address: re-adding the

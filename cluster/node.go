@@ -163,6 +163,12 @@ type Node struct {
 
 	storage atomic.Pointer[Storage] // the last measurement (space.go)
 
+	// incarnation is the ID of this data dir (identity.go); refusal is
+	// why the cluster refused this node, if it did.
+	incarnation string
+	refusal     atomic.Pointer[string]
+	refusedLog  refusalLog
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -312,6 +318,9 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	}
 	n.cfg.NodeID = id
 	n.log = n.log.With("node", id)
+	if n.incarnation, err = n.loadIncarnation(); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", n.cfg.RaftAddr)
 	if err != nil {
@@ -325,7 +334,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	tcfg := transport.Config{Listener: ln, Advertise: advertise, Logger: n.log.With("component", "mux")}
 	if n.cfg.ClusterKey != nil {
 		ident, err := peertls.New(peertls.Config{
-			NodeID: id, ClusterKey: n.cfg.ClusterKey,
+			NodeID: id, ClusterKey: n.cfg.ClusterKey, Incarnation: n.incarnation, VerifyPeer: n.verifyPeer,
 			CAFile: n.cfg.PeerTLSCA, CertFile: n.cfg.PeerTLSCert, KeyFile: n.cfg.PeerTLSKey,
 		})
 		if err != nil {
@@ -369,8 +378,9 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		}
 		n.gossip, err = startGossip(gossipConfig{
 			NodeID: id, BindAddr: n.cfg.GossipAddr, AdvertiseHost: n.cfg.AdvertiseHost, SecretKey: key,
-			Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.metaHasState()},
-			Fast: n.cfg.FastGossip, Logger: n.log, OnInvalidate: n.invalidateRemote,
+			Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.metaHasState(),
+				Cluster: n.storedClusterID(), Incarnation: n.incarnation},
+			Fast: n.cfg.FastGossip, Logger: n.log, OnInvalidate: n.invalidateRemote, OnRefused: n.refusedBy,
 		})
 		if err != nil {
 			return err
@@ -397,6 +407,9 @@ func (n *Node) Open(ctx context.Context) (err error) {
 
 	if err := n.waitSettings(ctx); err != nil {
 		return err
+	}
+	if n.gossip != nil {
+		n.gossip.setCluster(n.settings.ClusterID)
 	}
 	if err := n.syncShards(); err != nil {
 		return err
@@ -470,13 +483,19 @@ func (n *Node) metaHasState() bool {
 func (n *Node) joinLoop() {
 	defer n.bg.Done()
 	backoff := 200 * time.Millisecond
+	started, lastErr := time.Now(), time.Time{}
 	for {
 		joined, err := n.gossip.ml.Join(n.cfg.Join)
 		if joined > 0 {
 			n.log.Info("joined gossip", "contacted", joined)
 			return
 		}
-		n.log.Debug("gossip join failed; retrying", "err", err)
+		if time.Since(started) > 10*time.Second && time.Since(lastErr) > 30*time.Second {
+			n.log.Error("cannot join: no -join address answered with this cluster key; retrying", "join", n.cfg.Join, "err", err)
+			lastErr = time.Now()
+		} else {
+			n.log.Debug("gossip join failed; retrying", "err", err)
+		}
 		select {
 		case <-n.loops.Done():
 			return
@@ -501,6 +520,10 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 	if n.cfg.BootstrapExpect == 1 && len(n.cfg.Join) == 0 {
 		return n.meta.Bootstrap([]shard.Server{{ID: n.cfg.NodeID, Address: advertise}})
 	}
+	// -join without -bootstrap-expect: join, never bootstrap. A node that
+	// cannot reach the cluster waits (and joinLoop says so at ERROR)
+	// rather than forming a cluster of its own.
+	joinOnly := n.cfg.BootstrapExpect <= 1
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	logged := time.Time{}
@@ -520,12 +543,15 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 			}
 			fresh = append(fresh, m)
 		}
+		if r := n.Refusal(); r != "" {
+			return fmt.Errorf("cluster: formation: %s", r)
+		}
 		if formed {
 			if time.Since(logged) > 5*time.Second {
 				n.log.Info("joining a formed cluster; waiting to be added by the meta leader")
 				logged = time.Now()
 			}
-		} else if len(fresh) >= n.cfg.BootstrapExpect {
+		} else if !joinOnly && len(fresh) >= n.cfg.BootstrapExpect {
 			voters := fresh[:n.cfg.BootstrapExpect]
 			var servers []shard.Server
 			self := false
@@ -538,7 +564,11 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 				return n.meta.Bootstrap(servers)
 			}
 		} else if time.Since(logged) > 5*time.Second {
-			n.log.Info("waiting for nodes to form the cluster", "seen", len(fresh), "expect", n.cfg.BootstrapExpect)
+			if joinOnly {
+				n.log.Info("waiting to join a cluster (-join without -bootstrap-expect never bootstraps)", "seen", len(fresh))
+			} else {
+				n.log.Info("waiting for nodes to form the cluster", "seen", len(fresh), "expect", n.cfg.BootstrapExpect)
+			}
 			logged = time.Now()
 		}
 		select {

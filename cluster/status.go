@@ -136,6 +136,9 @@ func (n *Node) Ready(ctx context.Context) error {
 		}
 		return nil
 	}
+	if r := n.Refusal(); r != "" {
+		return fmt.Errorf("%w: %s", ErrNotReady, r)
+	}
 	if e := n.muxErr.Load(); e != nil {
 		return fmt.Errorf("%w: peer port stopped: %w", ErrNotReady, *e)
 	}

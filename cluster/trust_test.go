@@ -190,21 +190,22 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 	if err := errFromWire(resp.Err, resp.Detail); !errors.Is(err, link.ErrInvalidInput) {
 		t.Fatalf("forwarded poison pill: %v, want invalid input", err)
 	}
-	// Committed directly on the shard's leader.
-	var leader *Node
-	waitFor(t, 10*time.Second, "a leader of shard 0", func() bool {
+	// Committed directly on the shard's leader (leadership may move while
+	// the balancer spreads leaders: try again then).
+	var out any
+	var index uint64
+	waitFor(t, 20*time.Second, "the pill committed on shard 0's leader", func() bool {
 		for _, n := range tc.live() {
 			if s := n.localShard(sid); s != nil && s.Group().IsLeader() {
-				leader = n
-				return true
+				out, index, err = s.Group().Apply(ctx(t), pill)
+				if err != nil && !errors.Is(err, link.ErrNotLeader) {
+					t.Fatal(err)
+				}
+				return err == nil
 			}
 		}
 		return false
 	})
-	out, index, err := leader.localShard(sid).Group().Apply(ctx(t), pill)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if rej, ok := out.(*fsm.Rejection); !ok || rej.Index != index {
 		t.Fatalf("apply answered %T %v, want a rejection at %d", out, out, index)
 	}

@@ -58,7 +58,7 @@ type MetaConfig struct {
 // NewMetaFSM opens (or creates) the meta bbolt file.
 func NewMetaFSM(cfg MetaConfig) (*MetaFSM, error) {
 	f := &MetaFSM{}
-	s, err := openStore(cfg.Path, GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants}, f.applyCommand, cfg.Logger)
+	s, err := openStore(cfg.Path, GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers}, f.applyCommand, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +75,8 @@ func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ CommandType, v any, index uint64
 		return f.applyLease(tx, c, index)
 	case *Placement:
 		return f.applyPlacement(tx, c, index)
+	case *RegisterNode:
+		return f.applyRegister(tx, c)
 	}
 	return f.reject(index, typ, fmt.Errorf("%w: no meta apply for %T", ErrDecode, v))
 }

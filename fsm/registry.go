@@ -75,6 +75,7 @@ var commands = map[CommandType]commandSpec{
 	TypeSetSettings:    {"set-settings", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeSettings, (*Settings).validate) }},
 	TypeLeaseRange:     {"lease-range", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeLease, (*LeaseRange).validate) }},
 	TypeSetPlacement:   {"set-placement", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodePlacement, (*Placement).validate) }},
+	TypeRegisterNode:   {"register-node", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeRegisterNode, (*RegisterNode).validate) }},
 }
 
 func decodeValid[T any](body []byte, decode func([]byte) (*T, error), validate func(*T) error) (any, error) {

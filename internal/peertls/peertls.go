@@ -20,7 +20,9 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +43,16 @@ type Config struct {
 	// CA bundle that peers' certificates must chain to, and this node's
 	// certificate (naming NodeID) and private key.
 	CAFile, CertFile, KeyFile string
+	// Incarnation is the ID of this node's data dir; self-issued
+	// certificates carry it (a URI SAN linkraft:incarnation:<id>) so that
+	// peers can refuse a node that lost its state and came back under its
+	// old ID.
+	Incarnation string
+	// VerifyPeer, if set, is called after a peer's certificate chain is
+	// verified, with the node ID and incarnation it names ("" when it
+	// names none, as an operator's certificate may not); an error refuses
+	// the connection.
+	VerifyPeer func(nodeID, incarnation string) error
 	// Lifetime of self-issued certificates (default 24 h).
 	Lifetime time.Duration
 	// Now is the clock (tests); default time.Now.
@@ -51,6 +63,8 @@ type Config struct {
 // trusts.
 type Identity struct {
 	nodeID   string
+	inc      string
+	verify   func(nodeID, incarnation string) error
 	roots    *x509.CertPool
 	now      func() time.Time
 	lifetime time.Duration
@@ -76,7 +90,7 @@ func New(cfg Config) (*Identity, error) {
 	if cfg.Lifetime <= 0 {
 		cfg.Lifetime = 24 * time.Hour
 	}
-	id := &Identity{nodeID: cfg.NodeID, now: cfg.Now, lifetime: cfg.Lifetime, roots: x509.NewCertPool()}
+	id := &Identity{nodeID: cfg.NodeID, inc: cfg.Incarnation, verify: cfg.VerifyPeer, now: cfg.Now, lifetime: cfg.Lifetime, roots: x509.NewCertPool()}
 	files := cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != ""
 	switch {
 	case files:
@@ -157,6 +171,9 @@ func (id *Identity) certificate() (*tls.Certificate, error) {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		SubjectKeyId: skid[:20],
 	}
+	if id.inc != "" {
+		tmpl.URIs = []*url.URL{{Scheme: "linkraft", Opaque: incarnationPrefix + id.inc}}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, id.caCert, pub, id.caKey)
 	if err != nil {
 		return nil, fmt.Errorf("peertls: issue certificate: %w", err)
@@ -213,7 +230,28 @@ func (id *Identity) verifyConnection(cs tls.ConnectionState) error {
 	for _, c := range cs.PeerCertificates[1:] {
 		raw = append(raw, c.Raw)
 	}
-	return id.check(cs.PeerCertificates[0], raw)
+	leaf := cs.PeerCertificates[0]
+	if err := id.check(leaf, raw); err != nil {
+		return err
+	}
+	if id.verify != nil {
+		if err := id.verify(leaf.Subject.CommonName, Incarnation(leaf)); err != nil {
+			return fmt.Errorf("%w: %w", ErrPeer, err)
+		}
+	}
+	return nil
+}
+
+const incarnationPrefix = "incarnation:"
+
+// Incarnation returns the data-dir incarnation a certificate names, or "".
+func Incarnation(c *x509.Certificate) string {
+	for _, u := range c.URIs {
+		if u.Scheme == "linkraft" && strings.HasPrefix(u.Opaque, incarnationPrefix) {
+			return strings.TrimPrefix(u.Opaque, incarnationPrefix)
+		}
+	}
+	return ""
 }
 
 // ServerConfig is the peer port's TLS configuration: TLS 1.3, a client

@@ -218,3 +218,27 @@ func TestOperatorPKI(t *testing.T) {
 		t.Fatalf("foreign CA accepted: %v", serr)
 	}
 }
+
+func TestIncarnationIsInTheCertificateAndChecked(t *testing.T) {
+	k, _ := clusterkey.Generate()
+	refuse := errors.New("known with another incarnation")
+	var seenID, seenInc string
+	server := identity(t, Config{NodeID: "n1", ClusterKey: &k, Incarnation: "aaaa", VerifyPeer: func(id, inc string) error {
+		seenID, seenInc = id, inc
+		if inc != "bbbb" {
+			return refuse
+		}
+		return nil
+	}})
+	good := identity(t, Config{NodeID: "n2", ClusterKey: &k, Incarnation: "bbbb"})
+	wiped := identity(t, Config{NodeID: "n2", ClusterKey: &k, Incarnation: "cccc"})
+	if serr, cerr, _ := handshake(t, server.ServerConfig(), good.ClientConfig()); serr != nil || cerr != nil {
+		t.Fatalf("registered incarnation refused: %v %v", serr, cerr)
+	}
+	if seenID != "n2" || seenInc != "bbbb" {
+		t.Fatalf("VerifyPeer saw %q %q", seenID, seenInc)
+	}
+	if serr, _, _ := handshake(t, server.ServerConfig(), presenting(wiped)); !errors.Is(serr, refuse) {
+		t.Fatalf("another incarnation: %v", serr)
+	}
+}

@@ -33,6 +33,10 @@ var FatalMessages = map[string]string{
 	// evidence of the product's behaviour.
 	"commit failed; retrying (a full disk?)":                                    "commit-stalled",
 	"storage alarm: writes that grow the state are refused until space returns": "storage-alarm",
+	// The harness's nodes are one cluster with their data dirs kept: none
+	// is ever refused.
+	"node refused":                         "node-refused",
+	"this node was refused by the cluster": "node-refused",
 }
 
 // ToleratedErrors are ERROR messages of linknode's own code that faults
@@ -40,7 +44,10 @@ var FatalMessages = map[string]string{
 // own ERROR lines — "failed to appendEntries to", "failed to heartbeat to"
 // — come through its logger adapter with messages of raft's, and are
 // likewise expected under faults.)
-var ToleratedErrors = map[string]string{}
+var ToleratedErrors = map[string]string{
+	"cannot join: no -join address answered with this cluster key; retrying": "a node restarted into a partition reaches no one for a while; " +
+		"whether it comes back is the nodes and converge checkers' to judge",
+}
 
 // runtimeLines are what the Go runtime and the race detector print (at the
 // start of a line) when a process crashes or races.

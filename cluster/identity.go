@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/linkraft/linkraft/fsm"
+)
+
+// Who a node is, beyond its ID. Each data dir has an incarnation, a random
+// ID made with it; the meta group registers every member's incarnation
+// (fsm/members.go) and its cluster ID is in the settings. The meta leader
+// takes a gossip member into the cluster only if it is new or comes back
+// with the incarnation on record, and only if its state, if any, is of
+// this cluster. Every peer-port handshake checks the peer certificate's
+// incarnation against the registry as well, so a node that lost its state
+// cannot speak in any group under its old ID (it might vote twice in a
+// term it forgot). A refused node is told why through gossip, logs it at
+// ERROR, and its /readyz says it.
+
+// ErrRefused is wrapped by the reasons a node is refused.
+var ErrRefused = errors.New("refused by the cluster")
+
+// loadIncarnation reads the data dir's incarnation, making it on first
+// start (a data dir from before incarnations gets one now, and is
+// registered with it).
+func (n *Node) loadIncarnation() (string, error) {
+	p := filepath.Join(n.cfg.DataDir, "incarnation")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		if inc := strings.TrimSpace(string(b)); inc != "" {
+			return inc, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var r [16]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	inc := hex.EncodeToString(r[:])
+	if err := writeFileSync(p, []byte(inc+"\n")); err != nil {
+		return "", err
+	}
+	return inc, nil
+}
+
+// Incarnation returns the ID of this node's data dir.
+func (n *Node) Incarnation() string { return n.incarnation }
+
+// storedClusterID is the cluster ID of this node's meta state, or "".
+func (n *Node) storedClusterID() string {
+	if n.metaFSM == nil {
+		return ""
+	}
+	s, err := n.metaFSM.Settings()
+	if err != nil || s == nil {
+		return ""
+	}
+	return s.ClusterID
+}
+
+// verifyPeer is the peer-port handshake's check (internal/peertls): a
+// peer whose certificate names a registered node ID with another
+// incarnation is refused.
+func (n *Node) verifyPeer(id, inc string) error {
+	if inc == "" || n.metaFSM == nil {
+		return nil // an operator's certificate, or before the meta group opened
+	}
+	reg, ok, err := n.metaFSM.Incarnation(id)
+	if err != nil || !ok || reg == inc {
+		return nil
+	}
+	return amnesia(id, inc, reg)
+}
+
+func amnesia(id, inc, reg string) error {
+	return fmt.Errorf("%w: node %s came back with a new data dir (incarnation %s; the cluster knows %s). It may have lost votes and writes: remove the old node (linknode remove %s) and start this one under a new -node-id",
+		ErrRefused, id, short(inc), short(reg), id)
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// admit decides whether the meta leader takes gossip member m into the
+// cluster, registering its incarnation the first time. A refusal is
+// logged (at most once a minute per node) and sent to m.
+func (n *Node) admit(ctx context.Context, m Member) error {
+	err := n.checkMember(ctx, m)
+	if err != nil && errors.Is(err, ErrRefused) {
+		if n.refusedLog.due(m.ID, err.Error()) {
+			n.log.Error("node refused", "member", m.ID, "reason", err)
+			n.gossip.refuse(m.ID, n.cfg.NodeID, err.Error())
+		}
+	}
+	return err
+}
+
+func (n *Node) checkMember(ctx context.Context, m Member) error {
+	own := n.storedClusterID()
+	if m.Cluster != "" && own != "" && m.Cluster != own {
+		return fmt.Errorf("%w: node %s holds the state of cluster %s, and this is cluster %s; it was started on another cluster's data dir (or with this cluster's key by mistake)",
+			ErrRefused, m.ID, m.Cluster, own)
+	}
+	if m.Incarnation == "" {
+		return nil // a version without incarnations; registered once upgraded
+	}
+	if m.ID == n.cfg.NodeID && m.Incarnation != n.incarnation {
+		return fmt.Errorf("%w: gossip shows this node's ID with another incarnation", ErrRefused)
+	}
+	reg, ok, err := n.metaFSM.Incarnation(m.ID)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if reg != m.Incarnation {
+			return amnesia(m.ID, m.Incarnation, reg)
+		}
+		return nil
+	}
+	out, _, err := n.meta.Apply(ctx, (&fsm.RegisterNode{Node: m.ID, Incarnation: m.Incarnation, At: time.Now().UTC()}).Encode())
+	if err != nil {
+		return err
+	}
+	switch r := out.(type) {
+	case *fsm.RegisterResult:
+		if errors.Is(r.Err, fsm.ErrIncarnation) {
+			return amnesia(m.ID, m.Incarnation, r.Incarnation)
+		}
+		if r.Err == nil {
+			n.log.Info("node registered", "member", m.ID, "incarnation", short(m.Incarnation))
+		}
+		return r.Err
+	case error:
+		return r
+	}
+	return fmt.Errorf("register %s: unexpected response %T", m.ID, out)
+}
+
+// refusedBy records a refusal another node sent this one.
+func (n *Node) refusedBy(from, reason string) {
+	prev := n.refusal.Swap(&reason)
+	if prev == nil || *prev != reason || n.refusedLog.due("self", reason) {
+		n.log.Error("this node was refused by the cluster", "by", from, "reason", reason)
+	}
+}
+
+// Refusal returns why the cluster refused this node, or "".
+func (n *Node) Refusal() string {
+	if r := n.refusal.Load(); r != nil {
+		return *r
+	}
+	return ""
+}
+
+// refusalLog rate-limits refusal logs: once a minute per node and reason.
+type refusalLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (l *refusalLog) due(id, reason string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[string]time.Time{}
+	}
+	k := id + "\x00" + reason
+	if t, ok := l.last[k]; ok && time.Since(t) < time.Minute {
+		return false
+	}
+	l.last[k] = time.Now()
+	return true
+}

@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWipedNodeUnderItsOldIDIsRefused: n3 comes back under its ID with an
+// empty data dir, on its old addresses (a replaced disk). It is refused:
+// told why through gossip, its start fails naming linknode remove, and no
+// group takes it back (its handshakes are refused, so it cannot vote).
+// Writes go on with the other two.
+func TestWipedNodeUnderItsOldIDIsRefused(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	oldInc := tc.nodes[2].Incarnation()
+	tc.stop(2)
+	tc.cfgs[2].DataDir = t.TempDir() // same ID, same peer and gossip addresses
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wiped, err := New(tc.cfgs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wiped.Open(c)
+	if err == nil {
+		wiped.Close()
+		t.Fatal("a wiped node was taken back under its old ID")
+	}
+	if !strings.Contains(err.Error(), "came back with a new data dir") || !strings.Contains(err.Error(), "linknode remove n3") {
+		t.Fatalf("the wiped node's error does not say why: %v", err)
+	}
+	for _, n := range tc.live() {
+		inc, ok, err := n.metaFSM.Incarnation("n3")
+		if err != nil || !ok || inc != oldInc {
+			t.Fatalf("%s: n3's registered incarnation %q %v %v, want the old %q", n.ID(), inc, ok, err, oldInc)
+		}
+		if err := n.verifyPeer("n3", "0123456789abcdef"); !errors.Is(err, ErrRefused) {
+			t.Fatalf("%s accepts a handshake of n3 with another incarnation: %v", n.ID(), err)
+		}
+	}
+	if _, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://on.example/"}); err != nil {
+		t.Fatalf("create with n3 refused: %v", err)
+	}
+	// No group applied anything for the wiped process: it never got the
+	// meta state.
+	if wiped.metaFSM != nil {
+		if s, _ := wiped.metaFSM.Settings(); s != nil {
+			t.Fatal("the wiped node received the cluster's settings")
+		}
+	}
+}
+
+// TestNodeOfAnotherClusterIsRefused: a node that formed a cluster of its
+// own (with the same key, as an operator's mistake would have it) and is
+// then pointed at this cluster is never added: it is told why, says so in
+// its readiness, and the cluster's membership is unchanged.
+func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
+	tc := newTestCluster(t, 3, 2)
+	tc.startAll(0, 1)
+	tc.nodes[2] = nil
+	tc.waitReplicated(2)
+	// n3 first runs as a single-node cluster of its own.
+	other := tc.cfgs[2]
+	other.Join, other.BootstrapExpect = nil, 1
+	alone, err := New(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alone.Open(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	alone.Close()
+	// Then it is started with -join on its data dir.
+	tc.cfgs[2].BootstrapExpect = 1
+	tc.start(2)
+	n3 := tc.nodes[2]
+	waitFor(t, 15*time.Second, "n3 told it was refused", func() bool { return n3.Refusal() != "" })
+	if r := n3.Refusal(); !strings.Contains(r, "another cluster's data dir") {
+		t.Fatalf("refusal %q", r)
+	}
+	if err := n3.Ready(ctx(t)); !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "another cluster") {
+		t.Fatalf("Ready = %v", err)
+	}
+	for _, n := range tc.nodes[:2] {
+		addrs, err := n.metaAddresses()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := addrs["n3"]; ok {
+			t.Fatalf("%s took n3 of another cluster into the meta group", n.ID())
+		}
+	}
+}
+
+// TestJoinNeverBootstraps: -join without -bootstrap-expect joins or waits;
+// a node that reaches no one (a slow peer, a wrong key) does not form a
+// cluster of its own.
+func TestJoinNeverBootstraps(t *testing.T) {
+	cfg := Config{NodeID: "lone", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: freeAddr(t),
+		FastGossip: true, Join: []string{freeAddr(t)}, ClusterKey: testKey(t)}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := n.Open(c); err == nil {
+		n.Close()
+		t.Fatal("a join-only node that reached no one opened")
+	}
+	again, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	c2, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel2()
+	_ = again.Open(c2)
+	if again.meta != nil && again.metaHasState() {
+		t.Fatal("the join-only node bootstrapped a meta group of its own")
+	}
+}

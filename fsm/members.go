@@ -1,0 +1,125 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// The meta group keeps a registry of the cluster's members: each node ID
+// with the incarnation of its data dir (random, made with the data dir).
+// A node that comes back under a known ID with another incarnation has
+// lost its state (a wiped or replaced disk): it may have voted in a term it
+// no longer remembers, so it must not take part again under that ID. The
+// cluster refuses it, at membership and at every peer-port handshake
+// (cluster and internal/peertls), until an operator removes the old node.
+
+// TypeRegisterNode records a node's incarnation.
+const TypeRegisterNode CommandType = 35
+
+var bucketMembers = []byte("members") // node id -> incarnation, registered at
+
+// ErrIncarnation is the result of registering a known node ID with another
+// incarnation.
+var ErrIncarnation = errors.New("fsm: node id already registered with another incarnation")
+
+// RegisterNode records Node's Incarnation, unless Node is registered with
+// another one.
+type RegisterNode struct {
+	Node        string
+	Incarnation string
+	At          time.Time
+}
+
+const (
+	fRegNode = 1
+	fRegInc  = 2
+	fRegAt   = 3
+)
+
+// Encode returns the Raft entry for r.
+func (r *RegisterNode) Encode() []byte {
+	b := []byte{byte(TypeRegisterNode)}
+	b = appendString(b, fRegNode, r.Node)
+	b = appendString(b, fRegInc, r.Incarnation)
+	return appendTime(b, fRegAt, r.At)
+}
+
+func decodeRegisterNode(body []byte) (*RegisterNode, error) {
+	r := &RegisterNode{}
+	fr := fieldReader{b: body}
+	if err := fr.each(func(num protowire.Number, typ protowire.Type) {
+		switch num {
+		case fRegNode:
+			r.Node = fr.str(typ, num)
+		case fRegInc:
+			r.Incarnation = fr.str(typ, num)
+		case fRegAt:
+			r.At = fr.time(typ, num)
+		default:
+			fr.skip(num, typ)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *RegisterNode) validate() error {
+	if r.Node == "" || len(r.Node) > maxNodeID {
+		return invalid("register node %q", truncate(r.Node))
+	}
+	if r.Incarnation == "" || len(r.Incarnation) > maxNodeID {
+		return invalid("incarnation %q", truncate(r.Incarnation))
+	}
+	return nil
+}
+
+// RegisterResult answers a RegisterNode: the incarnation on record (the
+// new one, or the one that refused it) and Err.
+type RegisterResult struct {
+	Incarnation string
+	Err         error
+}
+
+func (f *MetaFSM) applyRegister(tx *bolt.Tx, r *RegisterNode) any {
+	b := tx.Bucket(bucketMembers)
+	if v := b.Get([]byte(r.Node)); v != nil {
+		inc, _ := decodeMember(v)
+		if inc != r.Incarnation {
+			return &RegisterResult{Incarnation: inc, Err: fmt.Errorf("%w: %s is %s, not %s", ErrIncarnation, r.Node, inc, r.Incarnation)}
+		}
+		return &RegisterResult{Incarnation: inc}
+	}
+	v := appendString(nil, fRegInc, r.Incarnation)
+	v = appendTime(v, fRegAt, r.At)
+	if err := b.Put([]byte(r.Node), v); err != nil {
+		panic(fmt.Sprintf("fsm %s: put member: %v", f.path, err))
+	}
+	return &RegisterResult{Incarnation: r.Incarnation}
+}
+
+func decodeMember(v []byte) (string, time.Time) {
+	r, err := decodeRegisterNode(v)
+	if err != nil {
+		return "", time.Time{}
+	}
+	return r.Incarnation, r.At
+}
+
+// Incarnation returns the incarnation registered for node id, if any.
+func (f *MetaFSM) Incarnation(id string) (string, bool, error) {
+	var inc string
+	var ok bool
+	err := f.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMembers).Get([]byte(id)); v != nil {
+			inc, _ = decodeMember(v)
+			ok = true
+		}
+		return nil
+	})
+	return inc, ok, err
+}
