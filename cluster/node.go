@@ -452,7 +452,8 @@ func (n *Node) openMeta() error {
 	dir := n.groupDir("meta")
 	f, err := fsm.NewMetaFSM(fsm.MetaConfig{Path: filepath.Join(dir, "state.db"), Logger: n.log.With("group", "meta")})
 	if err != nil {
-		return err
+		return fmt.Errorf("cluster: open the meta group (%s): %w. If the other nodes are healthy, stop this node, run `linknode repair-shard -data-dir %s meta` and start it again",
+			dir, err, n.cfg.DataDir)
 	}
 	layer, err := n.mux.Layer(transport.KindRaft, metaGroupID)
 	if err != nil {
@@ -665,7 +666,8 @@ func (n *Node) syncShards() error {
 		})
 		if err != nil {
 			layer.Close()
-			return fmt.Errorf("cluster: open shard %d: %w", i, err)
+			return fmt.Errorf("cluster: open shard %d (%s): %w. If its other replicas are healthy, stop this node, run `linknode repair-shard -data-dir %s %d` and start it again: it sets this replica's state aside and catches up from the leader",
+				i, dir, err, n.cfg.DataDir, i)
 		}
 		n.shardsMu.Lock()
 		shards := slices.Clone(*n.shards.Load())

@@ -109,6 +109,20 @@ func TestKeygen(t *testing.T) {
 	}
 }
 
+func TestRepairShardArguments(t *testing.T) {
+	var errOut bytes.Buffer
+	if code := run([]string{"repair-shard", "-data-dir", t.TempDir(), "x"}, io.Discard, &errOut); code != 1 || !strings.Contains(errOut.String(), "meta or a shard number") {
+		t.Fatalf("repair-shard x: %d %s", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"repair-shard", "-data-dir", t.TempDir(), "3"}, io.Discard, &errOut); code != 1 || !strings.Contains(errOut.String(), "no such file") {
+		t.Fatalf("repair-shard of a missing group: %d %s", code, errOut.String())
+	}
+	if code := run([]string{"repair-shard"}, io.Discard, io.Discard); code != 2 {
+		t.Fatalf("repair-shard without a group: %d", code)
+	}
+}
+
 func TestVersionSubcommand(t *testing.T) {
 	var out bytes.Buffer
 	if code := run([]string{"version"}, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "linknode ") {

@@ -5,6 +5,7 @@
 //	linknode [flags]        run a node
 //	linknode version        print the version
 //	linknode keygen         print a new cluster key (-o FILE writes it, mode 0600)
+//	linknode repair-shard N set a damaged replica of shard N (or meta) aside; the node must be stopped
 //	linknode status         the cluster as a node sees it (-addr, -o json)
 //	linknode members        the nodes of the cluster
 //	linknode shards         every shard: leader, replicas, indexes
@@ -25,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 )
@@ -45,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case "keygen":
 			return runKeygen(args[1:], stdout, stderr)
+		case "repair-shard":
+			return runRepair(args[1:], stdout, stderr)
 		case "status", "members", "shards", "remove":
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		}
@@ -124,6 +128,30 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "cluster key %s written to %s; give every node -cluster-key-file %s\n", k.ID(), *out, *out)
+	return 0
+}
+
+// runRepair sets a damaged replica aside (cluster.RepairGroup).
+func runRepair(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("linknode repair-shard", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", "linknode-data", "the stopped node's data dir")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: linknode repair-shard [-data-dir D] SHARD|meta")
+		return 2
+	}
+	aside, err := cluster.RepairGroup(*dataDir, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode repair-shard:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "group %s: state and snapshots moved to %s, log emptied (term and vote kept).\nStart the node: it catches up from the group's leader.\n", fs.Arg(0), aside)
 	return 0
 }
 

@@ -1,0 +1,76 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCorruptStateFileIsNamedAndRepaired: n3's state file of shard 0 is
+// damaged while it is down. Its start fails with an error that names the
+// file, the shard and the way out; linknode repair-shard sets the replica
+// aside (refusing while the node runs), and the restarted node catches up
+// from the leader to the same state as the other replicas.
+func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	for i := range 20 {
+		if _, err := tc.nodes[i%3].Create(ctx(t), CreateRequest{URL: "https://r.example/" + string(rune('a'+i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := tc.cfgs[2].DataDir
+	if _, err := RepairGroup(dir, "0"); !errors.Is(err, ErrNodeRunning) {
+		t.Fatalf("repair of a running node's shard: %v", err)
+	}
+	tc.stop(2)
+	state := filepath.Join(dir, "shards", "0", "state.db")
+	f, err := os.OpenFile(state, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := make([]byte, 16<<10)
+	for i := range garbage {
+		garbage[i] = 0xAB
+	}
+	if _, err := f.WriteAt(garbage, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	err = tc.tryStart(2)
+	if err == nil {
+		t.Fatal("a node with a damaged state file started")
+	}
+	for _, want := range []string{state, "shard 0", "linknode repair-shard -data-dir " + dir + " 0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("start error does not name %q: %v", want, err)
+		}
+	}
+	aside, err := RepairGroup(dir, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(aside, "state.db")); err != nil {
+		t.Fatalf("the damaged file was not kept aside: %v", err)
+	}
+	tc.start(2)
+	waitFor(t, 30*time.Second, "n3's shard 0 to match the others", func() bool {
+		var sums []string
+		for _, n := range tc.live() {
+			s := n.localShard(0)
+			if s == nil {
+				return false
+			}
+			d, err := s.FSM().Digest()
+			if err != nil {
+				return false
+			}
+			sums = append(sums, d.Sum)
+		}
+		return len(sums) == 3 && sums[0] == sums[1] && sums[1] == sums[2]
+	})
+}
