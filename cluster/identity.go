@@ -72,10 +72,11 @@ func (n *Node) storedClusterID() string {
 // peer whose certificate names a registered node ID with another
 // incarnation is refused.
 func (n *Node) verifyPeer(id, inc string) error {
-	if inc == "" || n.metaFSM == nil {
+	f := n.registry.Load()
+	if inc == "" || f == nil {
 		return nil // an operator's certificate, or before the meta group opened
 	}
-	reg, ok, err := n.metaFSM.Incarnation(id)
+	reg, ok, err := f.Incarnation(id)
 	if err != nil || !ok || reg == inc {
 		return nil
 	}

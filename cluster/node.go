@@ -166,8 +166,11 @@ type Node struct {
 	// incarnation is the ID of this data dir (identity.go); refusal is
 	// why the cluster refused this node, if it did.
 	incarnation string
-	refusal     atomic.Pointer[string]
-	refusedLog  refusalLog
+	// registry is the meta FSM for the peer-port handshakes, which start
+	// before openMeta has set metaFSM.
+	registry   atomic.Pointer[fsm.MetaFSM]
+	refusal    atomic.Pointer[string]
+	refusedLog refusalLog
 
 	closeOnce sync.Once
 	closeErr  error
@@ -455,6 +458,7 @@ func (n *Node) openMeta() error {
 		return fmt.Errorf("cluster: open the meta group (%s): %w. If the other nodes are healthy, stop this node, run `linknode repair-shard -data-dir %s meta` and start it again",
 			dir, err, n.cfg.DataDir)
 	}
+	n.registry.Store(f) // handshakes check the registry from now on
 	layer, err := n.mux.Layer(transport.KindRaft, metaGroupID)
 	if err != nil {
 		f.Close()

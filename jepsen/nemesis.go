@@ -31,7 +31,10 @@ type injection struct {
 	effect    string
 	effective bool
 	measure   func(context.Context) (string, bool, error)
-	heal      func(context.Context) error
+	// breach, for the hostile fault, reports that an attack got an
+	// answer: the trust boundary failed.
+	breach func() bool
+	heal   func(context.Context) error
 }
 
 // errNoTarget is returned by a fault that cannot find its target (no node
@@ -63,9 +66,10 @@ var (
 	killFaults      = []string{"kill-one", "kill-minority", "kill-majority", "kill-all", "kill-leader"}
 	pauseFaults     = []string{"pause-one", "pause-minority", "pause-leader"}
 	lossFaults      = []string{"loss"}
+	hostileFaults   = []string{"hostile"}
 	faultGroups     = map[string][]string{
-		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults,
-		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults),
+		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults, "hostile": hostileFaults,
+		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults),
 	}
 )
 
@@ -81,7 +85,7 @@ func parseNemesis(s string) ([]string, error) {
 		names, ok := faultGroups[f]
 		if !ok {
 			if !slices.Contains(all, f) {
-				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, all, none; faults: %s)", f, strings.Join(all, ", "))
+				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, all, none; faults: %s)", f, strings.Join(all, ", "))
 			}
 			names = []string{f}
 		}
@@ -264,6 +268,8 @@ func (n *nemesis) buildFaults(names []string) {
 	for _, name := range names {
 		var start startFunc
 		switch name {
+		case "hostile":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.startHostile(ctx) }
 		case "partition-halves":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ix := n.indexes()
@@ -463,6 +469,9 @@ func (n *nemesis) heal(ctx context.Context) error {
 			effect = "unmeasured: " + err.Error()
 		}
 		rec.Effect, rec.Effective = effect, ok
+	}
+	if inj.breach != nil {
+		rec.Breach = inj.breach()
 	}
 	inv := n.rec.Invoke(history.Op{Process: history.NemesisProcess, F: "stop", Workload: rec.Fault})
 	err := inj.heal(ctx)

@@ -61,6 +61,13 @@ func TestNemesisShowsFaultsHappened(t *testing.T) {
 	if r := CheckNemesis(nil, nil); r.Valid != Valid {
 		t.Fatalf("run without faults asked for judged %v", r.Valid)
 	}
+	// A hostile fault whose attack got an answer: the trust boundary
+	// failed, whatever else happened.
+	breach := append(records, FaultRecord{Fault: "hostile", Injected: true, Effective: true, Breach: true,
+		Effect: "40 attacks, 40 reached a port, 1 answered (BREACH: plain RPC apply on n2 got an answer)"})
+	if r := CheckNemesis([]string{"partition-one", "hostile"}, breach); r.Valid != Invalid || len(r.Anomalies) != 1 || r.Anomalies[0].Kind != "breach" {
+		t.Fatalf("a breach judged %v: %+v", r.Valid, r)
+	}
 }
 
 func TestReplicas(t *testing.T) {

@@ -28,6 +28,9 @@ type FaultRecord struct {
 	NoTarget bool `json:"no_target,omitempty"`
 	// Error says why the fault failed (a target process not running).
 	Error string `json:"error,omitempty"`
+	// Breach: a hostile fault's attack got an answer from a node (the
+	// trust boundary failed).
+	Breach bool `json:"breach,omitempty"`
 }
 
 // FaultSummary is one kind of fault over a run.
@@ -86,7 +89,17 @@ func CheckNemesis(requested []string, records []FaultRecord) Result {
 		s := sum[k]
 		desc = append(desc, fmt.Sprintf("%s %d/%d", k, s.Effective, s.Injected))
 	}
+	var breaches []string
+	for _, r := range records {
+		if r.Breach {
+			breaches = append(breaches, r.Effect)
+		}
+	}
 	switch {
+	case len(breaches) > 0:
+		res.Valid = Invalid
+		res.Anomalies = append(res.Anomalies, Anomaly{Kind: "breach", Detail: strings.Join(breaches, "; ")})
+		res.Summary = fmt.Sprintf("a stranger's traffic got an answer %d time(s): %s", len(breaches), strings.Join(breaches, "; "))
 	case len(requested) == 0:
 		res.Summary = "no faults were asked for"
 	case res.Stats["effective"] == 0:
