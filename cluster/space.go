@@ -16,10 +16,11 @@ import (
 // each second. Over the quota or under the free-space floor, its storage
 // alarm is on and it tells the others through gossip; while any replica of
 // a group has its alarm on, that group's leader refuses the commands that
-// grow the state (creates, updates, click batches) with
-// link.ErrInsufficientStorage (HTTP 507). Deletes, visit-limited redirects
-// and the meta group's own commands still go through, reads and redirects
-// are served, and writes resume by themselves once space returns. If the
+// grow the state (creates and updates) with link.ErrInsufficientStorage
+// (HTTP 507). Deletes, visit-limited redirects, click batches (a bounded
+// aggregate per code and hour: refusing them would break the click count's
+// guarantee) and the meta group's own commands still go through, reads and
+// redirects are served, and writes resume by themselves once space returns. If the
 // disk fills anyway, apply retries the failed commit (fsm) until it can.
 
 // Storage defaults.
@@ -117,7 +118,7 @@ func grows(cmd []byte) bool {
 		return false
 	}
 	switch fsm.CommandType(cmd[0]) {
-	case fsm.TypeCreateIfAbsent, fsm.TypeCreateBatch, fsm.TypeUpdate, fsm.TypeClickBatch:
+	case fsm.TypeCreateIfAbsent, fsm.TypeCreateBatch, fsm.TypeUpdate:
 		return true
 	}
 	return false

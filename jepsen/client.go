@@ -269,9 +269,13 @@ type groupStatus struct {
 
 // clusterStatus is the part of GET /admin/v1/cluster the harness uses.
 type clusterStatus struct {
-	NodeID string        `json:"node_id"`
-	Meta   groupStatus   `json:"meta"`
-	Shards []groupStatus `json:"shards"`
+	NodeID  string        `json:"node_id"`
+	Meta    groupStatus   `json:"meta"`
+	Shards  []groupStatus `json:"shards"`
+	Storage struct {
+		Alarm  bool   `json:"alarm"`
+		Reason string `json:"reason"`
+	} `json:"storage"`
 }
 
 func (c *client) status(ctx context.Context, base string) (*clusterStatus, error) {

@@ -87,6 +87,9 @@ type db struct {
 	// the harness tests the cluster as shipped, with mutual TLS on the
 	// peer port and encrypted gossip.
 	keyFile string
+	// smallDisk is the tmpfs of the disk-full node's data dir, if mounted
+	// (disk.go).
+	smallDisk string
 }
 
 func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, rec *history.Recorder, staleBound time.Duration) (*db, error) {

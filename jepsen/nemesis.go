@@ -67,9 +67,11 @@ var (
 	pauseFaults     = []string{"pause-one", "pause-minority", "pause-leader"}
 	lossFaults      = []string{"loss"}
 	hostileFaults   = []string{"hostile"}
+	diskFaults      = []string{"disk-full"}
 	faultGroups     = map[string][]string{
 		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults, "hostile": hostileFaults,
-		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults),
+		"disk": diskFaults,
+		"all":  slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults, diskFaults),
 	}
 )
 
@@ -85,7 +87,7 @@ func parseNemesis(s string) ([]string, error) {
 		names, ok := faultGroups[f]
 		if !ok {
 			if !slices.Contains(all, f) {
-				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, all, none; faults: %s)", f, strings.Join(all, ", "))
+				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, disk, all, none; faults: %s)", f, strings.Join(all, ", "))
 			}
 			names = []string{f}
 		}
@@ -270,6 +272,8 @@ func (n *nemesis) buildFaults(names []string) {
 		switch name {
 		case "hostile":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.startHostile(ctx) }
+		case "disk-full":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.fillDisk(ctx) }
 		case "partition-halves":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ix := n.indexes()

@@ -224,12 +224,22 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		return out, err
 	}
 	defer func() {
-		// Whatever happened: end our nodes (by PID), then the network.
+		// Whatever happened: end our nodes (by PID), then the small disk
+		// and the network.
 		d.stop(stopGrace)
+		if uerr := d.unmountSmallDisk(context.WithoutCancel(ctx)); uerr != nil && err == nil {
+			err = uerr
+		}
 		if terr := env.Teardown(context.WithoutCancel(ctx)); terr != nil && err == nil {
 			err = terr
 		}
 	}()
+	if slices.Contains(faults, "disk-full") {
+		if err := d.mountSmallDisk(ctx); err != nil {
+			return out, err
+		}
+		opt.logf("%s keeps its data dir on a %s tmpfs (the disk-full fault)", d.diskNode().id, smallDiskSize)
+	}
 
 	cl := newClient(opt.OpTimeout, opt.Concurrency*len(workloads))
 	opt.logf("starting %d nodes in namespaces %s..%s", opt.Nodes, env.Namespace(0), env.Namespace(opt.Nodes-1))

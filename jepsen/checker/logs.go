@@ -28,11 +28,6 @@ var FatalMessages = map[string]string{
 	// refuses, which the harness's workloads never send.
 	"rejected a committed command": "rejected-entry",
 	"apply halted: a command type this version does not know; upgrade this node": "apply-halted",
-	// No fault of the harness fills a disk yet: a failing commit or a
-	// storage alarm is an I/O problem of the machine, and the run is not
-	// evidence of the product's behaviour.
-	"commit failed; retrying (a full disk?)":                                    "commit-stalled",
-	"storage alarm: writes that grow the state are refused until space returns": "storage-alarm",
 	// The harness's nodes are one cluster with their data dirs kept: none
 	// is ever refused.
 	"node refused":                         "node-refused",
@@ -45,6 +40,10 @@ var FatalMessages = map[string]string{
 // — come through its logger adapter with messages of raft's, and are
 // likewise expected under faults.)
 var ToleratedErrors = map[string]string{
+	"commit failed; retrying (a full disk?)": "the disk-full fault fills a node's disk: the failed commit is retried, never skipped; " +
+		"the replicas checker judges that the node catches up",
+	"storage alarm: writes that grow the state are refused until space returns": "the disk-full fault raises it; refused writes are " +
+		"definite failures (507) that the set and register checkers hold to",
 	"cannot join: no -join address answered with this cluster key; retrying": "a node restarted into a partition reaches no one for a while; " +
 		"whether it comes back is the nodes and converge checkers' to judge",
 }
