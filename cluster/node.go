@@ -171,6 +171,7 @@ type Node struct {
 	registry   atomic.Pointer[fsm.MetaFSM]
 	refusal    atomic.Pointer[string]
 	refusedLog refusalLog
+	formState  formation // this node's promise while the cluster forms
 
 	closeOnce sync.Once
 	closeErr  error
@@ -323,6 +324,9 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	n.log = n.log.With("node", id)
 	if n.incarnation, err = n.loadIncarnation(); err != nil {
 		return err
+	}
+	if err := n.formState.load(formationPath(n.cfg.DataDir)); err != nil {
+		return fmt.Errorf("cluster: formation state: %w", err)
 	}
 
 	ln, err := net.Listen("tcp", n.cfg.RaftAddr)
@@ -515,9 +519,9 @@ func (n *Node) joinLoop() {
 // bootstraps alone. Otherwise the node waits until gossip shows either a
 // formed cluster (a member whose meta group has state: then this node waits
 // to be added by the meta leader) or bootstrap-expect nodes that are all
-// new: then each of the bootstrap-expect nodes with the lowest IDs
-// bootstraps the meta group with those nodes as voters. Every one of them
-// computes the identical configuration, which hashicorp/raft allows.
+// new: then the lowest of them collects every new node's promise and
+// bootstraps the meta group with them as voters (formation.go); the others
+// are added by its leader.
 func (n *Node) form(ctx context.Context, advertise string) error {
 	if n.metaHasState() {
 		return nil
@@ -557,16 +561,12 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 				logged = time.Now()
 			}
 		} else if !joinOnly && len(fresh) >= n.cfg.BootstrapExpect {
-			voters := fresh[:n.cfg.BootstrapExpect]
-			var servers []shard.Server
-			self := false
-			for _, m := range voters {
-				servers = append(servers, shard.Server{ID: m.ID, Address: m.RaftAddr})
-				self = self || m.ID == n.cfg.NodeID
-			}
-			if self {
-				n.log.Info("bootstrapping the meta group", "voters", len(servers))
-				return n.meta.Bootstrap(servers)
+			// fresh is sorted by ID: the lowest proposes (formation.go).
+			if fresh[0].ID == n.cfg.NodeID {
+				done, err := n.propose(ctx, fresh)
+				if err != nil || done {
+					return err
+				}
 			}
 		} else if time.Since(logged) > 5*time.Second {
 			if joinOnly {

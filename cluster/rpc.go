@@ -32,6 +32,9 @@ const (
 	opClicks  = "clicks"
 	opVisits  = "visits"
 	opOrphans = "orphans"
+	// formation (formation.go): Code carries the asking node's ID.
+	opFormPromise = "form-promise"
+	opFormRelease = "form-release"
 
 	maxFrame       = 1 << 20
 	rpcIdleTimeout = 2 * time.Minute
@@ -61,6 +64,7 @@ type rpcResponse struct {
 	Visits     []link.Visit        `json:"visits,omitempty"`
 	Orphans    *link.OrphanSummary `json:"orphans,omitempty"`
 	Batch      []rpcItem           `json:"batch,omitempty"`
+	Form       string              `json:"form,omitempty"` // formation answer
 }
 
 // rpcItem is one answer of a CreateBatch: the link or an error.
@@ -246,6 +250,17 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 	case opOrphans:
 		o := n.localOrphans(req.Limit)
 		resp.Orphans = &o
+	case opFormPromise:
+		answer, holder, err := n.promise(ctx, req.Code)
+		if err != nil {
+			return fail(err)
+		}
+		resp.Form, resp.Detail = answer, holder
+	case opFormRelease:
+		resp.Form = formRefused
+		if n.release(req.Code) {
+			resp.Form = formAccepted
+		}
 	default:
 		return fail(fmt.Errorf("unknown rpc op %q", req.Op))
 	}

@@ -1,0 +1,255 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/linkraft/linkraft/shard"
+)
+
+// Forming the first cluster safely, whatever the start order and whoever
+// else shows up. Only one node of a start wave may bootstrap the meta
+// group, and only with a voter set no other node will ever bootstrap:
+//
+//   - A new node promises, durably (<data-dir>/formation), to let one
+//     proposer form the cluster, and never bootstraps on its own.
+//   - The proposer is the lowest ID among the new nodes gossip shows. When it
+//     sees at least bootstrap-expect of them and no formed cluster, it asks
+//     each for its promise over the RPC. With every one's, it commits
+//     (durably: it will bootstrap, and releases no one) and bootstraps the
+//     meta group with them as voters (at most five, the lowest IDs; the
+//     others are added by the leader like any later node).
+//   - A node that promised P and is asked by a lower Q asks P to release it;
+//     P agrees unless it has committed, and then starts its collection over.
+//     So the lowest proposer gathers everyone, and nobody is bound to two.
+//
+// Two clusters would need two proposers whose gossip views share no new
+// node, each of at least bootstrap-expect nodes: 2×bootstrap-expect new
+// nodes split in two from the start. Fewer, in any order, form one cluster
+// (TestFormationIsOneClusterInAnyOrder).
+
+// formationState is what a node has promised, kept in its data dir.
+type formationState struct {
+	// Proposer is the node this one promised to let form the cluster.
+	Proposer string `json:"proposer,omitempty"`
+	// Committed and Voters: this node is the proposer and has decided to
+	// bootstrap with Voters.
+	Committed bool     `json:"committed,omitempty"`
+	Voters    []string `json:"voters,omitempty"`
+}
+
+// formation guards a node's promise and its own collection.
+type formation struct {
+	mu    sync.Mutex
+	path  string
+	state formationState
+	// gen counts releases this node granted as a proposer: a collection
+	// that saw one is started over.
+	gen int
+}
+
+func (f *formation) load(path string) error {
+	f.path = path
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, &f.state)
+}
+
+// save persists the state; the caller holds mu.
+func (f *formation) save() error {
+	b, err := json.Marshal(f.state)
+	if err != nil {
+		return err
+	}
+	return writeFileSync(f.path, b)
+}
+
+// Formation RPC answers.
+const (
+	formAccepted = "accepted"
+	formRefused  = "refused"
+	formFormed   = "formed"
+)
+
+// promise handles proposer's request for this node's promise.
+func (n *Node) promise(ctx context.Context, proposer string) (answer, holder string, err error) {
+	if n.metaHasState() {
+		return formFormed, "", nil
+	}
+	f := &n.formState
+	f.mu.Lock()
+	cur := f.state.Proposer
+	switch {
+	case cur == "" || cur == proposer:
+		f.state.Proposer = proposer
+		err := f.save()
+		f.mu.Unlock()
+		if err != nil {
+			return "", "", err
+		}
+		return formAccepted, "", nil
+	case proposer > cur || f.state.Committed:
+		f.mu.Unlock()
+		return formRefused, cur, nil
+	case cur == n.cfg.NodeID:
+		// This node was proposing, uncommitted: a lower proposer wins.
+		f.state.Proposer = proposer
+		f.gen++
+		err := f.save()
+		f.mu.Unlock()
+		if err != nil {
+			return "", "", err
+		}
+		return formAccepted, "", nil
+	}
+	f.mu.Unlock()
+	// Bound to a higher proposer: ask it to let go.
+	if ok := n.askRelease(ctx, cur); !ok {
+		return formRefused, cur, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state.Proposer != cur { // changed meanwhile
+		return formRefused, f.state.Proposer, nil
+	}
+	f.state.Proposer = proposer
+	if err := f.save(); err != nil {
+		return "", "", err
+	}
+	return formAccepted, "", nil
+}
+
+// release handles a promiser's request to be let go: granted unless this
+// node has committed to bootstrap.
+func (n *Node) release(promiser string) bool {
+	f := &n.formState
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state.Committed {
+		return false
+	}
+	f.gen++
+	n.log.Info("formation: released a promise to a lower proposer", "member", promiser)
+	return true
+}
+
+// askRelease asks proposer (by its gossip address) to release this node.
+func (n *Node) askRelease(ctx context.Context, proposer string) bool {
+	addr := n.memberRaftAddr(proposer)
+	if addr == "" {
+		return false
+	}
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := n.rpc.call(c, addr, &rpcRequest{Op: opFormRelease, Code: n.cfg.NodeID})
+	return err == nil && resp.Err == "" && resp.Form == formAccepted
+}
+
+func (n *Node) memberRaftAddr(id string) string {
+	if n.gossip == nil {
+		return ""
+	}
+	for _, m := range n.gossip.members() {
+		if m.ID == id && m.Alive {
+			return m.RaftAddr
+		}
+	}
+	return ""
+}
+
+// propose runs one round of collection as the lowest new node: every new
+// node in view must promise; then the proposer commits and bootstraps.
+// It returns true once this node has bootstrapped.
+func (n *Node) propose(ctx context.Context, fresh []Member) (bool, error) {
+	f := &n.formState
+	f.mu.Lock()
+	if f.state.Committed {
+		voters := f.state.Voters
+		f.mu.Unlock()
+		return true, n.bootstrapWith(voters, fresh)
+	}
+	f.mu.Unlock()
+	// Promise to itself, as to any proposer (a promise to a higher one is
+	// released first).
+	answer, _, err := n.promise(ctx, n.cfg.NodeID)
+	if err != nil || answer != formAccepted {
+		return false, err
+	}
+	f.mu.Lock()
+	gen := f.gen
+	f.mu.Unlock()
+	var promised []string
+	for _, m := range fresh {
+		if m.ID == n.cfg.NodeID {
+			promised = append(promised, m.ID)
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, 3*time.Second)
+		resp, err := n.rpc.call(c, m.RaftAddr, &rpcRequest{Op: opFormPromise, Code: n.cfg.NodeID})
+		cancel()
+		if err != nil || resp.Err != "" {
+			return false, nil // unreachable now: try again next round
+		}
+		switch resp.Form {
+		case formAccepted:
+			promised = append(promised, m.ID)
+		case formFormed:
+			return false, nil // a cluster exists: wait to be added
+		default:
+			n.log.Debug("formation: promise refused", "member", m.ID, "bound_to", resp.Detail)
+			return false, nil
+		}
+	}
+	slices.Sort(promised)
+	voters := promised[:min(len(promised), maxMetaVoters)]
+	f.mu.Lock()
+	if f.gen != gen || f.state.Proposer != n.cfg.NodeID {
+		f.mu.Unlock()
+		return false, nil // released someone, or yielded, meanwhile
+	}
+	f.state.Committed, f.state.Voters = true, voters
+	err = f.save()
+	f.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	return true, n.bootstrapWith(voters, fresh)
+}
+
+// bootstrapWith bootstraps the meta group with voters, at the addresses
+// gossip shows.
+func (n *Node) bootstrapWith(voters []string, seen []Member) error {
+	addr := map[string]string{}
+	for _, m := range seen {
+		addr[m.ID] = m.RaftAddr
+	}
+	for _, m := range n.gossip.members() {
+		if _, ok := addr[m.ID]; !ok {
+			addr[m.ID] = m.RaftAddr
+		}
+	}
+	var servers []shard.Server
+	for _, id := range voters {
+		a := addr[id]
+		if a == "" {
+			return fmt.Errorf("cluster: formation: no address for voter %s", id)
+		}
+		servers = append(servers, shard.Server{ID: id, Address: a})
+	}
+	n.log.Info("bootstrapping the meta group", "voters", voters)
+	return n.meta.Bootstrap(servers)
+}
+
+func formationPath(dataDir string) string { return filepath.Join(dataDir, "formation") }

@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestFormationIsOneClusterInAnyOrder: bootstrap-expect + 2 new nodes (5
+// with bootstrap-expect 3) start at once, in a different order and with
+// different delays each round. Every round ends with exactly one cluster:
+// every node holds the same cluster ID and the meta group has all five.
+// Before formation.go, a node arriving while the first three formed could
+// make two of them bootstrap different voter sets.
+func TestFormationIsOneClusterInAnyOrder(t *testing.T) {
+	const expect, size, rounds = 3, 5, 6
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
+	for round := range rounds {
+		tc := newTestCluster(t, size, expect)
+		// Every node knows every gossip address, as an operator would give.
+		for i := range tc.cfgs {
+			tc.cfgs[i].Join = tc.gossips
+		}
+		order := rng.Perm(size)
+		delays := make([]time.Duration, size)
+		for i := range delays {
+			delays[i] = time.Duration(rng.IntN(400)) * time.Millisecond
+		}
+		if round%2 == 0 {
+			// The hard case: the three highest IDs start first and find
+			// each other; the two lowest arrive while they form.
+			for i := range delays {
+				delays[i] = 0
+				if i < 2 {
+					delays[i] = time.Duration(rng.IntN(300)) * time.Millisecond
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, size)
+		for _, i := range order {
+			wg.Go(func() {
+				time.Sleep(delays[i]) // the start timing under test, not a wait for a condition
+				errs[i] = tc.tryStart(i)
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d (order %v, delays %v): start n%d: %v", round, order, delays, i+1, err)
+			}
+		}
+		ids := map[string]bool{}
+		for _, n := range tc.nodes {
+			ids[n.settings.ClusterID] = true
+		}
+		if len(ids) != 1 {
+			t.Fatalf("round %d (order %v, delays %v): %d clusters formed: %v", round, order, delays, len(ids), ids)
+		}
+		waitFor(t, 20*time.Second, "all five in one meta group", func() bool {
+			addrs, err := tc.nodes[0].metaAddresses()
+			return err == nil && len(addrs) == size
+		})
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := tc.nodes[order[size-1]].Create(c, CreateRequest{URL: "https://formed.example/"}); err != nil {
+			cancel()
+			t.Fatalf("round %d: create: %v", round, err)
+		}
+		cancel()
+		tc.closeAll()
+	}
+}
