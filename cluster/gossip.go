@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -110,15 +111,23 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	g := &gossip{log: cfg.Logger, events: make(chan struct{}, 1), meta: cfg.Meta, nodes: map[string]Member{}, onInvalidate: cfg.OnInvalidate, onRefused: cfg.OnRefused}
 	mc.Delegate = g
 	mc.Events = g
+	// Each transmission goes to one node (probes and gossip rounds both
+	// piggyback broadcasts), so the budget must exceed the fan-out by a
+	// margin: 8 × ceil(log10(n+1)) sends. The queue exists before
+	// memberlist starts: its goroutines ask for broadcasts at once.
+	var started atomic.Pointer[memberlist.Memberlist]
+	g.broadcasts = &memberlist.TransmitLimitedQueue{RetransmitMult: 8, NumNodes: func() int {
+		if ml := started.Load(); ml != nil {
+			return ml.NumMembers()
+		}
+		return 1
+	}}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
+	started.Store(ml)
 	g.ml = ml
-	// Each transmission goes to one node (probes and gossip rounds both
-	// piggyback broadcasts), so the budget must exceed the fan-out by a
-	// margin: 8 × ceil(log10(n+1)) sends.
-	g.broadcasts = &memberlist.TransmitLimitedQueue{NumNodes: ml.NumMembers, RetransmitMult: 8}
 	return g, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -90,10 +91,12 @@ type db struct {
 	// smallDisk is the tmpfs of the disk-full node's data dir, if mounted
 	// (disk.go).
 	smallDisk string
+	// expect is the nodes' -bootstrap-expect.
+	expect int
 }
 
 func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, rec *history.Recorder, staleBound time.Duration) (*db, error) {
-	d := &db{env: env, bin: bin, extra: extra, envv: envv, rec: rec, staleBound: staleBound, keyFile: filepath.Join(storeDir, "cluster.key")}
+	d := &db{env: env, bin: bin, extra: extra, envv: envv, rec: rec, staleBound: staleBound, keyFile: filepath.Join(storeDir, "cluster.key"), expect: n}
 	key, err := clusterkey.Generate()
 	if err != nil {
 		return nil, err
@@ -138,7 +141,7 @@ func (d *db) args(n *dbNode) []string {
 		"-raft-addr", net.JoinHostPort(n.ip, strconv.Itoa(raftPort)),
 		"-gossip-addr", net.JoinHostPort(n.ip, strconv.Itoa(gossipPort)),
 		"-join", strings.Join(join, ","),
-		"-bootstrap-expect", strconv.Itoa(len(d.nodes)),
+		"-bootstrap-expect", strconv.Itoa(d.expect),
 		"-public-url", n.HTTP(),
 		// Sequential codes let the unique-ids checker map a code back to
 		// its ID and the lease it came from; the permutation is a
@@ -421,4 +424,30 @@ func ready(ctx context.Context, c *http.Client, n *dbNode) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// startAll starts every node: one after another, or, with jitter, all at
+// once in a random order, each after a random delay below jitter (the
+// formation run: the start order and timing are what is under test).
+func (d *db) startAll(jitter time.Duration, seed uint64) error {
+	if jitter <= 0 {
+		for _, n := range d.nodes {
+			if err := d.start(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5ea7))
+	errs := make([]error, len(d.nodes))
+	var wg sync.WaitGroup
+	for _, i := range rng.Perm(len(d.nodes)) {
+		delay := time.Duration(rng.Int64N(int64(jitter)))
+		wg.Go(func() {
+			time.Sleep(delay)
+			errs[i] = d.start(d.nodes[i])
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

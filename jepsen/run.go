@@ -32,6 +32,13 @@ type Options struct {
 	Name string
 	// Nodes is the cluster size (default 5).
 	Nodes int
+	// BootstrapExpect is the nodes' -bootstrap-expect (default Nodes).
+	// Fewer than Nodes, with StartJitter, is the formation run: more new
+	// nodes start than form the cluster.
+	BootstrapExpect int
+	// StartJitter starts the nodes in a random order, each after a random
+	// delay below it (default 0: in order, one after another).
+	StartJitter time.Duration
 	// TimeLimit is how long the workloads run (default 60 s).
 	TimeLimit time.Duration
 	// Concurrency is the number of client workers per workload (default 2
@@ -145,9 +152,16 @@ func (o *Options) defaults() error {
 	if o.Log == nil {
 		o.Log = os.Stderr
 	}
+	if o.BootstrapExpect == 0 {
+		o.BootstrapExpect = o.Nodes
+	}
 	switch {
 	case o.Nodes < 1 || o.Nodes > 9:
 		return fmt.Errorf("%w: -nodes %d: want 1 to 9", ErrBadOptions, o.Nodes)
+	case o.BootstrapExpect < 1 || o.BootstrapExpect > o.Nodes:
+		return fmt.Errorf("%w: -bootstrap-expect %d: want 1 to -nodes", ErrBadOptions, o.BootstrapExpect)
+	case o.StartJitter < 0:
+		return fmt.Errorf("%w: -start-jitter %s: want 0 or more", ErrBadOptions, o.StartJitter)
 	case o.TimeLimit < time.Second:
 		return fmt.Errorf("%w: -time-limit %s: want at least 1s", ErrBadOptions, o.TimeLimit)
 	case o.Concurrency < 1 || o.Concurrency > 200:
@@ -223,6 +237,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		_ = env.Teardown(context.WithoutCancel(ctx))
 		return out, err
 	}
+	d.expect = opt.BootstrapExpect
 	defer func() {
 		// Whatever happened: end our nodes (by PID), then the small disk
 		// and the network.
@@ -243,10 +258,8 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 
 	cl := newClient(opt.OpTimeout, opt.Concurrency*len(workloads))
 	opt.logf("starting %d nodes in namespaces %s..%s", opt.Nodes, env.Namespace(0), env.Namespace(opt.Nodes-1))
-	for _, n := range d.nodes {
-		if err := d.start(n); err != nil {
-			return out, err
-		}
+	if err := d.startAll(opt.StartJitter, opt.Seed); err != nil {
+		return out, err
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, opt.RecoveryTimeout)
 	err = d.awaitReady(readyCtx, cl.http)
@@ -531,7 +544,18 @@ func finalReads(ctx context.Context, e *runEnv, d *db, final *checker.Final) err
 				sem <- struct{}{}
 				rw.Go(func() {
 					defer func() { <-sem }()
+					// A read that times out or meets a 503 (an election
+					// the load set off after recovery) is asked again, up
+					// to 4 times: the final read is the first definite
+					// answer, as Jepsen's final reads are.
 					r := cl.resolve(ctx, n.HTTP(), code)
+					for try := 1; r.typ != history.OK && try < 4 && ctx.Err() == nil; try++ {
+						select {
+						case <-ctx.Done():
+						case <-time.After(500 * time.Millisecond):
+						}
+						r = cl.resolve(ctx, n.HTTP(), code)
+					}
 					rd := checker.Read{Status: r.op.Status, Error: r.op.Error}
 					if r.typ == history.OK {
 						rd.Location = r.op.Value
@@ -657,7 +681,7 @@ func moduleRoot(ctx context.Context) (string, error) {
 
 func testRecord(opt Options, workloads, faults []string) map[string]any {
 	return map[string]any{
-		"name": opt.Name, "nodes": opt.Nodes, "time_limit": opt.TimeLimit.String(), "concurrency": opt.Concurrency,
+		"name": opt.Name, "nodes": opt.Nodes, "bootstrap_expect": opt.BootstrapExpect, "start_jitter": opt.StartJitter.String(), "time_limit": opt.TimeLimit.String(), "concurrency": opt.Concurrency,
 		"rate": opt.Rate, "nemesis": faults, "nemesis_interval": opt.NemesisInterval.String(), "workloads": workloads,
 		"ops_per_key": opt.OpsPerKey, "per_key": opt.PerKey, "op_timeout": opt.OpTimeout.String(), "seed": opt.Seed,
 		"build_tags": opt.BuildTags, "race": opt.Race, "bugs": opt.Bugs, "node_args": opt.NodeArgs,

@@ -73,8 +73,10 @@ type Config struct {
 	// is what Dial uses. Set both or neither.
 	ServerTLS, ClientTLS *tls.Config
 	// MaxPending bounds connections still in their handshake or header,
-	// in total (default 256) and per source IP (MaxPendingPerSource,
-	// default 32). Over either, a new connection is closed at once.
+	// in total (default 1024) and per source IP (MaxPendingPerSource,
+	// default 256: a member opening RPC connections in a burst, each in a
+	// TLS handshake, must not hit it). Over either, a new connection is
+	// closed at once.
 	MaxPending, MaxPendingPerSource int
 	// MaxConns bounds the routed connections open at once (default 8192).
 	MaxConns int
@@ -131,10 +133,10 @@ func New(cfg Config) (*Mux, error) {
 		return nil, errors.New("transport: set both ServerTLS and ClientTLS, or neither")
 	}
 	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = 256
+		cfg.MaxPending = 1024
 	}
 	if cfg.MaxPendingPerSource <= 0 {
-		cfg.MaxPendingPerSource = 32
+		cfg.MaxPendingPerSource = 256
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 8192
