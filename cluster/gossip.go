@@ -139,9 +139,15 @@ func (g *gossip) Addr() string {
 
 // setBootstrapped updates the node's metadata and gossips it.
 func (g *gossip) setBootstrapped() {
+	g.updateMeta(func(m *memberMeta) { m.Bootstrapped = true })
+}
+
+// updateMeta changes the node's metadata and, if it changed, gossips it.
+func (g *gossip) updateMeta(change func(*memberMeta)) {
 	g.mu.Lock()
-	changed := !g.meta.Bootstrapped
-	g.meta.Bootstrapped = true
+	before := g.meta
+	change(&g.meta)
+	changed := g.meta != before
 	g.mu.Unlock()
 	if changed {
 		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
@@ -152,15 +158,7 @@ func (g *gossip) setBootstrapped() {
 
 // setFull updates the node's storage alarm and gossips it.
 func (g *gossip) setFull(full bool) {
-	g.mu.Lock()
-	changed := g.meta.Full != full
-	g.meta.Full = full
-	g.mu.Unlock()
-	if changed {
-		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
-			g.log.Warn("gossip metadata update", "err", err)
-		}
-	}
+	g.updateMeta(func(m *memberMeta) { m.Full = full })
 }
 
 // fullNodes returns the live nodes whose storage alarm is on.
@@ -273,15 +271,7 @@ func (g *gossip) refuse(id, from, reason string) {
 
 // setCluster records the node's cluster ID in its metadata.
 func (g *gossip) setCluster(id string) {
-	g.mu.Lock()
-	changed := g.meta.Cluster != id
-	g.meta.Cluster = id
-	g.mu.Unlock()
-	if changed {
-		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
-			g.log.Warn("gossip metadata update", "err", err)
-		}
-	}
+	g.updateMeta(func(m *memberMeta) { m.Cluster = id })
 }
 
 // NotifyMsg implements memberlist.Delegate; it runs on memberlist's packet

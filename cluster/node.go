@@ -785,16 +785,23 @@ func (n *Node) metaAddresses() (map[string]string, error) {
 // placementLoop opens shards as the placement assigns them to this node.
 func (n *Node) placementLoop() {
 	defer n.bg.Done()
-	t := time.NewTicker(n.cfg.ReconcileInterval / 2)
+	n.every(n.cfg.ReconcileInterval/2, func() {
+		if err := n.syncShards(); err != nil {
+			n.log.Warn("opening placed shards", "err", err)
+		}
+	})
+}
+
+// every runs fn each interval until the node's background loops stop.
+func (n *Node) every(interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.loops.Done():
 			return
 		case <-t.C:
-			if err := n.syncShards(); err != nil {
-				n.log.Warn("opening placed shards", "err", err)
-			}
+			fn()
 		}
 	}
 }

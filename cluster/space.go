@@ -99,16 +99,7 @@ func (n *Node) checkStorage() {
 // storageLoop measures every interval until the node closes.
 func (n *Node) storageLoop() {
 	defer n.bg.Done()
-	t := time.NewTicker(n.cfg.StorageInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.loops.Done():
-			return
-		case <-t.C:
-			n.checkStorage()
-		}
-	}
+	n.every(n.cfg.StorageInterval, n.checkStorage)
 }
 
 // grows reports whether a command adds to the state (refused under a

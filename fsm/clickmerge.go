@@ -264,13 +264,9 @@ func mergeSketches(cur, add []byte) []byte {
 	return v
 }
 
-// checkClickBatch validates an encoded ClickBatch the way applyClickBatch
-// reads it, writing nothing: a batch that passes cannot fail halfway
-// through its apply.
-func checkClickBatch(body []byte) error {
-	var node []byte
-	var seq uint64
-	var v countsView
+// clickBatchHeader reads a click batch's node and sequence number, and
+// runs each delta's body through delta (nil: skipped).
+func clickBatchHeader(body []byte, delta func([]byte) error) (node []byte, seq uint64, err error) {
 	r := fieldReader{b: body}
 	for {
 		num, typ, ok := r.next()
@@ -283,20 +279,31 @@ func checkClickBatch(body []byte) error {
 		case fBatchSeq:
 			seq = r.uint(typ, num)
 		case fBatchDelta:
-			if err := checkClickDelta(&v, r.bytes(typ, num)); err != nil {
-				return err
+			if delta == nil {
+				r.skip(num, typ)
+			} else if err := delta(r.bytes(typ, num)); err != nil {
+				return nil, 0, err
 			}
 		default:
 			r.skip(num, typ)
 		}
 	}
 	if r.err != nil {
-		return r.err
+		return nil, 0, r.err
 	}
 	if len(node) == 0 || len(node) > maxNodeID || seq == 0 {
-		return fmt.Errorf("%w: click batch without a node (of at most %d bytes) or seq", ErrDecode, maxNodeID)
+		return nil, 0, fmt.Errorf("%w: click batch without a node (of at most %d bytes) or seq", ErrDecode, maxNodeID)
 	}
-	return nil
+	return node, seq, nil
+}
+
+// checkClickBatch validates an encoded ClickBatch the way applyClickBatch
+// reads it, writing nothing: a batch that passes cannot fail halfway
+// through its apply.
+func checkClickBatch(body []byte) error {
+	var v countsView
+	_, _, err := clickBatchHeader(body, func(d []byte) error { return checkClickDelta(&v, d) })
+	return err
 }
 
 // checkClickDelta is applyClickDelta's first pass: every field of one
@@ -331,28 +338,9 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body []byte) any {
 		// Only the state file can fail here: the entry was checked.
 		panic(fmt.Sprintf("fsm %s: click batch: %v", f.path, err))
 	}
-	var node []byte
-	var seq uint64
-	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
-		switch num {
-		case fBatchNode:
-			node = r.bytes(typ, num)
-		case fBatchSeq:
-			seq = r.uint(typ, num)
-		default:
-			r.skip(num, typ)
-		}
-	}
-	if r.err != nil {
-		fail(r.err)
-	}
-	if len(node) == 0 || seq == 0 {
-		fail(fmt.Errorf("%w: click batch without node or seq", ErrDecode))
+	node, seq, err := clickBatchHeader(body, nil)
+	if err != nil {
+		fail(err)
 	}
 	seqs := tx.Bucket(bucketClickSeq)
 	if v := seqs.Get(node); len(v) == 8 && binary.BigEndian.Uint64(v) >= seq {
@@ -363,7 +351,7 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body []byte) any {
 	}
 	links, totals, hours := tx.Bucket(bucketLinks), tx.Bucket(bucketClicks), tx.Bucket(bucketClickHours)
 	m := clickMerger{links: links.Cursor(), totals: totals.Cursor(), hours: hours.Cursor()}
-	r = fieldReader{b: body}
+	r := fieldReader{b: body}
 	for {
 		num, typ, ok := r.next()
 		if !ok {

@@ -20,16 +20,9 @@ func TestHTTPConnectionLimit(t *testing.T) {
 	// left open and idle.
 	var idle []net.Conn
 	for range 8 {
-		c, err := net.Dial("tcp", addrs.http)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-			t.Fatal(err)
-		}
+		c, r := dialHealthz(t, addrs.http)
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		resp, err := http.ReadResponse(r, nil)
 		if err != nil {
 			t.Fatalf("connection %d within the limit: %v", len(idle)+1, err)
 		}
@@ -37,15 +30,7 @@ func TestHTTPConnectionLimit(t *testing.T) {
 		idle = append(idle, c)
 	}
 	// The ninth: its request is not read while the eight are open.
-	c, err := net.Dial("tcp", addrs.http)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(c)
+	c, r := dialHealthz(t, addrs.http)
 	_ = c.SetReadDeadline(time.Now().Add(time.Second))
 	if _, err := r.ReadByte(); err == nil {
 		t.Fatal("a ninth connection was served past -max-conns 8")
@@ -60,4 +45,19 @@ func TestHTTPConnectionLimit(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("healthz: %d", resp.StatusCode)
 	}
+}
+
+// dialHealthz opens a connection to addr and sends GET /healthz on it; the
+// connection is closed at the end of the test.
+func dialHealthz(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	return c, bufio.NewReader(c)
 }
