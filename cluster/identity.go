@@ -185,3 +185,21 @@ func (l *refusalLog) due(id, reason string) bool {
 	l.last[k] = time.Now()
 	return true
 }
+
+func (n *Node) setStartup(s string) { n.startup.Store(&s) }
+
+// StartupStatus says what Open is waiting for ("" before Open); a refusal
+// or a join that reaches no one is part of it.
+func (n *Node) StartupStatus() string {
+	if r := n.Refusal(); r != "" {
+		return r
+	}
+	s := ""
+	if p := n.startup.Load(); p != nil {
+		s = *p
+	}
+	if p := n.startupNote.Load(); p != nil {
+		s += "; " + *p
+	}
+	return s
+}

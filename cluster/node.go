@@ -172,6 +172,9 @@ type Node struct {
 	refusal    atomic.Pointer[string]
 	refusedLog refusalLog
 	formState  formation // this node's promise while the cluster forms
+	// startup says what Open is waiting for (StartupStatus).
+	startup     atomic.Pointer[string]
+	startupNote atomic.Pointer[string] // joinLoop's trouble, added to it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -313,6 +316,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 			_ = n.Close()
 		}
 	}()
+	n.setStartup("opening its data dir and peer port")
 	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
 		return err
 	}
@@ -400,9 +404,11 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	if err := n.form(ctx, advertise); err != nil {
 		return err
 	}
+	n.setStartup("waiting for the meta group's leader")
 	if err := n.meta.WaitLeader(ctx); err != nil {
 		return fmt.Errorf("cluster: meta group has no leader: %w", err)
 	}
+	n.setStartup("waiting for the cluster settings and placement")
 	if n.gossip != nil {
 		n.gossip.setBootstrapped()
 	}
@@ -423,6 +429,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	}
 	n.bg.Add(1)
 	go n.placementLoop()
+	n.setStartup("waiting for a leader in every group hosted here")
 	for _, s := range n.localShards() {
 		if err := s.Group().WaitLeader(ctx); err != nil {
 			return fmt.Errorf("cluster: shard %d has no leader: %w", s.ID(), err)
@@ -497,8 +504,11 @@ func (n *Node) joinLoop() {
 		joined, err := n.gossip.ml.Join(n.cfg.Join)
 		if joined > 0 {
 			n.log.Info("joined gossip", "contacted", joined)
+			n.startupNote.Store(nil)
 			return
 		}
+		note := fmt.Sprintf("no -join address answered with this cluster key (%v)", err)
+		n.startupNote.Store(&note)
 		if time.Since(started) > 10*time.Second && time.Since(lastErr) > 30*time.Second {
 			n.log.Error("cannot join: no -join address answered with this cluster key; retrying", "join", n.cfg.Join, "err", err)
 			lastErr = time.Now()
@@ -556,19 +566,28 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 			return fmt.Errorf("cluster: formation: %s", r)
 		}
 		if formed {
+			n.setStartup("waiting to be added to the cluster by the meta leader")
 			if time.Since(logged) > 5*time.Second {
 				n.log.Info("joining a formed cluster; waiting to be added by the meta leader")
 				logged = time.Now()
 			}
 		} else if !joinOnly && len(fresh) >= n.cfg.BootstrapExpect {
 			// fresh is sorted by ID: the lowest proposes (formation.go).
+			n.setStartup(fmt.Sprintf("forming the cluster: %s collects the promises of %d new nodes", fresh[0].ID, len(fresh)))
 			if fresh[0].ID == n.cfg.NodeID {
 				done, err := n.propose(ctx, fresh)
 				if err != nil || done {
 					return err
 				}
 			}
-		} else if time.Since(logged) > 5*time.Second {
+		} else {
+			if joinOnly {
+				n.setStartup(fmt.Sprintf("waiting to join a cluster (-join without -bootstrap-expect never forms one); gossip shows %d node(s)", len(fresh)))
+			} else {
+				n.setStartup(fmt.Sprintf("waiting for %d new nodes to form the cluster; gossip shows %d", n.cfg.BootstrapExpect, len(fresh)))
+			}
+		}
+		if !formed && (joinOnly || len(fresh) < n.cfg.BootstrapExpect) && time.Since(logged) > 5*time.Second {
 			if joinOnly {
 				n.log.Info("waiting to join a cluster (-join without -bootstrap-expect never bootstraps)", "seen", len(fresh))
 			} else {
@@ -852,12 +871,24 @@ func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, er
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	r, err := n.applyGroup(ctx, metaGroupID, (&fsm.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode(), 0)
-	if err != nil {
-		return 0, 0, err
+	// A lease whose outcome is unknown (the meta leader lost leadership
+	// while committing it) is asked for again: a grant is always a fresh
+	// range, so a lost one only leaves IDs unused, never issued twice.
+	for {
+		r, err := n.applyGroup(ctx, metaGroupID, (&fsm.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode(), 0)
+		if err == nil {
+			n.log.Debug("leased id range", "start", r.leaseStart, "end", r.leaseEnd)
+			return r.leaseStart, r.leaseEnd, nil
+		}
+		if !errors.Is(err, link.ErrUnavailable) {
+			return 0, 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, err
+		case <-time.After(retryPause):
+		}
 	}
-	n.log.Debug("leased id range", "start", r.leaseStart, "end", r.leaseEnd)
-	return r.leaseStart, r.leaseEnd, nil
 }
 
 // ID returns the node's Raft server ID.

@@ -48,6 +48,9 @@ type Config struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// StartTimeout bounds how long the node may take to join or form its
+	// cluster (0: as long as it takes; /readyz says what it waits for).
+	StartTimeout time.Duration
 	// QuotaBytes and MinFreeBytes set the storage alarm (cluster/space.go).
 	QuotaBytes, MinFreeBytes int64
 	// MaxConns bounds the HTTP connections open at once (0: half the
@@ -114,6 +117,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
+	fs.DurationVar(&c.StartTimeout, "start-timeout", 0, "give up starting after this long (0: wait until the cluster is joined or formed; /readyz says what the node waits for)")
 	fs.Int64Var(&c.QuotaBytes, "quota-bytes", cluster.DefaultQuotaBytes, "most bytes the data dir may hold; past it, writes that grow the state are refused with 507 (reads and redirects go on); -1: no quota")
 	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", cluster.DefaultMinFreeBytes, "free space the data dir's file system must keep; below it, writes are refused as over the quota; -1: no floor")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "most HTTP connections open at once; more wait in the kernel's queue (0: half the file descriptor limit, at most 10000)")

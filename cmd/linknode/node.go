@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -133,9 +134,24 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	openCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	maxConns := m.cfg.MaxConns
+	if maxConns == 0 {
+		maxConns = defaultMaxConns()
+	}
+	m.log.Info("http connection limit", "max_conns", maxConns)
+	limited := netutil.LimitListener(ln, maxConns)
+	// While the node starts (it may wait to join, or to form, for as long
+	// as it takes), /healthz and /readyz already answer, and /readyz says
+	// what the node waits for.
+	stopEarly := startingServer(ln, limited, node)
+	openCtx, cancel := context.WithCancel(ctx)
+	if cfg.StartTimeout > 0 {
+		openCtx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
+	}
 	defer cancel()
-	if err := node.Open(openCtx); err != nil {
+	err = node.Open(openCtx)
+	stopEarly()
+	if err != nil {
 		return err
 	}
 	m.node = node
@@ -199,12 +215,7 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
-	maxConns := m.cfg.MaxConns
-	if maxConns == 0 {
-		maxConns = defaultMaxConns()
-	}
-	m.log.Info("http connection limit", "max_conns", maxConns)
-	var serveLn net.Listener = netutil.LimitListener(ln, maxConns)
+	serveLn := limited
 	if m.cfg.FastRedirect {
 		m.httpFast = api.FastListener(serveLn, httpapi.FastConfig{
 			ReadHeaderTimeout: m.httpSrv.ReadHeaderTimeout, IdleTimeout: m.httpSrv.IdleTimeout,
@@ -360,3 +371,56 @@ func defaultMaxConns() int {
 	}
 	return int(min(max(rl.Cur/2, 64), 10000))
 }
+
+// startingServer serves the HTTP listener while the node starts: /healthz
+// answers 200, /readyz and everything else 503 with what the node waits
+// for. The returned stop ends it and leaves the listener open for the real
+// server.
+func startingServer(ln net.Listener, limited net.Listener, node *cluster.Node) (stop func()) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = io.WriteString(w, "ok (starting)\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"type": httpapi.ProblemTypeBase + "starting", "title": "Service Unavailable", "status": http.StatusServiceUnavailable,
+			"detail": "the node is starting: " + node.StartupStatus(),
+		})
+	})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
+	srv.SetKeepAlivesEnabled(false)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(keepOpen{limited})
+	}()
+	return func() {
+		// Shutdown waits for Serve, which waits in Accept: a deadline in
+		// the past wakes it, and is lifted once Serve has returned.
+		shut := make(chan struct{})
+		go func() {
+			defer close(shut)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		}()
+		type deadliner interface{ SetDeadline(time.Time) error }
+		if d, ok := ln.(deadliner); ok {
+			_ = d.SetDeadline(time.Now())
+			<-served
+			_ = d.SetDeadline(time.Time{})
+		}
+		<-shut
+	}
+}
+
+// keepOpen is a listener whose Close does not close the listener under it.
+type keepOpen struct{ net.Listener }
+
+func (keepOpen) Close() error { return nil }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,4 +61,48 @@ func dialHealthz(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 		t.Fatal(err)
 	}
 	return c, bufio.NewReader(c)
+}
+
+// TestJoinOnlyNodeWaitsAndSaysWhy: a node started with -join and no
+// -bootstrap-expect that reaches no one does not form a cluster of its
+// own and does not give up: /healthz answers, /readyz answers 503 saying
+// what it waits for, and the failed join is logged at ERROR.
+func TestJoinOnlyNodeWaitsAndSaysWhy(t *testing.T) {
+	addrs := newAddrs(t)
+	nobody := freeAddr(t)
+	p := launchProc(t, t.TempDir(), addrs, "-join", nobody, "-cluster-key-file", testKeyFile(t))
+	base := "http://" + addrs.http
+	deadline := time.Now().Add(30 * time.Second)
+	var detail string
+	for {
+		status, m, _, err := call("GET", base+"/readyz", "")
+		if err == nil && status == http.StatusServiceUnavailable {
+			detail, _ = m["detail"].(string)
+			if strings.Contains(detail, "no -join address answered") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never said why (last %q, err %v)\n%s", detail, err, p.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(detail, "never forms one") {
+		t.Fatalf("/readyz detail %q does not say the node only joins", detail)
+	}
+	if status, _, _, err := call("GET", base+"/healthz", ""); err != nil || status != http.StatusOK {
+		t.Fatalf("/healthz while starting: %d %v", status, err)
+	}
+	waitLog := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.logs(), `level=ERROR msg="cannot join`) {
+		if time.Now().After(waitLog) {
+			t.Fatalf("no ERROR line about the failed join:\n%s", p.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	select {
+	case <-p.exited:
+		t.Fatalf("the join-only node gave up: %v", p.waitErr)
+	default:
+	}
 }
