@@ -118,6 +118,14 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 	if m.Incarnation == "" {
 		return nil // a version without incarnations; registered once upgraded
 	}
+	// A node of a version without the registry would halt its meta group
+	// at a RegisterNode entry (an unknown type to it): register no one
+	// until every live member is of this version (a rolling upgrade).
+	for _, o := range n.gossip.members() {
+		if o.Alive && o.Incarnation == "" {
+			return nil
+		}
+	}
 	if m.ID == n.cfg.NodeID && m.Incarnation != n.incarnation {
 		return fmt.Errorf("%w: gossip shows this node's ID with another incarnation", ErrRefused)
 	}

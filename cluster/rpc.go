@@ -204,6 +204,9 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 	}
 	switch req.Op {
 	case opApply:
+		if err := forwardable(req.Group, req.Cmd); err != nil {
+			return fail(err)
+		}
 		r, err := n.applyGroup(ctx, req.Group, req.Cmd, req.Hops)
 		if r != nil {
 			resp.Placement = r.placement
@@ -380,6 +383,22 @@ func verifyPeerRPC(conn net.Conn, h raft.RPCHeader) error {
 	}
 	if string(h.ID) != id {
 		return fmt.Errorf("%w: certificate of %q sent a request as %q", peertls.ErrPeer, id, h.ID)
+	}
+	return nil
+}
+
+// forwardable refuses, on the RPC, the commands no node ever forwards: the
+// cluster settings and the member registry are written by the meta leader
+// itself (ensureSettings, admit), so a peer asking for them is not a
+// linknode doing its job. What may be forwarded (shard commands, ID leases,
+// placements) is then decoded and validated like any proposal.
+func forwardable(group uint64, cmd []byte) error {
+	if group != metaGroupID || len(cmd) == 0 {
+		return nil
+	}
+	switch t := fsm.CommandType(cmd[0]); t {
+	case fsm.TypeSetSettings, fsm.TypeRegisterNode:
+		return fmt.Errorf("%w: %s commands are not taken over the RPC", link.ErrInvalidInput, fsm.CommandName(t))
 	}
 	return nil
 }

@@ -292,3 +292,32 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 		return s != nil && s.FSM().Halted() != nil && s.FSM().Halted().Index == h.Index
 	})
 }
+
+// TestSettingsAndRegistryAreNotTakenOverTheRPC: no node forwards the
+// cluster settings or a member registration (the meta leader writes them
+// itself), so a member asking for one over the RPC is refused and nothing
+// changes.
+func TestSettingsAndRegistryAreNotTakenOverTheRPC(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	for _, cmd := range [][]byte{
+		(&fsm.SetSettings{Settings: fsm.Settings{ClusterID: "evil", Shards: 1, ReplicationFactor: 1}}).Encode(),
+		(&fsm.RegisterNode{Node: "n9", Incarnation: "feed", At: time.Now()}).Encode(),
+	} {
+		for _, target := range tc.nodes {
+			resp, err := tc.nodes[1].rpc.call(ctx(t), target.RaftAddr(), &rpcRequest{Op: opApply, Group: metaGroupID, Cmd: cmd})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := errFromWire(resp.Err, resp.Detail); !errors.Is(err, link.ErrInvalidInput) {
+				t.Fatalf("%s over the RPC to %s: %v", fsm.CommandName(fsm.CommandType(cmd[0])), target.ID(), err)
+			}
+		}
+	}
+	for _, n := range tc.nodes {
+		if _, ok, _ := n.metaFSM.Incarnation("n9"); ok {
+			t.Fatalf("%s registered n9", n.ID())
+		}
+	}
+}
