@@ -127,11 +127,16 @@ func (n *Node) storageRefusal(group uint64, cmd []byte) error {
 	if n.gossip == nil {
 		return nil
 	}
+	// Every create passes here: read the placement only when some node
+	// has its alarm on.
+	full := n.gossip.fullNodes()
+	if len(full) == 0 {
+		return nil
+	}
 	p, err := n.metaFSM.Placement()
 	if err != nil || p == nil || int(group)-1 >= len(p.Shards) {
 		return nil
 	}
-	full := n.gossip.fullNodes()
 	for _, id := range p.Shards[group-1] {
 		if full[id] {
 			return fmt.Errorf("%w: replica %s of shard %d has its storage alarm on", link.ErrInsufficientStorage, id, group-1)
