@@ -30,6 +30,8 @@ type memberMeta struct {
 	// Incarnation is the ID of its data dir.
 	Cluster     string `json:"c,omitempty"`
 	Incarnation string `json:"i,omitempty"`
+	// Level is the node's feature level (featureLevel).
+	Level int `json:"l,omitempty"`
 }
 
 // Member is a node as gossip sees it.
@@ -43,6 +45,8 @@ type Member struct {
 	Full         bool
 	Cluster      string
 	Incarnation  string
+	// Level is the member's feature level: what its version can apply.
+	Level int
 }
 
 // gossip wraps memberlist: discovery, failure detection and the node
@@ -202,7 +206,7 @@ func (g *gossip) record(n *memberlist.Node, alive bool) {
 		ID: n.Name, RaftAddr: mm.RaftAddr, HTTPAddr: mm.HTTPAddr,
 		GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
 		Alive:      alive, Bootstrapped: mm.Bootstrapped, Full: mm.Full,
-		Cluster: mm.Cluster, Incarnation: mm.Incarnation,
+		Cluster: mm.Cluster, Incarnation: mm.Incarnation, Level: mm.Level,
 	}
 	g.mu.Lock()
 	g.nodes[m.ID] = m

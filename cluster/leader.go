@@ -166,6 +166,9 @@ func (n *Node) reconcileMeta(ctx context.Context) error {
 	if err := n.ensureSettings(ctx); err != nil {
 		return err
 	}
+	if err := n.ensureFirstKey(ctx); err != nil {
+		return err
+	}
 	if err := n.reconcileMetaMembers(); err != nil {
 		return err
 	}

@@ -98,6 +98,13 @@ type Config struct {
 	// ReconcileInterval is how often leaders reconcile membership and
 	// placement (default 1 s; gossip events trigger it sooner).
 	ReconcileInterval time.Duration
+	// AdminKey is the secret of the cluster's first admin API key, taken
+	// by the node that makes it (the meta leader, once per cluster). Empty:
+	// that node makes one and writes it to AdminKeyFile.
+	AdminKey string
+	// AdminKeyFile is where a made first admin key is written (mode 0600;
+	// default <DataDir>/admin.key).
+	AdminKeyFile string
 	// Observer receives shard measurements (may be nil).
 	Observer shard.Observer
 	// Logger receives the node's logs.
@@ -171,6 +178,7 @@ type Node struct {
 	registry   atomic.Pointer[fsm.MetaFSM]
 	refusal    atomic.Pointer[string]
 	refusedLog refusalLog
+	keyCache   keyCache
 	formState  formation // this node's promise while the cluster forms
 	// startup says what Open is waiting for (StartupStatus).
 	startup     atomic.Pointer[string]
@@ -390,7 +398,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		n.gossip, err = startGossip(gossipConfig{
 			NodeID: id, BindAddr: n.cfg.GossipAddr, AdvertiseHost: n.cfg.AdvertiseHost, SecretKey: key,
 			Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.metaHasState(),
-				Cluster: n.storedClusterID(), Incarnation: n.incarnation},
+				Cluster: n.storedClusterID(), Incarnation: n.incarnation, Level: featureLevel},
 			Fast: n.cfg.FastGossip, Logger: n.log, OnInvalidate: n.invalidateRemote, OnRefused: n.refusedBy,
 		})
 		if err != nil {

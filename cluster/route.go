@@ -161,6 +161,8 @@ func resultOf(out any) (*applyResult, error) {
 		return &applyResult{leaseStart: r.Start, leaseEnd: r.End}, nil
 	case *fsm.PlacementResult:
 		return &applyResult{placement: r.Placement}, r.Err
+	case *fsm.KeyResult:
+		return &applyResult{}, r.Err
 	case *fsm.BatchResult:
 		return &applyResult{batch: r.Results}, nil
 	case *fsm.SettingsResult, *fsm.ClickBatchResult:

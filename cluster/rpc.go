@@ -87,6 +87,9 @@ var wireErrors = []struct {
 	{"stale-placement", fsm.ErrStalePlacement},
 	{"invalid-input", link.ErrInvalidInput},
 	{"insufficient-storage", link.ErrInsufficientStorage},
+	{"key-not-found", fsm.ErrKeyNotFound},
+	{"key-exists", fsm.ErrKeyExists},
+	{"first-key-made", fsm.ErrFirstKeyMade},
 }
 
 func errToWire(err error) (string, string) {
@@ -399,6 +402,12 @@ func forwardable(group uint64, cmd []byte) error {
 	switch t := fsm.CommandType(cmd[0]); t {
 	case fsm.TypeSetSettings, fsm.TypeRegisterNode:
 		return fmt.Errorf("%w: %s commands are not taken over the RPC", link.ErrInvalidInput, fsm.CommandName(t))
+	case fsm.TypeCreateKey:
+		// Keys made through the API may be forwarded; the first admin
+		// key is made by the meta leader itself.
+		if fsm.IsFirstKey(cmd) {
+			return fmt.Errorf("%w: the first admin key is not taken over the RPC", link.ErrInvalidInput)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -45,6 +46,12 @@ type SettingsResult struct {
 // free ID.
 type MetaFSM struct {
 	*store
+	// keysChanged is set by an apply that touched the keys or the
+	// blocklist (FSM goroutine only); keysVersion is bumped after its
+	// commit, so that a cache reloading on a new version reads the
+	// committed state.
+	keysChanged bool
+	keysVersion atomic.Uint64
 }
 
 // MetaConfig configures a MetaFSM.
@@ -58,11 +65,18 @@ type MetaConfig struct {
 // NewMetaFSM opens (or creates) the meta bbolt file.
 func NewMetaFSM(cfg MetaConfig) (*MetaFSM, error) {
 	f := &MetaFSM{}
-	s, err := openStore(cfg.Path, GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers}, f.applyCommand, cfg.Logger)
+	s, err := openStore(cfg.Path, GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers, bucketKeys, bucketBlocked}, f.applyCommand, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	f.store = s
+	s.beforeBatch = func() { f.keysChanged = false }
+	s.afterCommit = func() {
+		if f.keysChanged {
+			f.keysVersion.Add(1)
+		}
+	}
+	s.onRestore = func() { f.keysVersion.Add(1) }
 	return f, nil
 }
 
@@ -77,6 +91,12 @@ func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ CommandType, v any, index uint64
 		return f.applyPlacement(tx, c, index)
 	case *RegisterNode:
 		return f.applyRegister(tx, c)
+	case *CreateKey:
+		return f.applyCreateKey(tx, c)
+	case *RevokeKey:
+		return f.applyRevokeKey(tx, c)
+	case *SetBlocked:
+		return f.applySetBlocked(tx, c)
 	}
 	return f.reject(index, typ, fmt.Errorf("%w: no meta apply for %T", ErrDecode, v))
 }

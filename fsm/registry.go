@@ -76,6 +76,9 @@ var commands = map[CommandType]commandSpec{
 	TypeLeaseRange:     {"lease-range", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeLease, (*LeaseRange).validate) }},
 	TypeSetPlacement:   {"set-placement", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodePlacement, (*Placement).validate) }},
 	TypeRegisterNode:   {"register-node", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeRegisterNode, (*RegisterNode).validate) }},
+	TypeCreateKey:      {"create-key", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeCreateKey, (*CreateKey).validate) }},
+	TypeRevokeKey:      {"revoke-key", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeRevokeKey, (*RevokeKey).validate) }},
+	TypeSetBlocked:     {"set-blocked", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeSetBlocked, (*SetBlocked).validate) }},
 }
 
 func decodeValid[T any](body []byte, decode func([]byte) (*T, error), validate func(*T) error) (any, error) {

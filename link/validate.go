@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -81,6 +82,43 @@ type URLPolicy struct {
 	OwnHosts []string
 	// Blocklist holds blocked domains; a domain blocks its subdomains too.
 	Blocklist map[string]struct{}
+	// Blocked, if set, is a second blocklist asked at each check (the
+	// cluster's replicated one).
+	Blocked func(host string) bool
+	// AllowPrivate accepts literal private, link-local, shared and
+	// metadata addresses (10/8, 172.16/12, 192.168/16, 169.254/16,
+	// 100.64/10, fc00::/7, fe80::/10) as destinations; loopback is
+	// refused either way.
+	AllowPrivate bool
+}
+
+// privateNets are the destinations refused unless AllowPrivate: a short
+// link must not be a way into the network the service runs in.
+var privateNets = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("fc00::/7"),
+	netip.MustParsePrefix("fe80::/10"),
+}
+
+// privateAddr reports an address in privateNets (an IPv4-mapped IPv6
+// address counts as its IPv4 address).
+func privateAddr(ip net.IP) bool {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range privateNets {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // NormalizeURL validates raw against the policy and returns the URL to store:
@@ -166,10 +204,13 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 	if (ip != nil && (ip.IsLoopback() || ip.IsUnspecified())) || asciiHost == "localhost" || strings.HasSuffix(asciiHost, ".localhost") {
 		return "", bad("may not point at a loopback address")
 	}
+	if ip != nil && !p.AllowPrivate && privateAddr(ip) {
+		return "", bad("may not point at a private, link-local or metadata address")
+	}
 	if p.isOwnHost(asciiHost) {
 		return "", bad("may not point at this service")
 	}
-	if p.blocked(asciiHost) {
+	if p.blocked(asciiHost) || (p.Blocked != nil && p.Blocked(asciiHost)) {
 		return "", bad("points at a blocked domain")
 	}
 	u.Scheme = scheme
@@ -188,9 +229,12 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 	return out, nil
 }
 
+// isOwnHost reports the service's own host, or a www. variant of it
+// either way (www.short.example for short.example, and back).
 func (p URLPolicy) isOwnHost(host string) bool {
+	host = strings.TrimPrefix(host, "www.")
 	for _, h := range p.OwnHosts {
-		if canonicalHost(h) == host {
+		if strings.TrimPrefix(canonicalHost(h), "www.") == host {
 			return true
 		}
 	}

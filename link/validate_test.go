@@ -135,3 +135,32 @@ func FuzzValidateAlias(f *testing.F) {
 		}
 	})
 }
+
+func TestNormalizeURLRefusesPrivateTargets(t *testing.T) {
+	p := URLPolicy{OwnHosts: []string{"sho.rt"}, Blocked: func(h string) bool { return h == "takedown.example" }}
+	private := []string{
+		"http://10.0.0.1/", "http://172.16.5.4/", "http://172.31.255.255/", "http://192.168.1.1/admin",
+		"http://169.254.169.254/latest/meta-data/", "http://100.64.0.1/", "http://[fd00::1]/", "http://[fe80::1]/",
+		"http://[::ffff:10.1.2.3]/", "http://[::ffff:169.254.169.254]/",
+	}
+	for _, in := range private {
+		if _, err := p.NormalizeURL(in); !errors.Is(err, ErrInvalidURL) {
+			t.Errorf("NormalizeURL(%q) = %v; want ErrInvalidURL (private target)", in, err)
+		}
+		open := p
+		open.AllowPrivate = true
+		if _, err := open.NormalizeURL(in); err != nil {
+			t.Errorf("with AllowPrivate, NormalizeURL(%q) = %v", in, err)
+		}
+	}
+	for _, in := range []string{"https://www.sho.rt/x", "https://WWW.SHO.RT/", "https://takedown.example/"} {
+		if _, err := p.NormalizeURL(in); !errors.Is(err, ErrInvalidURL) {
+			t.Errorf("NormalizeURL(%q) = %v; want ErrInvalidURL", in, err)
+		}
+	}
+	for _, in := range []string{"http://172.32.0.1/", "http://192.169.0.1/", "http://100.128.0.1/", "https://www.example.com/", "https://sho.rt.example/"} {
+		if _, err := p.NormalizeURL(in); err != nil {
+			t.Errorf("NormalizeURL(%q) = %v; want it accepted", in, err)
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/link"
+)
+
+// featureLevel is what this version can apply, carried in gossip: the meta
+// leader proposes a command type only once every live member's level
+// knows it, so that a rolling upgrade never halts an older node's meta
+// group at an unknown entry. 1: the member registry (implied by an
+// incarnation). 2: API keys and the blocklist.
+const featureLevel = 2
+
+// levelKeys is the feature level of keys and the blocklist.
+const levelKeys = 2
+
+// ErrUnauthorized is returned by Authenticate for a secret that is no key
+// of the cluster (unknown, or revoked).
+var ErrUnauthorized = errors.New("unauthorized")
+
+// ErrKeyNotFound is returned by RevokeKey for an unknown key ID.
+var ErrKeyNotFound = fsm.ErrKeyNotFound
+
+// ErrUpgradeNeeded is returned by key and blocklist writes while some live
+// node runs a version that cannot apply them.
+var ErrUpgradeNeeded = fmt.Errorf("%w: a node of the cluster runs an older version; upgrade every node first", link.ErrUnavailable)
+
+// clusterAt reports whether every live member runs at least level.
+func (n *Node) clusterAt(level int) bool {
+	if n.gossip == nil {
+		return true
+	}
+	for _, m := range n.gossip.members() {
+		if m.Alive && m.Level < level {
+			return false
+		}
+	}
+	return true
+}
+
+// keySnapshot is the keys and the blocklist as of a meta FSM KeysVersion.
+type keySnapshot struct {
+	version uint64
+	byHash  map[apikey.Hash]apikey.Key
+	blocked map[string]time.Time
+}
+
+// keyCache answers key and blocklist lookups from the local meta replica,
+// reloading when the FSM's KeysVersion moves: a revoked key stops working
+// on a node as soon as that node applies the revocation.
+type keyCache struct {
+	mu   sync.Mutex // serialises reloads
+	snap atomic.Pointer[keySnapshot]
+}
+
+func (n *Node) keys() (*keySnapshot, error) {
+	v := n.metaFSM.KeysVersion()
+	if s := n.keyCache.snap.Load(); s != nil && s.version == v {
+		return s, nil
+	}
+	n.keyCache.mu.Lock()
+	defer n.keyCache.mu.Unlock()
+	// The version is read before the state: a change committed meanwhile
+	// makes the next call reload again.
+	v = n.metaFSM.KeysVersion()
+	if s := n.keyCache.snap.Load(); s != nil && s.version == v {
+		return s, nil
+	}
+	keys, err := n.metaFSM.Keys()
+	if err != nil {
+		return nil, err
+	}
+	blocked, err := n.metaFSM.BlockedDomains()
+	if err != nil {
+		return nil, err
+	}
+	s := &keySnapshot{version: v, byHash: make(map[apikey.Hash]apikey.Key, len(keys)), blocked: blocked}
+	for _, k := range keys {
+		s.byHash[k.Hash] = k
+	}
+	n.keyCache.snap.Store(s)
+	return s, nil
+}
+
+// Authenticate returns the key whose secret this is, from this node's
+// replica of the meta group; ErrUnauthorized if there is none.
+func (n *Node) Authenticate(secret string) (apikey.Key, error) {
+	s, err := n.keys()
+	if err != nil {
+		return apikey.Key{}, err
+	}
+	if k, ok := s.byHash[apikey.HashOf(secret)]; ok {
+		return k, nil
+	}
+	return apikey.Key{}, ErrUnauthorized
+}
+
+// Keys lists the cluster's keys (no secrets: none are stored).
+func (n *Node) Keys() ([]apikey.Key, error) { return n.metaFSM.Keys() }
+
+// KeyRequest describes a key to make.
+type KeyRequest struct {
+	Name      string
+	Owner     string
+	Scopes    apikey.Scope
+	RateLimit uint32
+}
+
+// CreateKey makes a key through the meta group and returns its secret,
+// which is not stored anywhere: the caller shows it once.
+func (n *Node) CreateKey(ctx context.Context, req KeyRequest) (string, apikey.Key, error) {
+	if !n.clusterAt(levelKeys) {
+		return "", apikey.Key{}, ErrUpgradeNeeded
+	}
+	secret, err := apikey.NewSecret()
+	if err != nil {
+		return "", apikey.Key{}, err
+	}
+	id, err := apikey.NewID()
+	if err != nil {
+		return "", apikey.Key{}, err
+	}
+	k := apikey.Key{ID: id, Name: req.Name, Owner: req.Owner, Scopes: req.Scopes, RateLimit: req.RateLimit,
+		CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Hash: apikey.HashOf(secret)}
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := n.applyGroup(ctx, metaGroupID, (&fsm.CreateKey{Key: k}).Encode(), 0); err != nil {
+		return "", apikey.Key{}, err
+	}
+	n.log.Info("api key created", "key_id", k.ID, "name", k.Name, "owner", k.Owner, "scopes", k.Scopes.String())
+	return secret, k, nil
+}
+
+// RevokeKey deletes a key; every node refuses it once it applies the
+// revocation (within milliseconds on a healthy cluster).
+func (n *Node) RevokeKey(ctx context.Context, id string) error {
+	if !apikey.ValidID(id) {
+		return ErrKeyNotFound
+	}
+	if !n.clusterAt(levelKeys) {
+		return ErrUpgradeNeeded
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := n.applyGroup(ctx, metaGroupID, (&fsm.RevokeKey{ID: id, At: time.Now().UTC()}).Encode(), 0); err != nil {
+		return err
+	}
+	n.log.Info("api key revoked", "key_id", id)
+	return nil
+}
+
+// SetBlocked adds a destination domain (and its subdomains) to the
+// cluster's blocklist, or removes it.
+func (n *Node) SetBlocked(ctx context.Context, domain string, blocked bool) error {
+	if !n.clusterAt(levelKeys) {
+		return ErrUpgradeNeeded
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := n.applyGroup(ctx, metaGroupID, (&fsm.SetBlocked{Domain: domain, Blocked: blocked, At: time.Now().UTC()}).Encode(), 0)
+	if err == nil {
+		n.log.Info("blocklist changed", "domain", domain, "blocked", blocked)
+	}
+	return err
+}
+
+// Blocklist returns the blocked domains with when each was added.
+func (n *Node) Blocklist() (map[string]time.Time, error) {
+	s, err := n.keys()
+	if err != nil {
+		return nil, err
+	}
+	return s.blocked, nil
+}
+
+// Blocked reports whether host or a domain it is under is on the cluster's
+// blocklist (as this node's replica has it).
+func (n *Node) Blocked(host string) bool {
+	s, err := n.keys()
+	if err != nil || len(s.blocked) == 0 {
+		return false
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	for {
+		if _, ok := s.blocked[host]; ok {
+			return true
+		}
+		i := strings.IndexByte(host, '.')
+		if i < 0 {
+			return false
+		}
+		host = host[i+1:]
+	}
+}
+
+// ensureFirstKey makes the cluster's first admin key, once (meta leader
+// only, after the settings): the operator's (Config.AdminKey) or a new one,
+// written to Config.AdminKeyFile before it is proposed, so that a key that
+// commits is never lost with a crash.
+func (n *Node) ensureFirstKey(ctx context.Context) error {
+	made, err := n.metaFSM.FirstKeyMade()
+	if err != nil || made || !n.clusterAt(levelKeys) {
+		return err
+	}
+	secret, file := n.cfg.AdminKey, ""
+	if secret == "" {
+		file = n.cfg.AdminKeyFile
+		if file == "" {
+			file = filepath.Join(n.cfg.DataDir, "admin.key")
+		}
+		secret, err = apikey.LoadSecret(file)
+		if errors.Is(err, os.ErrNotExist) {
+			if secret, err = apikey.NewSecret(); err == nil {
+				err = apikey.SaveSecret(file, secret)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("first admin key: %w", err)
+		}
+	}
+	id, err := apikey.NewID()
+	if err != nil {
+		return err
+	}
+	k := apikey.Key{ID: id, Name: "first-admin-key", Owner: apikey.OwnerAdmin, Scopes: apikey.Admin,
+		CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Hash: apikey.HashOf(secret)}
+	out, _, err := n.meta.Apply(ctx, (&fsm.CreateKey{Key: k, First: true}).Encode())
+	if err != nil {
+		return err
+	}
+	r, ok := out.(*fsm.KeyResult)
+	if !ok {
+		return fmt.Errorf("first admin key: unexpected response %T", out)
+	}
+	if errors.Is(r.Err, fsm.ErrFirstKeyMade) {
+		// Another leader made it (or this one did, in an attempt whose
+		// outcome it never learnt): the file stays only if it holds a
+		// key of the cluster.
+		if _, err := n.Authenticate(secret); err != nil && file != "" {
+			_ = os.Remove(file)
+		}
+		return nil
+	}
+	if r.Err != nil {
+		return r.Err
+	}
+	if file != "" {
+		n.log.Info("made the first admin API key; it is in the file, and nowhere in the logs", "file", file, "key_id", k.ID)
+	} else {
+		n.log.Info("installed the first admin API key given to this node", "key_id", k.ID)
+	}
+	return nil
+}
