@@ -263,3 +263,34 @@ func (n *Node) ensureFirstKey(ctx context.Context) error {
 	}
 	return nil
 }
+
+// BlockedURL reports whether a stored destination's host is blocked (the
+// redirect path asks it for every link: without a blocklist it costs one
+// atomic load and a version check).
+func (n *Node) BlockedURL(u string) bool {
+	s, err := n.keys()
+	if err != nil || len(s.blocked) == 0 {
+		return false
+	}
+	return n.Blocked(hostOf(u))
+}
+
+// hostOf is the host of a stored (normalised) URL: between "://" and the
+// first of / ? #, without a port or brackets.
+func hostOf(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	if i := strings.IndexAny(u, "/?#"); i >= 0 {
+		u = u[:i]
+	}
+	if strings.HasPrefix(u, "[") {
+		if i := strings.IndexByte(u, ']'); i > 0 {
+			return u[1:i]
+		}
+	}
+	if i := strings.LastIndexByte(u, ':'); i >= 0 {
+		u = u[:i]
+	}
+	return u
+}

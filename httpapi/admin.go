@@ -5,29 +5,46 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/gorilla/mux"
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
 
-func (s *Server) registerHealthRoutes(metrics http.Handler) {
-	s.router.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet, http.MethodHead)
-	s.router.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet, http.MethodHead)
-	if metrics != nil {
-		s.router.Handle("/metrics", metrics).Methods(http.MethodGet, http.MethodHead)
-	}
+func (s *Server) registerHealthRoutes(rt *mux.Router) {
+	rt.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet, http.MethodHead)
+	rt.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet, http.MethodHead)
 }
 
-func (s *Server) registerAdminRoutes() {
-	s.router.HandleFunc("/admin/v1/cluster", s.measured("/admin/v1/cluster", s.handleCluster)).Methods(http.MethodGet, http.MethodHead)
-	s.router.HandleFunc("/admin/v1/nodes/{id}", s.measured("/admin/v1/nodes/{id}", s.handleRemoveNode)).Methods(http.MethodDelete)
-	s.router.HandleFunc("/admin/v1/leases", s.measured("/admin/v1/leases", s.handleLeases)).Methods(http.MethodGet, http.MethodHead)
-	s.router.HandleFunc("/admin/v1/links", s.measured("/admin/v1/links", s.handleLocalLinks)).Methods(http.MethodGet, http.MethodHead)
-	s.router.HandleFunc("/admin/v1/digest", s.measured("/admin/v1/digest", s.handleDigest)).Methods(http.MethodGet, http.MethodHead)
+// registerAdminRoutes fills the admin listener's router: every /admin/v1
+// route needs an admin key; /metrics needs none (keep the admin listener
+// where only operators and the scraper reach it).
+func (s *Server) registerAdminRoutes(metrics http.Handler, profiles bool) {
+	rt := s.admin
+	admin := func(route string, h http.HandlerFunc) http.HandlerFunc {
+		return s.measured(route, s.authed(apikey.Admin, 1, false, h))
+	}
+	rt.HandleFunc("/admin/v1/cluster", admin("/admin/v1/cluster", s.handleCluster)).Methods(http.MethodGet, http.MethodHead)
+	rt.HandleFunc("/admin/v1/nodes/{id}", admin("/admin/v1/nodes/{id}", s.handleRemoveNode)).Methods(http.MethodDelete)
+	rt.HandleFunc("/admin/v1/leases", admin("/admin/v1/leases", s.handleLeases)).Methods(http.MethodGet, http.MethodHead)
+	rt.HandleFunc("/admin/v1/links", admin("/admin/v1/links", s.handleLocalLinks)).Methods(http.MethodGet, http.MethodHead)
+	rt.HandleFunc("/admin/v1/digest", admin("/admin/v1/digest", s.handleDigest)).Methods(http.MethodGet, http.MethodHead)
+	if metrics != nil {
+		rt.Handle("/metrics", metrics).Methods(http.MethodGet, http.MethodHead)
+	}
+	if profiles {
+		rt.HandleFunc("/debug/pprof/", pprof.Index)
+		rt.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		rt.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		rt.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		rt.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		rt.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
+	}
 }
 
 // handleLeases serves GET /admin/v1/leases: every ID range the meta group

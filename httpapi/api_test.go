@@ -190,7 +190,16 @@ func TestOperatorEndpoints(t *testing.T) {
 	if r := tn.do(t, "GET", "/readyz", "", nil); r.status != 200 || r.json(t)["status"] != "ready" {
 		t.Fatalf("readyz = %d %s", r.status, r.body)
 	}
-	r := tn.do(t, "GET", "/metrics", "", nil)
+	// The operator's routes live on the admin listener only.
+	for _, path := range []string{"/metrics", "/admin/v1/cluster", "/admin/v1/digest", "/admin/v1/leases", "/admin/v1/links", "/debug/pprof/"} {
+		if r := tn.do(t, "GET", path, "", nil); r.status != 404 {
+			t.Errorf("public GET %s = %d, want 404", path, r.status)
+		}
+	}
+	if r := tn.do(t, "DELETE", "/admin/v1/nodes/nobody", "", nil); r.status != 404 || r.json(t)["type"] != "/problems/not-found" {
+		t.Fatalf("public remove node = %d %s", r.status, r.body)
+	}
+	r := tn.adminDo(t, "GET", "/metrics", "", nil, "Authorization", "")
 	body := string(r.body)
 	for _, want := range []string{
 		`linkraft_redirect_duration_seconds_count{status="302"} 2`,
@@ -203,10 +212,10 @@ func TestOperatorEndpoints(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	if r := tn.do(t, "DELETE", "/admin/v1/nodes/nobody", "", nil); r.status != 404 || r.json(t)["type"] != "/problems/unknown-node" {
+	if r := tn.adminDo(t, "DELETE", "/admin/v1/nodes/nobody", "", nil); r.status != 404 || r.json(t)["type"] != "/problems/unknown-node" {
 		t.Fatalf("remove unknown node = %d %s", r.status, r.body)
 	}
-	r = tn.do(t, "GET", "/admin/v1/cluster", "", nil)
+	r = tn.adminDo(t, "GET", "/admin/v1/cluster", "", nil)
 	st := r.json(t)
 	nodes := st["nodes"].([]any)
 	shards := st["shards"].([]any)
@@ -221,7 +230,7 @@ func TestOperatorEndpoints(t *testing.T) {
 	}
 	// The digest of every local group: the meta group and the 4 shards,
 	// one of which holds the link made above.
-	r = tn.do(t, "GET", "/admin/v1/digest", "", nil)
+	r = tn.adminDo(t, "GET", "/admin/v1/digest", "", nil)
 	var dg struct {
 		Groups []struct {
 			Group        string `json:"group"`

@@ -78,6 +78,11 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"max_visits negative", "POST", "/api/v1/links", js, `{"url":"https://example.com","max_visits":-1}`, 400, "invalid-input"},
 		{"empty alias", "POST", "/api/v1/links", js, `{"url":"https://example.com","alias":""}`, 400, "invalid-alias"},
 		{"own host as loopback IP", "POST", "/api/v1/links", js, `{"url":"http://127.0.0.1:8080/keep-me"}`, 400, "invalid-url"},
+		{"cloud metadata address", "POST", "/api/v1/links", js, `{"url":"http://169.254.169.254/latest/meta-data/"}`, 400, "invalid-url"},
+		{"private network address", "POST", "/api/v1/links", js, `{"url":"http://10.0.0.5/admin"}`, 400, "invalid-url"},
+		{"www variant of the own host", "POST", "/api/v1/links", js, `{"url":"https://www.sho.rt/keep-me"}`, 400, "invalid-url"},
+		{"no content type", "POST", "/api/v1/links", "", `{"url":"https://example.com"}`, 415, "unsupported-media-type"},
+		{"patch as a form", "PATCH", "/api/v1/links/keep-me", "application/x-www-form-urlencoded", `url=https://x.example`, 415, "unsupported-media-type"},
 
 		{"PUT on collection", "PUT", "/api/v1/links", js, `{}`, 405, "method-not-allowed"},
 		{"DELETE on collection", "DELETE", "/api/v1/links", "", ``, 405, "method-not-allowed"},
@@ -123,7 +128,11 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 			if c.body != "" || c.method == "POST" || c.method == "PATCH" {
 				body = []byte(c.body)
 			}
-			r := tn.do(t, c.method, c.path, c.contentType, body)
+			do := tn.do
+			if strings.HasPrefix(c.path, "/admin/") {
+				do = tn.adminDo // the admin routes live on the admin listener
+			}
+			r := do(t, c.method, c.path, c.contentType, body)
 			if r.status != c.status {
 				t.Fatalf("status %d, want %d: %s", r.status, c.status, r.body)
 			}

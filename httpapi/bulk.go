@@ -62,6 +62,11 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 			detail: fmt.Sprintf("links must hold 1 to %d links", MaxBulkLinks), field: "links"})
 		return
 	}
+	// One rate-limit token per link.
+	p := principalOf(r)
+	if !s.limit(w, r, p, len(b.Links)) {
+		return
+	}
 	out := bulkResponse{Results: make([]bulkItem, len(b.Links))}
 	reqs := make([]cluster.CreateRequest, 0, len(b.Links))
 	pos := make([]int, 0, len(b.Links)) // reqs[j] is link pos[j]
@@ -71,6 +76,7 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 			out.Results[i] = s.bulkFailure(r, err)
 			continue
 		}
+		req.Owner = p.owner()
 		reqs = append(reqs, req)
 		pos = append(pos, i)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
@@ -351,6 +352,10 @@ type fastRequest struct {
 	code          []byte
 	userAgent     []byte
 	referer       []byte
+	// forwarded and xff are the Forwarded and X-Forwarded-For values
+	// (one of each at most; more go to net/http).
+	forwarded, xff []byte
+	forwards       int
 	private       bool
 	close         bool // answer with Connection: close and close
 	keepAlive10   bool // HTTP/1.0 with Connection: keep-alive
@@ -422,6 +427,12 @@ func parseHead(head []byte, r *fastRequest) bool {
 			r.userAgent = value
 		case asciiEqualFold(name, "referer"):
 			r.referer = value
+		case asciiEqualFold(name, "forwarded"):
+			r.forwarded = value
+			r.forwards++
+		case asciiEqualFold(name, "x-forwarded-for"):
+			r.xff = value
+			r.forwards++
 		case asciiEqualFold(name, "dnt"), asciiEqualFold(name, "sec-gpc"):
 			if string(value) == "1" {
 				r.private = true
@@ -446,6 +457,9 @@ func parseHead(head []byte, r *fastRequest) bool {
 	}
 	if r.hosts > 1 || (r.hosts == 0 && !r.http10) {
 		return false // net/http answers 400
+	}
+	if r.forwards > 1 {
+		return false // net/http joins repeated fields; it decides
 	}
 	if r.http10 && !r.keepAlive10 {
 		r.close = true
@@ -505,7 +519,7 @@ func (l *FastListener) redirect(bw *bufio.Writer, c net.Conn, r *fastRequest) bo
 	start := time.Now()
 	s := l.s
 	lk, ok := s.svc.ResolveLocal(string(r.code))
-	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || !headerSafe(lk.URL) {
+	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || !headerSafe(lk.URL) || s.svc.BlockedURL(lk.URL) {
 		return false
 	}
 	if bugs.Once(bugs.PanicOnce) {
@@ -541,7 +555,8 @@ func (l *FastListener) redirect(bw *bufio.Writer, c net.Conn, r *fastRequest) bo
 	}
 	bw.WriteString("\r\n\r\n")
 	if s.clicks != nil && !r.head {
-		s.recordClick(lk.Code, connIP(c), string(r.userAgent), string(r.referer), r.private)
+		s.recordClick(lk.Code, s.fastClientIP(c, r), unsafeString(clipBytes(r.userAgent, MaxUserAgent)),
+			unsafeString(clipBytes(r.referer, MaxReferer)), r.private)
 	}
 	s.rec.Redirect(status, time.Since(start))
 	l.served.Add(1)
@@ -560,6 +575,33 @@ func headerSafe(v string) bool {
 	}
 	return true
 }
+
+// fastClientIP is clientIP for the fast path's parsed head.
+func (s *Server) fastClientIP(c net.Conn, r *fastRequest) netip.Addr {
+	peer := connIP(c)
+	if len(s.proxies) == 0 || r.forwards == 0 {
+		return peer
+	}
+	var fwd, xff []string
+	if r.forwarded != nil {
+		fwd = []string{string(r.forwarded)}
+	}
+	if r.xff != nil {
+		xff = []string{string(r.xff)}
+	}
+	return s.proxies.clientAddr(peer, fwd, xff)
+}
+
+func clipBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// unsafeString views b as a string without copying; recordClick copies
+// what it keeps before b's buffer is reused.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // connIP is the connection's peer address (as remoteIP).
 func connIP(c net.Conn) netip.Addr {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
@@ -24,6 +25,8 @@ import (
 type testNode struct {
 	node    *cluster.Node
 	srv     *httptest.Server
+	admin   *httptest.Server // the admin listener
+	key     string           // the first admin key's secret
 	fast    *httpapi.FastListener
 	client  *http.Client
 	metrics *metrics.Metrics
@@ -31,15 +34,24 @@ type testNode struct {
 
 // startNode starts a node; opts adjust its cluster configuration.
 func startNode(tb testing.TB, policy link.URLPolicy, opts ...func(*cluster.Config)) *testNode {
+	return startNodeAPI(tb, policy, nil, opts...)
+}
+
+// startNodeAPI is startNode with the HTTP configuration adjusted by api.
+func startNodeAPI(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Config), opts ...func(*cluster.Config)) *testNode {
 	tb.Helper()
 	m := metrics.New()
 	key, err := clusterkey.Generate()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	secret, err := apikey.NewSecret()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	cfg := cluster.Config{
 		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: shard.FastTiming, Observer: m,
-		IDBlockSize: 64, ClusterKey: &key,
+		IDBlockSize: 64, ClusterKey: &key, AdminKey: secret,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -58,12 +70,19 @@ func startNode(tb testing.TB, policy link.URLPolicy, opts ...func(*cluster.Confi
 			tb.Errorf("close node: %v", err)
 		}
 	})
-	api, err := httpapi.New(httpapi.Config{
+	hcfg := httpapi.Config{
 		Service: n, PublicURL: "http://sho.rt", URLPolicy: policy, Metrics: m.Handler(), Recorder: m,
-	})
+		KeyRate: httpapi.Rate{PerSecond: -1}, // limits have their own tests
+	}
+	if apiOpt != nil {
+		apiOpt(&hcfg)
+	}
+	api, err := httpapi.New(hcfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	admin := httptest.NewServer(api.Admin())
+	tb.Cleanup(admin.Close)
 	// Served as linknode serves it: the redirect fast path in front of
 	// net/http, so every test here goes through both.
 	srv := httptest.NewUnstartedServer(api)
@@ -76,9 +95,25 @@ func startNode(tb testing.TB, policy link.URLPolicy, opts ...func(*cluster.Confi
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport:     &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128},
 	}
-	tn := &testNode{node: n, srv: srv, fast: fast, client: client, metrics: m}
+	tn := &testNode{node: n, srv: srv, admin: admin, key: secret, fast: fast, client: client, metrics: m}
 	tn.waitReady(tb)
 	return tn
+}
+
+// waitKey waits until the node knows secret (the first admin key is made
+// by the meta leader's loop after the settings).
+func (tn *testNode) waitKey(tb testing.TB, secret string) {
+	tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := tn.node.Authenticate(secret); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the node never knew the key")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (tn *testNode) waitReady(tb testing.TB) {
@@ -87,6 +122,7 @@ func (tn *testNode) waitReady(tb testing.TB) {
 	for {
 		resp := tn.do(tb, "GET", "/readyz", "", nil)
 		if resp.status == 200 {
+			tn.waitKey(tb, tn.key)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -111,21 +147,39 @@ func (r response) json(tb testing.TB) map[string]any {
 	return m
 }
 
-// do sends a request; body is sent as-is with the given content type.
+// do sends a request to the public listener with the admin key; body is
+// sent as-is with the given content type. hdr are name, value pairs; an
+// empty Authorization sends none.
 func (tn *testNode) do(tb testing.TB, method, path, contentType string, body []byte, hdr ...string) response {
+	tb.Helper()
+	return tn.send(tb, tn.srv.URL, method, path, contentType, body, hdr...)
+}
+
+// adminDo is do on the admin listener.
+func (tn *testNode) adminDo(tb testing.TB, method, path, contentType string, body []byte, hdr ...string) response {
+	tb.Helper()
+	return tn.send(tb, tn.admin.URL, method, path, contentType, body, hdr...)
+}
+
+func (tn *testNode) send(tb testing.TB, base, method, path, contentType string, body []byte, hdr ...string) response {
 	tb.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequest(method, tn.srv.URL+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	req.Header.Set("Authorization", "Bearer "+tn.key)
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := tn.client.Do(req)

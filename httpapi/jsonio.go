@@ -10,20 +10,18 @@ import (
 	"strings"
 )
 
-// checkJSONContentType refuses bodies declared as anything but JSON. A
-// missing Content-Type is accepted (curl -d sends a form type, which is
-// refused; plain clients often send none).
+// checkJSONContentType refuses bodies not declared as JSON
+// (application/json, application/merge-patch+json or another +json type). A
+// missing Content-Type is refused too: what a cross-site form can send
+// (form types, text/plain) never passes, so a page on another site cannot
+// make a browser write here.
 func checkJSONContentType(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
-	}
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
 	return &requestError{status: http.StatusUnsupportedMediaType, kind: "unsupported-media-type",
-		title: "Unsupported Media Type", detail: "send the body as application/json"}
+		title: "Unsupported Media Type", detail: "send the body as application/json (Content-Type: application/json)"}
 }
 
 // readJSON decodes one JSON value from the size-limited body into v,

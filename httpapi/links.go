@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -30,6 +31,11 @@ type linkJSON struct {
 	Tags      []string   `json:"tags"`
 	MaxVisits *uint64    `json:"max_visits"`
 	Clicks    uint64     `json:"clicks"`
+	// Owner is whose link it is (the owner of the key that made it).
+	Owner string `json:"owner"`
+	// Blocked is set when the destination's domain is on the cluster's
+	// blocklist: the link answers 410 (a takedown).
+	Blocked bool `json:"blocked"`
 }
 
 func (s *Server) toJSON(l *link.Link) linkJSON {
@@ -37,6 +43,7 @@ func (s *Server) toJSON(l *link.Link) linkJSON {
 		Code: l.Code, ShortURL: s.publicURL + "/" + l.Code, URL: l.URL,
 		CreatedAt: l.CreatedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC(),
 		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags,
+		Owner: apikey.LinkOwner(l.Owner), Blocked: s.svc.BlockedURL(l.URL),
 	}
 	if !l.ExpiresAt.IsZero() {
 		e := l.ExpiresAt.UTC()
@@ -54,11 +61,11 @@ func (s *Server) toJSON(l *link.Link) linkJSON {
 
 func (s *Server) registerLinkRoutes() {
 	r := s.router
-	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.handleCreate)).Methods(http.MethodPost)
-	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.handleBulkCreate)).Methods(http.MethodPost)
-	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.handleGet)).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.handlePatch)).Methods(http.MethodPatch)
-	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.handleDelete)).Methods(http.MethodDelete)
+	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksWrite, 1, true, s.handleCreate))).Methods(http.MethodPost)
+	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate))).Methods(http.MethodPost)
+	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksRead, 1, false, s.handleGet))).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handlePatch))).Methods(http.MethodPatch)
+	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handleDelete))).Methods(http.MethodDelete)
 }
 
 // createBody is POST /api/v1/links.
@@ -153,6 +160,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
+	req.Owner = principalOf(r).owner()
 	l, err := s.svc.Create(r.Context(), req)
 	if err != nil {
 		s.Error(w, r, err)
@@ -188,6 +196,9 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	l, err := s.svc.Get(r.Context(), code, consistent)
+	if err == nil && !principalOf(r).owns(l.Owner) {
+		err = link.ErrNotFound // another owner's link is no link to this key
+	}
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -224,6 +235,10 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.validatePatch(raw)
 	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if err := s.checkOwner(r, code); err != nil {
 		s.Error(w, r, err)
 		return
 	}
@@ -329,6 +344,10 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (cluster.Patch, e
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	code, err := codeVar(r)
 	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if err := s.checkOwner(r, code); err != nil {
 		s.Error(w, r, err)
 		return
 	}

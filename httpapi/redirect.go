@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -79,10 +81,13 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	if l.Gone(s.now()) {
 		return s.redirectError(w, r, link.ErrGone)
 	}
+	if s.svc.BlockedURL(l.URL) {
+		return s.redirectError(w, r, errTakenDown)
+	}
 	// A limited link grants each visit through Raft (exact across the
 	// cluster); links without a limit never get here. HEAD and bots look
 	// without using a visit up.
-	if l.MaxVisits > 0 && r.Method == http.MethodGet && (s.isBot == nil || !s.isBot(r.UserAgent())) {
+	if l.MaxVisits > 0 && r.Method == http.MethodGet && (s.isBot == nil || !s.isBot(clip(r.UserAgent(), MaxUserAgent))) {
 		if l, err = s.svc.ConsumeVisit(r.Context(), code); err != nil {
 			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
 				return s.redirectError(w, r, link.ErrGone)
@@ -99,16 +104,38 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	}
 	w.WriteHeader(l.Redirect)
 	if s.clicks != nil && r.Method == http.MethodGet {
-		s.recordClick(l.Code, remoteIP(r), r.UserAgent(), r.Referer(),
+		s.recordClick(l.Code, s.clientIP(r), r.UserAgent(), r.Referer(),
 			r.Header.Get("DNT") == "1" || r.Header.Get("Sec-GPC") == "1")
 	}
 	return l.Redirect
 }
 
+// MaxUserAgent and MaxReferer bound what analytics takes of those headers
+// (bytes): a click costs the same whatever the client sends, and a 60 KB
+// User-Agent neither grows the click buffer nor slows the bot detector.
+const (
+	MaxUserAgent = 512
+	MaxReferer   = 1024
+)
+
+// clip cuts s to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// errTakenDown answers a link whose destination is on the blocklist.
+var errTakenDown = fmt.Errorf("%w: the link was disabled for abuse", link.ErrGone)
+
 // recordClick hands a GET redirect to analytics, never waiting for it;
 // HEAD is a link checker, not a visit. private is DNT: 1 or Sec-GPC: 1.
+// The strings are clipped here, before anything keeps them (the caller's
+// may be views of a larger buffer).
 func (s *Server) recordClick(code string, ip netip.Addr, ua, referer string, private bool) {
-	s.clicks.Record(analytics.Click{Code: code, Time: s.now(), IP: ip, UA: ua, Referer: referer, Private: private})
+	s.clicks.Record(analytics.Click{Code: code, Time: s.now(), IP: ip,
+		UA: strings.Clone(clip(ua, MaxUserAgent)), Referer: strings.Clone(clip(referer, MaxReferer)), Private: private})
 }
 
 // remoteIP is the connection's peer address (proxies' X-Forwarded-For is
@@ -125,7 +152,10 @@ func remoteIP(r *http.Request) netip.Addr {
 // document for everyone else.
 func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, err error) int {
 	status, title, detail := http.StatusNotFound, "Not Found", "There is no link with this code."
-	if errors.Is(err, link.ErrGone) {
+	switch {
+	case errors.Is(err, errTakenDown):
+		status, title, detail = http.StatusGone, "Link disabled", "This link was disabled for abuse."
+	case errors.Is(err, link.ErrGone):
 		status, title, detail = http.StatusGone, "Gone", "This link has expired or was disabled or removed."
 	}
 	if !wantsHTML(r) {

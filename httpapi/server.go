@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -40,6 +42,18 @@ type Service interface {
 	ConsumeVisit(ctx context.Context, code string) (*link.Link, error)
 	Visits(ctx context.Context, code string, from, to time.Time, limit int) ([]link.Visit, cluster.Gathered, error)
 	Orphans(ctx context.Context, top int) (link.OrphanSummary, cluster.Gathered)
+
+	// Authenticate returns the key of a secret, or cluster.ErrUnauthorized.
+	Authenticate(secret string) (apikey.Key, error)
+	Keys() ([]apikey.Key, error)
+	CreateKey(ctx context.Context, req cluster.KeyRequest) (string, apikey.Key, error)
+	RevokeKey(ctx context.Context, id string) error
+	SetBlocked(ctx context.Context, domain string, blocked bool) error
+	Blocklist() (map[string]time.Time, error)
+	// Blocked reports a blocked destination host; BlockedURL a stored URL
+	// whose host is blocked.
+	Blocked(host string) bool
+	BlockedURL(u string) bool
 }
 
 // ClickRecorder takes redirects for analytics without blocking
@@ -87,6 +101,24 @@ type Config struct {
 	// IsBot, if set, tells bots (link previews, crawlers) apart: they are
 	// redirected without using up a limited link's visits.
 	IsBot func(userAgent string) bool
+	// AnonymousCreate lets POST /api/v1/links through without a key: the
+	// link's owner is "anonymous", and AnonymousRate limits each client
+	// network.
+	AnonymousCreate bool
+	// KeyRate limits each non-admin key (zero: DefaultKeyRate; a negative
+	// PerSecond: no limit); a key's own rate_limit replaces it.
+	KeyRate Rate
+	// AnonymousRate limits anonymous creates per client network (zero:
+	// DefaultAnonymousRate; a negative PerSecond: no limit).
+	AnonymousRate Rate
+	// TrustedProxies are the networks whose Forwarded and X-Forwarded-For
+	// headers name the client (clientip.go); nobody else's are read.
+	TrustedProxies []netip.Prefix
+	// CORSOrigins are the browser origins (scheme://host[:port]) allowed
+	// to call /api/v1 from their pages; "*" allows any. None by default.
+	CORSOrigins []string
+	// Pprof serves /debug/pprof/* on the admin handler.
+	Pprof bool
 }
 
 // Server is the HTTP handler of a node.
@@ -102,6 +134,15 @@ type Server struct {
 	now         func() time.Time
 	clicks      ClickRecorder
 	isBot       func(string) bool
+
+	admin           *mux.Router
+	anonymousCreate bool
+	keyRate         Rate
+	anonRate        Rate
+	limiter         *limiter
+	proxies         trustedProxies
+	cors            map[string]bool
+	corsAny         bool
 }
 
 // New builds the router.
@@ -119,7 +160,27 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		router: mux.NewRouter(), svc: cfg.Service, publicURL: pub, policy: policy,
 		maxBody: cfg.MaxBodyBytes, maxBulkBody: cfg.MaxBulkBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
-		isBot: cfg.IsBot,
+		isBot: cfg.IsBot, admin: mux.NewRouter(), anonymousCreate: cfg.AnonymousCreate,
+		keyRate: cfg.KeyRate, anonRate: cfg.AnonymousRate, proxies: trustedProxies(cfg.TrustedProxies),
+		cors: map[string]bool{},
+	}
+	if s.keyRate == (Rate{}) {
+		s.keyRate = DefaultKeyRate
+	}
+	if s.anonRate == (Rate{}) {
+		s.anonRate = DefaultAnonymousRate
+	}
+	for _, o := range cfg.CORSOrigins {
+		if !corsOriginValid(o) {
+			return nil, &link.FieldError{Err: link.ErrInvalidInput, Field: "cors-origins", Reason: "each origin must be * or scheme://host[:port], as the Origin header has it: " + o}
+		}
+		if o == "*" {
+			s.corsAny = true
+		}
+		s.cors[strings.TrimRight(o, "/")] = true
+	}
+	if s.policy.Blocked == nil {
+		s.policy.Blocked = cfg.Service.Blocked
 	}
 	if s.maxBulkBody <= 0 {
 		s.maxBulkBody = DefaultMaxBulkBodyBytes
@@ -133,19 +194,47 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.limiter = newLimiter(s.now)
 	if s.rec == nil {
 		s.rec = nopRecorder{}
 	}
-	s.router.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "no such resource")
 	})
-	s.router.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed)
-	s.registerHealthRoutes(cfg.Metrics)
-	s.registerAdminRoutes()
+	for _, rt := range []*mux.Router{s.router, s.admin} {
+		rt.NotFoundHandler = notFound
+		rt.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed(rt))
+		s.registerHealthRoutes(rt)
+		s.registerKeyRoutes(rt)
+	}
+	// The admin listener: the admin API, metrics and profiles; the public
+	// one answers 404 for them.
+	s.registerAdminRoutes(cfg.Metrics, cfg.Pprof)
 	s.registerLinkRoutes()
 	s.registerStatsRoutes()
 	s.registerRedirectRoutes() // last: /{code} must not shadow the fixed routes
 	return s, nil
+}
+
+// Admin returns the handler of the admin listener: /admin/v1/* (an admin
+// key), /metrics (no key), /debug/pprof/* (when Config.Pprof), the keys and
+// blocklist API, /healthz and /readyz.
+func (s *Server) Admin() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["X-Content-Type-Options"] = nosniff
+		defer s.recoverPanic(w, r)
+		s.admin.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
+	if p := recover(); p != nil {
+		if p == http.ErrAbortHandler {
+			panic(p)
+		}
+		s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", p)
+		s.problem(w, r, http.StatusInternalServerError, "internal", "Internal Server Error", "")
+	}
 }
 
 type nopRecorder struct{}
@@ -160,40 +249,37 @@ var nosniff = []string{"nosniff"}
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()["X-Content-Type-Options"] = nosniff
-	defer func() {
-		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
-				panic(p)
-			}
-			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", p)
-			s.problem(w, r, http.StatusInternalServerError, "internal", "Internal Server Error", "")
-		}
-	}()
+	defer s.recoverPanic(w, r)
 	// GET and HEAD of /{code}, the hot path, skip the router: its regular
 	// expressions and the request copy it makes for the path variables.
 	if code, ok := redirectCode(r); ok {
 		s.handleRedirect(w, r, code)
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, "/api/") && s.corsHeaders(w, r) {
+		return // a preflight, answered
+	}
 	s.router.ServeHTTP(w, r)
 }
 
 // methodNotAllowed answers 405 with the Allow header of the matched path.
-func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	var allowed []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodDelete} {
-		probe := r.Clone(r.Context())
-		probe.Method = m
-		var match mux.RouteMatch
-		if s.router.Match(probe, &match) && match.MatchErr == nil {
-			allowed = append(allowed, m)
+func (s *Server) methodNotAllowed(rt *mux.Router) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			var match mux.RouteMatch
+			if rt.Match(probe, &match) && match.MatchErr == nil {
+				allowed = append(allowed, m)
+			}
 		}
+		if len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+		}
+		s.problem(w, r, http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed",
+			r.Method+" is not allowed here")
 	}
-	if len(allowed) > 0 {
-		w.Header().Set("Allow", strings.Join(allowed, ", "))
-	}
-	s.problem(w, r, http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed",
-		r.Method+" is not allowed here")
 }
 
 // statusWriter remembers the status for metrics.

@@ -10,6 +10,7 @@ import (
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -52,9 +53,10 @@ type countJSON struct {
 const maxSeriesPoints = 10000
 
 func (s *Server) registerStatsRoutes() {
-	s.router.HandleFunc("/api/v1/links/{code}/stats", s.measured("/api/v1/links/{code}/stats", s.handleStats)).Methods(http.MethodGet, http.MethodHead)
-	s.router.HandleFunc("/api/v1/links/{code}/visits", s.measured("/api/v1/links/{code}/visits", s.handleVisits)).Methods(http.MethodGet, http.MethodHead)
-	s.router.HandleFunc("/api/v1/orphan-visits", s.measured("/api/v1/orphan-visits", s.handleOrphans)).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/api/v1/links/{code}/stats", s.measured("/api/v1/links/{code}/stats", s.authed(apikey.StatsRead, 1, false, s.handleStats))).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/api/v1/links/{code}/visits", s.measured("/api/v1/links/{code}/visits", s.authed(apikey.StatsRead, 1, false, s.handleVisits))).Methods(http.MethodGet, http.MethodHead)
+	// Orphan visits are requests for codes nobody owns: admin only.
+	s.router.HandleFunc("/api/v1/orphan-visits", s.measured("/api/v1/orphan-visits", s.authed(apikey.Admin, 1, false, s.handleOrphans))).Methods(http.MethodGet, http.MethodHead)
 }
 
 // handleVisits serves GET /api/v1/links/{code}/visits?from=&to=&limit=:
@@ -80,6 +82,10 @@ func (s *Server) handleVisits(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if _, err := s.svc.Resolve(r.Context(), code); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if err := s.checkOwner(r, code); err != nil {
 		s.Error(w, r, err)
 		return
 	}
@@ -151,6 +157,10 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 			s.Error(w, r, field("top", "must be 1 to 100", link.ErrInvalidInput))
 			return
 		}
+	}
+	if err := s.checkOwner(r, code); err != nil {
+		s.Error(w, r, err)
+		return
 	}
 	st, err := s.svc.ClickStats(r.Context(), code, from, to)
 	if err != nil {

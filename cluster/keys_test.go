@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/internal/apikey"
+)
+
+// effectiveEverywhere polls every node until cond holds on it, and returns
+// how long the slowest took.
+func effectiveEverywhere(t *testing.T, nodes []*Node, what string, cond func(n *Node) bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	took := make([]time.Duration, len(nodes))
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !cond(n) {
+				if time.Since(start) > 10*time.Second {
+					took[i] = -1
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	var slowest time.Duration
+	for i, d := range took {
+		if d < 0 {
+			t.Fatalf("%s: never effective on %s", what, nodes[i].ID())
+		}
+		slowest = max(slowest, d)
+	}
+	return slowest
+}
+
+func TestKeysAndBlocklistTakeEffectOnEveryNodeWithinASecond(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.startAll(0, 1, 2)
+	tc.waitReplicated(3)
+	nodes := tc.live()
+
+	// The first admin key: made once, by the meta leader, into its data
+	// dir's admin.key, and known to every node.
+	var first string
+	waitFor(t, 20*time.Second, "the first admin key", func() bool {
+		for _, n := range nodes {
+			if s, err := apikey.LoadSecret(filepath.Join(n.cfg.DataDir, "admin.key")); err == nil {
+				first = s
+				return true
+			}
+		}
+		return false
+	})
+	effectiveEverywhere(t, nodes, "first key", func(n *Node) bool { _, err := n.Authenticate(first); return err == nil })
+	files := 0
+	for _, n := range nodes {
+		if _, err := os.Stat(filepath.Join(n.cfg.DataDir, "admin.key")); err == nil {
+			files++
+		}
+	}
+	if keys, _ := nodes[0].Keys(); len(keys) != 1 || files != 1 || keys[0].Scopes != apikey.Admin {
+		t.Fatalf("%d keys, %d admin.key files: %+v", len(keys), files, keys)
+	}
+
+	// A key made through one node works on every node; revoked through
+	// another, it stops working on every node within a second.
+	secret, k, err := nodes[1].CreateKey(ctx(t), KeyRequest{Name: "ci", Owner: "alice", Scopes: apikey.LinksRead | apikey.LinksWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	effectiveEverywhere(t, nodes, "new key", func(n *Node) bool { got, err := n.Authenticate(secret); return err == nil && got.Owner == "alice" })
+	if err := nodes[2].RevokeKey(ctx(t), k.ID); err != nil {
+		t.Fatal(err)
+	}
+	d := effectiveEverywhere(t, nodes, "revocation", func(n *Node) bool {
+		_, err := n.Authenticate(secret)
+		return errors.Is(err, ErrUnauthorized)
+	})
+	t.Logf("revocation effective on every node after %v", d)
+	if d > time.Second {
+		t.Fatalf("revocation took %v on the slowest node, want at most 1s", d)
+	}
+	if err := nodes[0].RevokeKey(ctx(t), k.ID); !errors.Is(err, ErrKeyNotFound) {
+		t.Fatalf("revoke again: %v", err)
+	}
+
+	// The blocklist, likewise.
+	l, err := nodes[0].Create(ctx(t), CreateRequest{URL: "https://sub.evil.example/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[1].SetBlocked(ctx(t), "evil.example", true); err != nil {
+		t.Fatal(err)
+	}
+	d = effectiveEverywhere(t, nodes, "block", func(n *Node) bool { return n.BlockedURL(l.URL) && n.Blocked("a.b.evil.example") })
+	t.Logf("blocklist effective on every node after %v", d)
+	if d > time.Second {
+		t.Fatalf("blocking took %v on the slowest node", d)
+	}
+	if nodes[2].Blocked("notevil.example") || nodes[2].BlockedURL("https://example.com/evil.example") {
+		t.Fatal("blocklist matches too much")
+	}
+	if err := nodes[2].SetBlocked(ctx(t), "evil.example", false); err != nil {
+		t.Fatal(err)
+	}
+	effectiveEverywhere(t, nodes, "unblock", func(n *Node) bool { return !n.BlockedURL(l.URL) })
+}
+
+func TestHostOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://example.com":              "example.com",
+		"https://example.com:8443/x?y#z":   "example.com",
+		"http://[2001:db8::1]:80/":         "2001:db8::1",
+		"https://a.b.example/path:with:co": "a.b.example",
+		"https://x.example?q=1":            "x.example",
+	} {
+		if got := hostOf(in); got != want {
+			t.Errorf("hostOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,353 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/link"
+)
+
+// Who may call what (DESIGN section 11): every /api/v1 route needs a key
+// (Authorization: Bearer) with the route's scope, except POST
+// /api/v1/links with -anonymous-create; a key without admin sees only its
+// owner's links, and another owner's link is answered exactly as an unknown
+// code. Redirects, /healthz and /readyz stay public.
+
+// principal is who a request acts as: a key, or an anonymous client.
+type principal struct {
+	key  apikey.Key
+	anon bool
+	ip   netip.Addr
+}
+
+func (p *principal) owner() string {
+	if p.anon {
+		return apikey.OwnerAnonymous
+	}
+	return p.key.Owner
+}
+
+func (p *principal) admin() bool { return !p.anon && p.key.Scopes&apikey.Admin != 0 }
+
+// owns reports whether p may see a link stored with owner.
+func (p *principal) owns(owner string) bool {
+	return p.admin() || (!p.anon && apikey.LinkOwner(owner) == p.key.Owner)
+}
+
+type principalKey struct{}
+
+func principalOf(r *http.Request) *principal {
+	p, _ := r.Context().Value(principalKey{}).(*principal)
+	if p == nil {
+		return &principal{anon: true}
+	}
+	return p
+}
+
+var (
+	errUnauthorized = &requestError{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
+		detail: "send an API key: Authorization: Bearer <key>"}
+	errBadKey = &requestError{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
+		detail: "the API key is unknown or revoked"}
+	errForbidden = &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
+		detail: "the API key lacks the scope this route needs"}
+)
+
+// cost is how many rate-limit tokens a route takes up front; costByBody
+// routes spend theirs once the body says how many (bulk: one per link).
+const costByBody = 0
+
+// authed wraps an /api/v1 handler: the key (or, for anonymous creates, the
+// client address) is checked, then the scope, then the rate limit. A
+// refused request touches nothing.
+func (s *Server) authed(scope apikey.Scope, cost int, anonymous bool, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := &principal{ip: s.clientIP(r)}
+		secret, has := apikey.FromHeader(r.Header.Get("Authorization"))
+		switch {
+		case has:
+			k, err := s.svc.Authenticate(secret)
+			if err != nil {
+				if !errors.Is(err, cluster.ErrUnauthorized) {
+					s.Error(w, r, err)
+					return
+				}
+				s.unauthorized(w, r, errBadKey)
+				return
+			}
+			p.key = k
+			if !k.Scopes.Has(scope) {
+				s.Error(w, r, errForbidden)
+				return
+			}
+		case r.Header.Get("Authorization") != "":
+			s.unauthorized(w, r, &requestError{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
+				detail: "the Authorization header must be Bearer <key>"})
+			return
+		case anonymous && s.anonymousCreate:
+			p.anon = true
+		default:
+			s.unauthorized(w, r, errUnauthorized)
+			return
+		}
+		if cost > 0 && !s.limit(w, r, p, cost) {
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, e *requestError) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="linkraft"`)
+	s.Error(w, r, e)
+}
+
+// ownedLink returns the link if the request's principal may see it, and
+// link.ErrNotFound (as for an unknown code) if not. A code's owner never
+// changes and a code is never made twice, so any replica that has the link
+// answers right; one that lacks it asks the leader.
+func (s *Server) ownedLink(ctx context.Context, p *principal, code string) (*link.Link, error) {
+	l, err := s.svc.Get(ctx, code, false)
+	if errors.Is(err, link.ErrNotFound) {
+		l, err = s.svc.Get(ctx, code, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !p.owns(l.Owner) {
+		return nil, link.ErrNotFound
+	}
+	return l, nil
+}
+
+// checkOwner is ownedLink for routes that need only the verdict; admin
+// keys skip the lookup.
+func (s *Server) checkOwner(r *http.Request, code string) error {
+	p := principalOf(r)
+	if p.admin() {
+		return nil
+	}
+	_, err := s.ownedLink(r.Context(), p, code)
+	return err
+}
+
+func (s *Server) registerKeyRoutes(r *mux.Router) {
+	r.HandleFunc("/api/v1/keys", s.measured("/api/v1/keys", s.authed(apikey.Admin, 1, false, s.handleCreateKey))).Methods(http.MethodPost)
+	r.HandleFunc("/api/v1/keys", s.measured("/api/v1/keys", s.authed(apikey.Admin, 1, false, s.handleListKeys))).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/api/v1/keys/{id}", s.measured("/api/v1/keys/{id}", s.authed(apikey.Admin, 1, false, s.handleRevokeKey))).Methods(http.MethodDelete)
+	r.HandleFunc("/api/v1/blocklist", s.measured("/api/v1/blocklist", s.authed(apikey.Admin, 1, false, s.handleBlock))).Methods(http.MethodPost)
+	r.HandleFunc("/api/v1/blocklist", s.measured("/api/v1/blocklist", s.authed(apikey.Admin, 1, false, s.handleListBlocked))).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/api/v1/blocklist/{domain}", s.measured("/api/v1/blocklist/{domain}", s.authed(apikey.Admin, 1, false, s.handleUnblock))).Methods(http.MethodDelete)
+}
+
+// keyJSON is a key as the API shows it; Key (the secret) only in the
+// answer to its creation.
+type keyJSON struct {
+	ID        string    `json:"id"`
+	Key       string    `json:"key,omitempty"`
+	Name      string    `json:"name"`
+	Owner     string    `json:"owner"`
+	Scopes    []string  `json:"scopes"`
+	RateLimit *uint32   `json:"rate_limit"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func toKeyJSON(k apikey.Key, secret string) keyJSON {
+	out := keyJSON{ID: k.ID, Key: secret, Name: k.Name, Owner: k.Owner, Scopes: k.Scopes.Names(), CreatedAt: k.CreatedAt.UTC()}
+	if k.RateLimit > 0 {
+		rl := k.RateLimit
+		out.RateLimit = &rl
+	}
+	return out
+}
+
+// createKeyBody is POST /api/v1/keys.
+type createKeyBody struct {
+	Name      *string  `json:"name"`
+	Owner     *string  `json:"owner"`
+	Scopes    []string `json:"scopes"`
+	RateLimit *uint32  `json:"rate_limit"`
+}
+
+// maxKeyRate bounds a key's own rate limit (requests per second).
+const maxKeyRate = 100000
+
+// handleCreateKey serves POST /api/v1/keys (admin): 201 with the secret,
+// shown this once.
+func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
+	var b createKeyBody
+	if err := s.readJSON(w, r, &b); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	keyField := func(name string, err error) error {
+		return field(name, strings.TrimPrefix(err.Error(), apikey.ErrInvalid.Error()+": "), link.ErrInvalidInput)
+	}
+	var req cluster.KeyRequest
+	if b.Name == nil {
+		s.Error(w, r, field("name", "is required", link.ErrInvalidInput))
+		return
+	}
+	if err := apikey.ValidName("name", *b.Name); err != nil {
+		s.Error(w, r, keyField("name", err))
+		return
+	}
+	if b.Owner == nil {
+		s.Error(w, r, field("owner", "is required: whose links the key manages", link.ErrInvalidInput))
+		return
+	}
+	if err := apikey.ValidName("owner", *b.Owner); err != nil {
+		s.Error(w, r, keyField("owner", err))
+		return
+	}
+	if *b.Owner == apikey.OwnerAnonymous {
+		s.Error(w, r, field("owner", "anonymous is the owner of keyless links, not of a key", link.ErrInvalidInput))
+		return
+	}
+	scopes, err := apikey.ParseScopes(b.Scopes)
+	if err != nil {
+		s.Error(w, r, keyField("scopes", err))
+		return
+	}
+	req.Name, req.Owner, req.Scopes = *b.Name, *b.Owner, scopes
+	if b.RateLimit != nil {
+		if *b.RateLimit < 1 || *b.RateLimit > maxKeyRate {
+			s.Error(w, r, field("rate_limit", "must be 1 to "+strconv.Itoa(maxKeyRate)+" requests per second", link.ErrInvalidInput))
+			return
+		}
+		req.RateLimit = *b.RateLimit
+	}
+	secret, k, err := s.svc.CreateKey(r.Context(), req)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/keys/"+k.ID)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, r, http.StatusCreated, toKeyJSON(k, secret))
+}
+
+// handleListKeys serves GET /api/v1/keys (admin): every key, no secrets.
+func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := s.svc.Keys()
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	out := make([]keyJSON, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, toKeyJSON(k, ""))
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, r, http.StatusOK, map[string]any{"keys": out})
+}
+
+// handleRevokeKey serves DELETE /api/v1/keys/{id} (admin): 204; every node
+// refuses the key once it applies the revocation.
+func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
+	err := s.svc.RevokeKey(r.Context(), mux.Vars(r)["id"])
+	if errors.Is(err, cluster.ErrKeyNotFound) {
+		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "no key has this ID")
+		return
+	}
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// blockBody is POST /api/v1/blocklist.
+type blockBody struct {
+	Domain *string `json:"domain"`
+}
+
+// canonicalDomain checks a blocklist domain the way destinations are
+// normalised, so that what is blocked is what links hold.
+func (s *Server) canonicalDomain(d string) (string, error) {
+	u, err := link.URLPolicy{AllowPrivate: true}.NormalizeURL("https://" + strings.TrimSuffix(d, ".") + "/")
+	if err != nil || strings.ContainsAny(d, "/:@?#") {
+		return "", field("domain", "must be a domain name such as evil.example", link.ErrInvalidInput)
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(u, "https://"), "/"), nil
+}
+
+// handleBlock serves POST /api/v1/blocklist (admin): the domain and its
+// subdomains are refused as destinations, and links to them answer 410,
+// on every node once it applies the entry.
+func (s *Server) handleBlock(w http.ResponseWriter, r *http.Request) {
+	var b blockBody
+	if err := s.readJSON(w, r, &b); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if b.Domain == nil {
+		s.Error(w, r, field("domain", "is required", link.ErrInvalidInput))
+		return
+	}
+	d, err := s.canonicalDomain(*b.Domain)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if err := s.svc.SetBlocked(r.Context(), d, true); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, r, http.StatusCreated, map[string]any{"domain": d})
+}
+
+// handleListBlocked serves GET /api/v1/blocklist (admin).
+func (s *Server) handleListBlocked(w http.ResponseWriter, r *http.Request) {
+	bl, err := s.svc.Blocklist()
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	type row struct {
+		Domain    string    `json:"domain"`
+		BlockedAt time.Time `json:"blocked_at"`
+	}
+	out := make([]row, 0, len(bl))
+	for d, at := range bl {
+		out = append(out, row{d, at.UTC()})
+	}
+	slices.SortFunc(out, func(a, b row) int { return strings.Compare(a.Domain, b.Domain) })
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, r, http.StatusOK, map[string]any{"domains": out})
+}
+
+// handleUnblock serves DELETE /api/v1/blocklist/{domain} (admin): 204, or
+// 404 for a domain not on the list.
+func (s *Server) handleUnblock(w http.ResponseWriter, r *http.Request) {
+	d, err := s.canonicalDomain(mux.Vars(r)["domain"])
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	bl, err := s.svc.Blocklist()
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if _, ok := bl[d]; !ok {
+		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "the domain is not on the blocklist")
+		return
+	}
+	if err := s.svc.SetBlocked(r.Context(), d, false); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
