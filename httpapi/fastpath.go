@@ -348,20 +348,20 @@ func isTimeout(err error) bool {
 // fastRequest is what the fast path reads from a request head. The byte
 // slices point into the connection's read buffer.
 type fastRequest struct {
-	head          bool
-	code          []byte
-	userAgent     []byte
-	referer       []byte
+	head      bool
+	code      []byte
+	userAgent []byte
+	referer   []byte
 	// forwarded and xff are the Forwarded and X-Forwarded-For values
 	// (one of each at most; more go to net/http).
 	forwarded, xff []byte
 	forwards       int
-	private       bool
-	close         bool // answer with Connection: close and close
-	keepAlive10   bool // HTTP/1.0 with Connection: keep-alive
-	http10        bool
-	hosts         int
-	connectionHdr bool
+	private        bool
+	close          bool // answer with Connection: close and close
+	keepAlive10    bool // HTTP/1.0 with Connection: keep-alive
+	http10         bool
+	hosts          int
+	connectionHdr  bool
 }
 
 // parseHead reads a request head (ending in CRLF CRLF). It reports false
