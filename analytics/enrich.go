@@ -13,6 +13,7 @@
 package analytics
 
 import (
+	"bytes"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -20,7 +21,6 @@ import (
 
 	useragent "github.com/medama-io/go-useragent"
 	"github.com/phuslu/iploc"
-	"github.com/x-way/crawlerdetect"
 )
 
 // Agent is what a user agent says about the client.
@@ -37,21 +37,21 @@ const maxMemo = 10000
 // Enricher turns raw request data into report dimensions. It is safe for
 // concurrent use; build one per node (the UA parser is large).
 type Enricher struct {
-	parser   *useragent.Parser
-	crawlers *crawlerdetect.CrawlerDetect
+	parser *useragent.Parser
 
 	mu   sync.Mutex
 	memo map[string]Agent
 }
 
-// NewEnricher builds the UA parser and the crawler detector.
+// NewEnricher builds the UA parser.
 func NewEnricher() *Enricher {
-	return &Enricher{parser: useragent.NewParser(), crawlers: crawlerdetect.New(), memo: map[string]Agent{}}
+	return &Enricher{parser: useragent.NewParser(), memo: map[string]Agent{}}
 }
 
-// Agent classifies a User-Agent. A UA is a bot if either medama's parser or
-// crawlerdetect (its second opinion, ~240 µs, hence memoised per UA) says
-// so; an empty UA is a bot too (browsers always send one).
+// Agent classifies a User-Agent. A UA is a bot if medama's parser says so
+// or it holds a bot token (botToken); an empty UA is a bot too (browsers
+// always send one). The answer is memoised per UA. Callers clip the UA
+// (httpapi.MaxUserAgent): a unique 512-byte UA costs about 10 µs.
 func (e *Enricher) Agent(ua string) Agent {
 	e.mu.Lock()
 	a, ok := e.memo[ua]
@@ -64,7 +64,7 @@ func (e *Enricher) Agent(ua string) Agent {
 	} else {
 		p := e.parser.Parse(ua)
 		a = Agent{Device: orUnknown(string(p.Device())), Browser: orUnknown(string(p.Browser())), OS: orUnknown(string(p.OS())),
-			Bot: p.IsBot() || e.crawlers.IsCrawler(ua)}
+			Bot: p.IsBot() || botToken(ua)}
 	}
 	e.mu.Lock()
 	if len(e.memo) >= maxMemo {
@@ -125,4 +125,41 @@ func Anonymize(ip netip.Addr) netip.Addr {
 		return netip.Addr{}
 	}
 	return p.Addr()
+}
+
+// botTokens are lowercase substrings of the User-Agents of crawlers, link
+// previews, monitors and HTTP libraries. They replace crawlerdetect's
+// regular expression, which took 270 µs on a common UA and 1.5 ms on a
+// 512-byte one: a client choosing its UA could make every click cost that.
+var botTokens = [][]byte{
+	[]byte("bot"), []byte("crawl"), []byte("spider"), []byte("slurp"), []byte("externalhit"), []byte("preview"),
+	[]byte("fetch"), []byte("scrape"), []byte("scrapy"), []byte("curl/"), []byte("wget"), []byte("python"),
+	[]byte("go-http-client"), []byte("java/"), []byte("okhttp"), []byte("axios"), []byte("libwww"),
+	[]byte("httpclient"), []byte("http_request"), []byte("httpie"), []byte("guzzle"), []byte("postman"),
+	[]byte("headless"), []byte("phantomjs"), []byte("lighthouse"), []byte("whatsapp"), []byte("telegram"),
+	[]byte("discord"), []byte("skypeuripreview"), []byte("embedly"), []byte("linkcheck"), []byte("validator"),
+	[]byte("monitor"), []byte("pingdom"), []byte("uptime"), []byte("ahrefs"), []byte("semrush"),
+	[]byte("yandex"), []byte("baidu"), []byte("mediapartners"), []byte("ia_archiver"), []byte("archive.org"),
+	[]byte("nutch"), []byte("feedfetcher"), []byte("zgrab"), []byte("masscan"), []byte("nmap"), []byte("censys"),
+	[]byte("facebookcatalog"), []byte("vkshare"), []byte("w3c_"), []byte("ruby"), []byte("perl"), []byte("php/"),
+	[]byte("dart:io"), []byte("reqwest"), []byte("aiohttp"), []byte("node-fetch"), []byte("undici"),
+}
+
+// botToken reports whether ua (its first 512 bytes) holds a bot token,
+// case-insensitively, without allocating.
+func botToken(ua string) bool {
+	var buf [512]byte
+	n := copy(buf[:], ua)
+	b := buf[:n]
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	for _, t := range botTokens {
+		if bytes.Contains(b, t) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,247 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/analytics"
+	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/link"
+)
+
+func TestRateLimitPerKey(t *testing.T) {
+	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.KeyRate = httpapi.Rate{PerSecond: 5, Burst: 10} })
+	_, k := tn.makeKey(t, "ci", "alice", "links:read", "links:write")
+	auth := bearer(k)
+	create := func() response {
+		return tn.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://example.com/rl"}`), "Authorization", auth)
+	}
+	ok, limited := 0, 0
+	var last response
+	for i := 0; i < 30; i++ {
+		r := create()
+		switch r.status {
+		case 201:
+			ok++
+		case 429:
+			limited++
+			last = r
+		default:
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+	}
+	// 10 at once, plus what refilled meanwhile (5/s).
+	if ok < 10 || ok > 20 || limited == 0 {
+		t.Fatalf("%d created, %d limited", ok, limited)
+	}
+	if last.json(t)["type"] != "/problems/rate-limited" || last.header.Get("Retry-After") == "" ||
+		last.header.Get("RateLimit-Policy") != `"key";q=10;w=2` || !strings.HasPrefix(last.header.Get("RateLimit"), `"key";r=0;t=`) {
+		t.Fatalf("429 answer: %v %s", last.header, last.body)
+	}
+	// The bucket refills.
+	retry, _ := strconv.Atoi(last.header.Get("Retry-After"))
+	deadline := time.Now().Add(time.Duration(retry+2) * time.Second)
+	for create().status != 201 {
+		if time.Now().After(deadline) {
+			t.Fatal("the bucket never refilled")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A bulk request spends one token per link: 11 links never fit in a
+	// bucket of 10.
+	var links []string
+	for i := 0; i < 11; i++ {
+		links = append(links, fmt.Sprintf(`{"url":"https://example.com/bulk/%d"}`, i))
+	}
+	before := tn.storedState(t)
+	r := tn.do(t, "POST", "/api/v1/links/bulk", "application/json", []byte(`{"links":[`+strings.Join(links, ",")+`]}`), "Authorization", auth)
+	if r.status != 429 {
+		t.Fatalf("bulk of 11 over a bucket of 10: %d %s", r.status, r.body)
+	}
+	if tn.storedState(t) != before {
+		t.Fatal("a rate-limited bulk stored links")
+	}
+	// Admin keys are not limited.
+	for i := 0; i < 30; i++ {
+		if r := tn.do(t, "GET", "/api/v1/keys", "", nil); r.status != 200 {
+			t.Fatalf("admin request %d: %d", i, r.status)
+		}
+	}
+}
+
+func TestAnonymousCreatesAreOffByDefaultAndLimitedPerClient(t *testing.T) {
+	off := startNode(t, link.URLPolicy{})
+	if r := off.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://example.com/a"}`), "Authorization", ""); r.status != 401 {
+		t.Fatalf("anonymous create with the default flags: %d", r.status)
+	}
+	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) {
+		c.AnonymousCreate = true
+		c.AnonymousRate = httpapi.Rate{PerSecond: 1.0 / 60, Burst: 3}
+	})
+	for i := 0; i < 3; i++ {
+		r := tn.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://example.com/a"}`), "Authorization", "")
+		if r.status != 201 || r.json(t)["owner"] != "anonymous" {
+			t.Fatalf("anonymous create %d: %d %s", i, r.status, r.body)
+		}
+		code := r.json(t)["code"].(string)
+		// Nobody reads or changes an anonymous link through the API but
+		// an admin: there is no key of the owner "anonymous".
+		if r := tn.do(t, "GET", "/api/v1/links/"+code, "", nil, "Authorization", ""); r.status != 401 {
+			t.Fatalf("anonymous read: %d", r.status)
+		}
+	}
+	r := tn.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://example.com/a"}`), "Authorization", "")
+	if r.status != 429 || r.header.Get("RateLimit-Policy") != `"anonymous";q=3;w=180` {
+		t.Fatalf("4th anonymous create: %d %v", r.status, r.header)
+	}
+	// Only single creates are anonymous.
+	if r := tn.do(t, "POST", "/api/v1/links/bulk", "application/json", []byte(`{"links":[{"url":"https://example.com/b"}]}`), "Authorization", ""); r.status != 401 {
+		t.Fatalf("anonymous bulk: %d", r.status)
+	}
+}
+
+// recorder keeps the clicks it is given.
+type recorder struct{ clicks chan analytics.Click }
+
+func (r *recorder) Record(c analytics.Click) bool { r.clicks <- c; return true }
+func (r *recorder) RecordOrphan(string)           {}
+
+func TestTrustedProxiesOnly(t *testing.T) {
+	rec := &recorder{clicks: make(chan analytics.Click, 16)}
+	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) {
+		c.Clicks = rec
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	})
+	tn.create(t, `{"url":"https://example.com/p","alias":"proxied"}`)
+	// The test's connections come from 127.0.0.1, which is no trusted
+	// proxy: a spoofed X-Forwarded-For or Forwarded is ignored, through
+	// the fast path and through net/http alike.
+	for _, hdr := range [][]string{
+		{"X-Forwarded-For", "203.0.113.7"},
+		{"Forwarded", "for=203.0.113.7"},
+		{"X-Forwarded-For", "203.0.113.7", "Accept", "text/html"},
+	} {
+		if r := tn.do(t, "GET", "/proxied", "", nil, hdr...); r.status != 302 {
+			t.Fatalf("redirect: %d", r.status)
+		}
+		if c := <-rec.clicks; c.IP != netip.MustParseAddr("127.0.0.1") {
+			t.Fatalf("with %v the click's address is %v, want the peer's", hdr, c.IP)
+		}
+	}
+	// From a trusted loopback proxy, the rightmost untrusted hop counts.
+	trusting := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) {
+		c.Clicks = rec
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
+	})
+	trusting.create(t, `{"url":"https://example.com/p","alias":"proxied"}`)
+	for _, c := range []struct{ hdr []string }{
+		{[]string{"X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.1.2.3"}},
+		{[]string{"Forwarded", `for=198.51.100.1, for="203.0.113.7:4711";proto=https`}},
+		{[]string{"X-Forwarded-For", "198.51.100.1, 203.0.113.7", "Accept", "text/html"}},
+	} {
+		if r := trusting.do(t, "GET", "/proxied", "", nil, c.hdr...); r.status != 302 {
+			t.Fatalf("redirect: %d", r.status)
+		}
+		if got := (<-rec.clicks).IP; got != netip.MustParseAddr("203.0.113.7") {
+			t.Fatalf("with %v the click's address is %v, want 203.0.113.7", c.hdr, got)
+		}
+	}
+}
+
+func TestCORSOnlyForListedOrigins(t *testing.T) {
+	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.example"} })
+	pre := func(origin string) response {
+		return tn.do(t, "OPTIONS", "/api/v1/links", "", nil, "Origin", origin, "Access-Control-Request-Method", "POST",
+			"Access-Control-Request-Headers", "authorization, content-type", "Authorization", "")
+	}
+	r := pre("https://app.example")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		!strings.Contains(r.header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Fatalf("preflight from a listed origin: %d %v", r.status, r.header)
+	}
+	r = pre("https://evil.example")
+	if r.header.Get("Access-Control-Allow-Origin") != "" || r.status == 204 {
+		t.Fatalf("preflight from another origin: %d %v", r.status, r.header)
+	}
+	r = tn.do(t, "GET", "/api/v1/keys", "", nil, "Origin", "https://app.example")
+	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Fatalf("GET from a listed origin: %d %v", r.status, r.header)
+	}
+	if _, err := httpapi.New(httpapi.Config{Service: tn.node, CORSOrigins: []string{"app.example/x"}}); err == nil {
+		t.Fatal("a malformed origin was accepted")
+	}
+}
+
+func TestBlockedDestinationIsTakenDown(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	_, k := tn.makeKey(t, "alice", "alice", "links:read", "links:write")
+	r := tn.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://phish.evil.example/login","alias":"bad-link"}`), "Authorization", bearer(k))
+	if r.status != 201 {
+		t.Fatal(r.status)
+	}
+	if r := tn.do(t, "GET", "/bad-link", "", nil); r.status != 302 {
+		t.Fatalf("before the block: %d", r.status)
+	}
+	if r := tn.postJSON(t, "/api/v1/blocklist", `{"domain":"Evil.Example."}`); r.status != 201 || r.json(t)["domain"] != "evil.example" {
+		t.Fatalf("block: %d %s", r.status, r.body)
+	}
+	for _, accept := range []string{"", "text/html"} {
+		r := tn.do(t, "GET", "/bad-link", "", nil, "Accept", accept)
+		if r.status != 410 || !strings.Contains(string(r.body), "abuse") {
+			t.Fatalf("blocked link (Accept %q): %d %s", accept, r.status, r.body)
+		}
+	}
+	if r := tn.do(t, "GET", "/api/v1/links/bad-link", "", nil, "Authorization", bearer(k)); r.json(t)["blocked"] != true {
+		t.Fatalf("the owner does not see blocked: %s", r.body)
+	}
+	r = tn.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://www.evil.example/"}`), "Authorization", bearer(k))
+	if r.status != 400 || r.json(t)["type"] != "/problems/invalid-url" {
+		t.Fatalf("create to a blocked domain: %d %s", r.status, r.body)
+	}
+	if r := tn.do(t, "GET", "/api/v1/blocklist", "", nil); !strings.Contains(string(r.body), `"domain":"evil.example"`) {
+		t.Fatalf("blocklist: %s", r.body)
+	}
+	if r := tn.do(t, "DELETE", "/api/v1/blocklist/evil.example", "", nil); r.status != 204 {
+		t.Fatalf("unblock: %d", r.status)
+	}
+	if r := tn.do(t, "GET", "/bad-link", "", nil); r.status != 302 {
+		t.Fatalf("after the unblock: %d", r.status)
+	}
+}
+
+// TestHugeUserAgentsCostNothing: 10,000 redirects with 60 KB User-Agents
+// keep the heap small (once 1.1 GB) and the clicks clipped.
+func TestHugeUserAgentsCostNothing(t *testing.T) {
+	rec := &recorder{clicks: make(chan analytics.Click, 10000)}
+	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.Clicks = rec })
+	tn.create(t, `{"url":"https://example.com/ua","alias":"ua-link"}`)
+	ua := strings.Repeat("Mozilla/5.0 (X11; Linux x86_64) ", 60<<10/32)
+	ref := "https://example.com/" + strings.Repeat("r", 60<<10)
+	for i := 0; i < 10000; i++ {
+		hdr := []string{"User-Agent", ua, "Referer", ref}
+		if i%2 == 1 {
+			hdr = append(hdr, "Connection", "upgrade-me") // the fast path leaves it to net/http
+		}
+		if r := tn.do(t, "GET", "/ua-link", "", nil, hdr...); r.status != 302 {
+			t.Fatalf("redirect %d: %d", i, r.status)
+		}
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("heap in use after 10,000 redirects with 60 KB headers, 10,000 clicks held: %d MB", ms.HeapInuse>>20)
+	if ms.HeapInuse > 200<<20 {
+		t.Fatalf("heap in use %d MB, want under 200 MB", ms.HeapInuse>>20)
+	}
+	for i := 0; i < 10000; i++ {
+		c := <-rec.clicks
+		if len(c.UA) > httpapi.MaxUserAgent || len(c.Referer) > httpapi.MaxReferer || c.UA == "" {
+			t.Fatalf("click %d: UA of %d bytes, referer of %d", i, len(c.UA), len(c.Referer))
+		}
+	}
+}
