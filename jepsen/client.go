@@ -24,9 +24,11 @@ import (
 type client struct {
 	http    *http.Client
 	timeout time.Duration
+	// key is the admin API key every request sends.
+	key string
 }
 
-func newClient(timeout time.Duration, conns int) *client {
+func newClient(timeout time.Duration, conns int, key string) *client {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
 		MaxIdleConns:        conns * 4,
@@ -65,6 +67,7 @@ func (c *client) do(ctx context.Context, method, u string, body any) (*http.Resp
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -326,6 +329,7 @@ func (c *client) links(ctx context.Context, base string) ([]checker.Listed, erro
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/jepsen/checker"
 	"github.com/linkraft/linkraft/jepsen/history"
@@ -26,6 +27,7 @@ import (
 // Ports every node listens on, on its own address.
 const (
 	httpPort   = 8080
+	adminPort  = 8081
 	raftPort   = 7000
 	gossipPort = 7946
 )
@@ -64,6 +66,9 @@ type dbNode struct {
 // HTTP is the node's base URL.
 func (n *dbNode) HTTP() string { return "http://" + net.JoinHostPort(n.ip, strconv.Itoa(httpPort)) }
 
+// Admin is the node's admin listener (/admin/v1, /metrics).
+func (n *dbNode) Admin() string { return "http://" + net.JoinHostPort(n.ip, strconv.Itoa(adminPort)) }
+
 // pid is the running process's PID, or 0.
 func (n *dbNode) pid() int {
 	n.mu.Lock()
@@ -88,6 +93,9 @@ type db struct {
 	// the harness tests the cluster as shipped, with mutual TLS on the
 	// peer port and encrypted gossip.
 	keyFile string
+	// adminKeyFile holds the first admin API key (made per run, installed
+	// through -admin-key-file); the harness's client sends adminKey.
+	adminKeyFile, adminKey string
 	// smallDisk is the tmpfs of the disk-full node's data dir, if mounted
 	// (disk.go).
 	smallDisk string
@@ -104,6 +112,13 @@ func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, re
 	if err := clusterkey.Save(d.keyFile, key); err != nil {
 		return nil, fmt.Errorf("cluster key: %w", err)
 	}
+	if d.adminKey, err = apikey.NewSecret(); err != nil {
+		return nil, err
+	}
+	d.adminKeyFile = filepath.Join(storeDir, "admin.key")
+	if err := apikey.SaveSecret(d.adminKeyFile, d.adminKey); err != nil {
+		return nil, fmt.Errorf("admin key: %w", err)
+	}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		dir := filepath.Join(storeDir, "nodes", id)
@@ -116,7 +131,7 @@ func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, re
 // may not name them (the checkers depend on their values).
 var harnessFlags = []string{"node-id", "data-dir", "http-addr", "raft-addr", "gossip-addr", "join",
 	"bootstrap-expect", "public-url", "code-mode", "remote-cache-ttl", "click-flush", "analytics", "fast-redirect",
-	"shutdown-timeout", "cluster-key-file", "insecure"}
+	"shutdown-timeout", "cluster-key-file", "insecure", "admin-addr", "admin-key-file", "rate-limit"}
 
 // shutdownTimeout is the linknode -shutdown-timeout the harness runs with,
 // and stopGrace how long it waits after SIGTERM before it calls a stop hung.
@@ -153,6 +168,8 @@ func (d *db) args(n *dbNode) []string {
 		"-analytics=true", "-fast-redirect=true",
 		"-shutdown-timeout", shutdownTimeout.String(),
 		"-cluster-key-file", d.keyFile,
+		"-admin-addr", net.JoinHostPort(n.ip, strconv.Itoa(adminPort)),
+		"-admin-key-file", d.adminKeyFile,
 	}
 	return append(args, d.extra...)
 }
@@ -399,7 +416,7 @@ func (d *db) awaitReady(ctx context.Context, c *http.Client) error {
 	for {
 		var notReady []string
 		for _, n := range d.nodes {
-			if !ready(ctx, c, n) {
+			if !d.ready(ctx, c, n) {
 				notReady = append(notReady, n.id)
 			}
 		}
@@ -414,16 +431,24 @@ func (d *db) awaitReady(ctx context.Context, c *http.Client) error {
 	}
 }
 
-func ready(ctx context.Context, c *http.Client, n *dbNode) bool {
+// ready reports a node whose /readyz answers 200 and that knows the run's
+// admin key (the meta leader installs it just after forming the cluster).
+func (d *db) ready(ctx context.Context, c *http.Client, n *dbNode) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.HTTP()+"/readyz", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		return false
+	for _, path := range []string{"/readyz", "/api/v1/keys"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.HTTP()+path, nil)
+		req.Header.Set("Authorization", "Bearer "+d.adminKey)
+		resp, err := c.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return true
 }
 
 // startAll starts every node: one after another, or, with jitter, all at

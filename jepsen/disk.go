@@ -88,7 +88,7 @@ func (n *nemesis) fillDisk(ctx context.Context) (*injection, error) {
 	inj.measure = func(ctx context.Context) (string, bool, error) {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			st, err := n.cl.status(ctx, target.HTTP())
+			st, err := n.cl.status(ctx, target.Admin())
 			if err == nil && st.Storage.Alarm {
 				return fmt.Sprintf("%s raised its storage alarm: %s", target.id, st.Storage.Reason), true, nil
 			}

@@ -131,7 +131,7 @@ func (n *nemesis) leader(ctx context.Context) (int, error) {
 	best, bestN := -1, 0
 	var silent []string
 	for i, node := range n.db.nodes {
-		st, err := n.cl.status(ctx, node.HTTP())
+		st, err := n.cl.status(ctx, node.Admin())
 		if err != nil {
 			silent = append(silent, node.id)
 			continue

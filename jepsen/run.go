@@ -256,7 +256,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		opt.logf("%s keeps its data dir on a %s tmpfs (the disk-full fault)", d.diskNode().id, smallDiskSize)
 	}
 
-	cl := newClient(opt.OpTimeout, opt.Concurrency*len(workloads))
+	cl := newClient(opt.OpTimeout, opt.Concurrency*len(workloads), d.adminKey)
 	opt.logf("starting %d nodes in namespaces %s..%s", opt.Nodes, env.Namespace(0), env.Namespace(opt.Nodes-1))
 	if err := d.startAll(opt.StartJitter, opt.Seed); err != nil {
 		return out, err
@@ -500,7 +500,7 @@ func finalReads(ctx context.Context, e *runEnv, d *db, final *checker.Final) err
 	for i, n := range d.nodes {
 		wg.Go(func() {
 			lctx, cancel := context.WithTimeout(ctx, time.Minute)
-			links, err := cl.links(lctx, n.HTTP())
+			links, err := cl.links(lctx, n.Admin())
 			cancel()
 			if err != nil {
 				// The checkers see a node they could not read and say
@@ -508,7 +508,7 @@ func finalReads(ctx context.Context, e *runEnv, d *db, final *checker.Final) err
 				errs[i] = fmt.Errorf("listing %s: %w", n.id, err)
 				return
 			}
-			leases, lerr := cl.leases(ctx, n.HTTP())
+			leases, lerr := cl.leases(ctx, n.Admin())
 			if lerr != nil {
 				errs[i] = fmt.Errorf("leases of %s: %w", n.id, lerr)
 			}
@@ -585,7 +585,7 @@ func finalReads(ctx context.Context, e *runEnv, d *db, final *checker.Final) err
 func finalDigests(ctx context.Context, cl *client, d *db, final *checker.Final, limit time.Duration) {
 	final.Replicas = map[string][]string{}
 	for _, n := range d.nodes {
-		st, err := cl.status(ctx, n.HTTP())
+		st, err := cl.status(ctx, n.Admin())
 		if err != nil {
 			continue
 		}
@@ -598,7 +598,7 @@ func finalDigests(ctx context.Context, cl *client, d *db, final *checker.Final, 
 	poll := func() map[string][]checker.GroupDigest {
 		out := map[string][]checker.GroupDigest{}
 		for _, n := range d.nodes {
-			if ds, err := cl.digests(ctx, n.HTTP()); err == nil {
+			if ds, err := cl.digests(ctx, n.Admin()); err == nil {
 				out[n.id] = ds
 			}
 		}

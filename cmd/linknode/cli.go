@@ -1,17 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/internal/apikey"
 )
 
 // cliCommands are the subcommands that talk to a running node over HTTP.
@@ -20,18 +23,36 @@ var cliCommands = map[string]string{
 	"members": "the nodes of the cluster and their gossip status",
 	"shards":  "every shard: leader, replicas, Raft indexes, links",
 	"remove":  "remove a node (by ID) from the cluster for good: linknode remove [-addr A] ID",
+	"keys":    "API keys: linknode keys create -name N -owner O -scopes links:read,links:write | list | revoke ID",
 }
 
-// runCLI runs a subcommand against -addr (default the local node).
+// admin is a CLI's connection to a node's admin listener.
+type admin struct {
+	base, key string
+}
+
+// runCLI runs a subcommand against a node's admin listener (-addr, default
+// the local node's), with an admin key from -key, LINKNODE_KEY or
+// <data-dir>/admin.key.
 func runCLI(name string, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("linknode "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	def := "http://127.0.0.1:8080"
-	if v, ok := lookupEnv("LINKNODE_ADDR"); ok {
+	def := "127.0.0.1:8081"
+	if v, ok := lookupEnv("LINKNODE_ADMIN_ADDR"); ok {
 		def = v
 	}
-	addr := fs.String("addr", def, "HTTP address of any node (env LINKNODE_ADDR)")
+	addr := fs.String("addr", def, "admin address of any node (env LINKNODE_ADMIN_ADDR)")
+	keyFlag := fs.String("key", "", "admin API key (default: env LINKNODE_KEY, else the file <data-dir>/admin.key)")
+	dataDir := fs.String("data-dir", "linknode-data", "data dir whose admin.key to use when no key is given")
 	output := fs.String("o", "table", "output: table or json")
+	var keyName, keyOwner, keyScopes string
+	var keyRate uint
+	if name == "keys" {
+		fs.StringVar(&keyName, "name", "", "keys create: the key's name")
+		fs.StringVar(&keyOwner, "owner", "", "keys create: whose links the key manages")
+		fs.StringVar(&keyScopes, "scopes", "links:read,links:write,stats:read", "keys create: comma-separated scopes (links:read, links:write, stats:read, admin)")
+		fs.UintVar(&keyRate, "rate-limit", 0, "keys create: the key's own limit in requests per second (0: the nodes' -rate-limit)")
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -39,12 +60,30 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		fmt.Fprintln(stderr, "linknode: -o must be table or json")
 		return 2
 	}
-	base := strings.TrimRight(*addr, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
+	a := admin{base: strings.TrimRight(*addr, "/"), key: *keyFlag}
+	if !strings.Contains(a.base, "://") {
+		a.base = "http://" + a.base
+	}
+	if a.key == "" {
+		if v, ok := lookupEnv("LINKNODE_KEY"); ok {
+			a.key = strings.TrimSpace(v)
+		}
+	}
+	if a.key == "" {
+		k, err := apikey.LoadSecret(filepath.Join(*dataDir, "admin.key"))
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode: no admin key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
+			return 2
+		}
+		a.key = k
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if name == "keys" {
+		return a.keys(ctx, fs.Args(), cliKey{keyName, keyOwner, keyScopes, keyRate}, *output == "json", stdout, stderr)
+	}
+	base := a.base
+	adminCall := a.call
 	if name == "remove" {
 		if fs.NArg() != 1 {
 			fmt.Fprintln(stderr, "usage: linknode remove [-addr A] NODE-ID")
@@ -127,17 +166,126 @@ func printShards(w io.Writer, st cluster.Status) {
 	}
 }
 
-// adminCall sends one request to a node's admin API.
-func adminCall(ctx context.Context, method, url string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+// call sends one request to the admin listener with the admin key.
+func (a admin) call(ctx context.Context, method, url string) (int, []byte, error) {
+	return a.callBody(ctx, method, url, nil)
+}
+
+func (a admin) callBody(ctx context.Context, method, url string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, body, err
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+// cliKey is what keys create was given.
+type cliKey struct {
+	name, owner, scopes string
+	rate                uint
+}
+
+// keys runs linknode keys create|list|revoke.
+func (a admin) keys(ctx context.Context, args []string, k cliKey, asJSON bool, stdout, stderr io.Writer) int {
+	usage := "usage: linknode keys [-addr A] [-key K] create -name N -owner O [-scopes S] [-rate-limit R] | list | revoke ID (flags before the action)"
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	fail := func(what string, status int, body []byte, err error) int {
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+		} else {
+			fmt.Fprintf(stderr, "linknode: %s: %d %s\n", what, status, body)
+		}
+		return 1
+	}
+	switch args[0] {
+	case "create":
+		req := map[string]any{"name": k.name, "owner": k.owner, "scopes": strings.Split(k.scopes, ",")}
+		if k.rate > 0 {
+			req["rate_limit"] = k.rate
+		}
+		status, body, err := a.callBody(ctx, http.MethodPost, a.base+"/api/v1/keys", req)
+		if err != nil || status != http.StatusCreated {
+			return fail("create key", status, body, err)
+		}
+		if asJSON {
+			_, _ = stdout.Write(body)
+			return 0
+		}
+		var out struct{ ID, Key, Owner string }
+		_ = json.Unmarshal(body, &out)
+		fmt.Fprintf(stderr, "key %s for owner %s made; it is shown this once:\n", out.ID, out.Owner)
+		fmt.Fprintln(stdout, out.Key)
+		return 0
+	case "list":
+		status, body, err := a.call(ctx, http.MethodGet, a.base+"/api/v1/keys")
+		if err != nil || status != http.StatusOK {
+			return fail("list keys", status, body, err)
+		}
+		if asJSON {
+			_, _ = stdout.Write(body)
+			return 0
+		}
+		var out struct {
+			Keys []struct {
+				ID, Name, Owner string
+				Scopes          []string
+				RateLimit       *uint32   `json:"rate_limit"`
+				CreatedAt       time.Time `json:"created_at"`
+			}
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			return fail("list keys", status, body, err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tOWNER\tSCOPES\tRATE LIMIT\tCREATED")
+		for _, k := range out.Keys {
+			rl := "-"
+			if k.RateLimit != nil {
+				rl = fmt.Sprintf("%d/s", *k.RateLimit)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Owner, strings.Join(k.Scopes, ","), rl, k.CreatedAt.Format(time.RFC3339))
+		}
+		return boolExit(tw.Flush() == nil)
+	case "revoke":
+		if len(args) != 2 {
+			fmt.Fprintln(stderr, usage)
+			return 2
+		}
+		status, body, err := a.call(ctx, http.MethodDelete, a.base+"/api/v1/keys/"+args[1])
+		if err != nil || status != http.StatusNoContent {
+			return fail("revoke key", status, body, err)
+		}
+		fmt.Fprintf(stdout, "key %s revoked\n", args[1])
+		return 0
+	}
+	fmt.Fprintln(stderr, usage)
+	return 2
+}
+
+func boolExit(ok bool) int {
+	if ok {
+		return 0
+	}
+	return 1
 }

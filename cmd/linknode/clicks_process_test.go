@@ -71,7 +71,12 @@ type statsDoc struct {
 
 func getStats(tb testing.TB, base, code, query string) statsDoc {
 	tb.Helper()
-	resp, err := client.Get(base + "/api/v1/links/" + code + "/stats" + query)
+	req, err := http.NewRequest("GET", base+"/api/v1/links/"+code+"/stats"+query, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	resp, err := client.Do(req)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -198,9 +203,14 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 	}
 	// Raw visits are written every 5 s (a local, best-effort record): poll.
 	for visitsBy := time.Now().Add(20 * time.Second); ; {
-		resp, err := client.Get(procs[1].base + "/api/v1/links/stats1/visits?limit=1000")
+		req, _ := http.NewRequest("GET", procs[1].base+"/api/v1/links/stats1/visits?limit=1000", nil)
+		req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("visits: %d", resp.StatusCode)
 		}
 		vis.Visits = nil
 		if err := json.NewDecoder(resp.Body).Decode(&vis); err != nil {
@@ -240,7 +250,9 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 		}
 		Partial bool
 	}
-	resp, err := client.Get(procs[2].base + "/api/v1/orphan-visits")
+	req, _ := http.NewRequest("GET", procs[2].base+"/api/v1/orphan-visits", nil)
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

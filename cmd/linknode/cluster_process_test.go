@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -57,23 +58,75 @@ func TestThreeProcessCluster(t *testing.T) {
 			}
 		}
 	}
-	_, st, _, err := call("GET", procs[0].base+"/admin/v1/cluster", "")
+	_, st, _, err := call("GET", procs[0].admin+"/admin/v1/cluster", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if nodes := st["nodes"].([]any); len(nodes) != size {
 		t.Fatalf("cluster status lists %d nodes", len(nodes))
 	}
-	// The operator CLI against the live cluster.
+	// The operator CLI against the live cluster: the admin listener, with
+	// the admin key from LINKNODE_KEY.
+	env := func(k string) (string, bool) {
+		if k == "LINKNODE_KEY" {
+			return testAdminKey, true
+		}
+		return "", false
+	}
 	var out, errOut strings.Builder
-	if code := runCLI("shards", []string{"-addr", procs[1].base}, func(string) (string, bool) { return "", false }, &out, &errOut); code != 0 {
+	if code := runCLI("shards", []string{"-addr", procs[1].admin}, env, &out, &errOut); code != 0 {
 		t.Fatalf("linknode shards: %d %s", code, errOut.String())
 	}
 	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 5 || !strings.HasPrefix(lines[0], "SHARD") {
 		t.Fatalf("linknode shards printed:\n%s", out.String())
 	}
+	// Without a key, or against the public listener, it gets nowhere.
+	if code := runCLI("shards", []string{"-addr", procs[1].admin, "-key", "lrk_not-a-key-of-this-cluster-at-all-0000"}, env, &out, &errOut); code == 0 {
+		t.Fatal("linknode shards with a wrong key succeeded")
+	}
+	if code := runCLI("shards", []string{"-addr", procs[1].base}, env, &out, &errOut); code == 0 {
+		t.Fatal("linknode shards against the public listener succeeded")
+	}
+	// Keys: made on one node, used on another, revoked on a third.
 	out.Reset()
-	if code := runCLI("members", []string{"-addr", procs[2].base, "-o", "json"}, func(string) (string, bool) { return "", false }, &out, &errOut); code != 0 {
+	if code := runCLI("keys", []string{"-addr", procs[0].admin, "-name", "ci", "-owner", "alice", "create"}, env, &out, &errOut); code != 0 {
+		t.Fatalf("linknode keys create: %d %s", code, errOut.String())
+	}
+	secret := strings.TrimSpace(out.String())
+	// Another node knows the key once it applies the meta entry: within a
+	// second (milliseconds on loopback).
+	for deadline := time.Now().Add(time.Second); ; {
+		req, _ := http.NewRequest("POST", procs[1].base+"/api/v1/links", strings.NewReader(`{"url":"https://example.com/cli"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 201 {
+			break
+		}
+		if resp.StatusCode != 401 || time.Now().After(deadline) {
+			t.Fatalf("create with the CLI's key on another node: %d", resp.StatusCode)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	out.Reset()
+	if code := runCLI("keys", []string{"-addr", procs[2].admin, "list"}, env, &out, &errOut); code != 0 || !strings.Contains(out.String(), "alice") || strings.Contains(out.String(), secret) {
+		t.Fatalf("linknode keys list: %d\n%s", code, out.String())
+	}
+	var id string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[2] == "alice" {
+			id = f[0]
+		}
+	}
+	if code := runCLI("keys", []string{"-addr", procs[2].admin, "revoke", id}, env, &out, &errOut); code != 0 {
+		t.Fatalf("linknode keys revoke %s: %d %s", id, code, errOut.String())
+	}
+	out.Reset()
+	if code := runCLI("members", []string{"-addr", procs[2].admin, "-o", "json"}, env, &out, &errOut); code != 0 {
 		t.Fatalf("linknode members: %d %s", code, errOut.String())
 	}
 	var members []map[string]any

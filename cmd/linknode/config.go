@@ -7,11 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/shard"
@@ -59,8 +63,27 @@ type Config struct {
 	MaxConns int
 	// FastRaft shortens Raft timers (tests and local experiments only).
 	FastRaft bool
-	// PprofAddr, if set, serves net/http/pprof there (keep it on loopback).
-	PprofAddr string
+	// AdminAddr is the admin listener: /admin/v1, /metrics, /debug/pprof.
+	AdminAddr string
+	// AdminKeyFile holds the first admin API key to install (the meta
+	// leader making it reads it); AdminKey is that key itself, from
+	// LINKNODE_ADMIN_KEY only.
+	AdminKeyFile string
+	AdminKey     string
+	// Pprof serves Go profiles on the admin listener.
+	Pprof bool
+	// AnonymousCreate lets POST /api/v1/links through without a key.
+	AnonymousCreate bool
+	// RateLimit and AnonymousRateLimit are "N/s" or "N/m" ("0": off).
+	RateLimit, AnonymousRateLimit string
+	// TrustedProxies are CIDRs whose forwarding headers are believed.
+	TrustedProxies []netip.Prefix
+	// CORSOrigins are the browser origins allowed to call /api/v1.
+	CORSOrigins []string
+	// AllowPrivateTargets accepts private and link-local destinations.
+	AllowPrivateTargets bool
+	// TLSCert and TLSKey serve HTTPS on the public listener.
+	TLSCert, TLSKey string
 	// Analytics turns click counting on.
 	Analytics bool
 	// FastRedirect serves plain redirects before net/http
@@ -121,7 +144,18 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.Int64Var(&c.QuotaBytes, "quota-bytes", cluster.DefaultQuotaBytes, "most bytes the data dir may hold; past it, writes that grow the state are refused with 507 (reads and redirects go on); -1: no quota")
 	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", cluster.DefaultMinFreeBytes, "free space the data dir's file system must keep; below it, writes are refused as over the quota; -1: no floor")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "most HTTP connections open at once; more wait in the kernel's queue (0: half the file descriptor limit, at most 10000)")
-	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:8081", "admin listener: /admin/v1 (admin key), /metrics, /debug/pprof (with -pprof); the public listener answers 404 for them")
+	fs.StringVar(&c.AdminKeyFile, "admin-key-file", "", "file holding the first admin API key, installed when the cluster is made (default: made and written to <data-dir>/admin.key); LINKNODE_ADMIN_KEY may hold the key itself")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go profiles (net/http/pprof) on the admin listener")
+	fs.BoolVar(&c.AnonymousCreate, "anonymous-create", false, "let POST /api/v1/links through without a key (owner \"anonymous\", limited per client by -anonymous-rate-limit): for public shorteners")
+	fs.StringVar(&c.RateLimit, "rate-limit", "50/s", "requests per key on /api/v1, as N/s (bursts of 2N) or N/m (bursts of N); 0: none. Per node; admin keys are not limited")
+	fs.StringVar(&c.AnonymousRateLimit, "anonymous-rate-limit", "10/m", "anonymous creates per client address (IPv6: per /64), as N/s or N/m; per node")
+	var proxies, origins string
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose Forwarded / X-Forwarded-For name the client (nobody else's are read)")
+	fs.StringVar(&origins, "cors-origins", "", "comma-separated browser origins (https://app.example) allowed to call /api/v1 from their pages; * for any")
+	fs.BoolVar(&c.AllowPrivateTargets, "allow-private-targets", false, "accept destinations on private, link-local and metadata addresses (10/8, 192.168/16, 169.254/16, fc00::/7, ...)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS with HTTP/2 on -http-addr; reloaded when the file changes")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of -tls-cert")
 	fs.BoolVar(&c.FastRedirect, "fast-redirect", true, "answer plain GET/HEAD /{code} redirects before net/http (everything else is net/http's either way)")
 	fs.BoolVar(&c.Analytics, "analytics", true, "count clicks (totals, uniques, breakdowns) through the shards' Raft groups")
 	fs.IntVar(&c.ClickBuffer, "click-buffer", 1<<16, "clicks that may wait for the analytics pipeline; more are dropped (and counted)")
@@ -150,11 +184,26 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (subcommands: version, keygen, status, members, shards, remove)", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q (subcommands: version, keygen, status, members, shards, remove, keys)", fs.Arg(0))
 	}
 	if v, ok := lookupEnv("LINKNODE_CLUSTER_KEY"); ok {
 		c.ClusterKey = v
 	}
+	if v, ok := lookupEnv("LINKNODE_ADMIN_KEY"); ok {
+		c.AdminKey = strings.TrimSpace(v)
+	}
+	for _, p := range splitList(proxies) {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			a, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				return c, fmt.Errorf("-trusted-proxies %q: want CIDRs such as 10.0.0.0/8", p)
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		c.TrustedProxies = append(c.TrustedProxies, pfx.Masked())
+	}
+	c.CORSOrigins = splitList(origins)
 	if j := strings.TrimSpace(join); j != "" {
 		for _, a := range strings.Split(j, ",") {
 			if a = strings.TrimSpace(a); a != "" {
@@ -169,6 +218,37 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 		c.GossipAddr = c.defaultBind("7946")
 	}
 	return c, c.validate()
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ParseRate reads a rate limit: "N/s" (bursts of 2N), "N/m" (bursts of
+// N), or "0" for none.
+func ParseRate(v string) (httpapi.Rate, error) {
+	if v == "0" || v == "off" {
+		return httpapi.Rate{PerSecond: -1}, nil
+	}
+	n, unit, ok := strings.Cut(v, "/")
+	count, err := strconv.ParseFloat(n, 64)
+	if !ok || err != nil || count <= 0 || count > 1e6 {
+		return httpapi.Rate{}, fmt.Errorf("%q: want N/s, N/m or 0", v)
+	}
+	switch unit {
+	case "s":
+		return httpapi.Rate{PerSecond: count, Burst: max(1, int(2*count))}, nil
+	case "m":
+		return httpapi.Rate{PerSecond: count / 60, Burst: max(1, int(count))}, nil
+	}
+	return httpapi.Rate{}, fmt.Errorf("%q: want N/s, N/m or 0", v)
 }
 
 // MultiNode reports whether the node would form or join a cluster of more
@@ -221,6 +301,25 @@ func (c *Config) validate() error {
 	}
 	if c.QuotaBytes == 0 || c.MinFreeBytes == 0 {
 		return errors.New("-quota-bytes and -min-free-bytes must be positive, or -1 for none")
+	}
+	if c.AdminKey != "" && c.AdminKeyFile != "" {
+		return errors.New("give the first admin key once: -admin-key-file or LINKNODE_ADMIN_KEY, not both")
+	}
+	if c.AdminKey != "" {
+		if err := apikey.ValidSecret(c.AdminKey); err != nil {
+			return fmt.Errorf("LINKNODE_ADMIN_KEY: %w", err)
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		return fmt.Errorf("-admin-addr %q: %w", c.AdminAddr, err)
+	}
+	for name, v := range map[string]string{"-rate-limit": c.RateLimit, "-anonymous-rate-limit": c.AnonymousRateLimit} {
+		if _, err := ParseRate(v); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("-tls-cert and -tls-key go together")
 	}
 	if c.MaxConns < 0 {
 		return errors.New("-max-conns must not be negative")

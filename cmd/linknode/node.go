@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,6 +21,8 @@ import (
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/certfile"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
@@ -42,7 +43,9 @@ type Main struct {
 	clicks    *analytics.Pipeline
 	visits    *analytics.VisitStore
 	stopPurge func() // stops the visit purge loop and waits for it
-	pprofSrv  *http.Server
+	adminLn   net.Listener
+	adminSrv  *http.Server
+	adminDone chan struct{}
 	httpLn    net.Listener
 	httpSrv   *http.Server
 	httpFast  *httpapi.FastListener // nil with -fast-redirect=false
@@ -69,6 +72,9 @@ func (m *Main) Logger() *slog.Logger { return m.log }
 
 // HTTPAddr returns the bound HTTP address (after Run).
 func (m *Main) HTTPAddr() string { return m.httpLn.Addr().String() }
+
+// AdminAddr returns the bound admin listener address (after Run).
+func (m *Main) AdminAddr() string { return m.adminLn.Addr().String() }
 
 // Node returns the cluster node (after Run).
 func (m *Main) Node() *cluster.Node { return m.node }
@@ -101,10 +107,23 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on http address: %w", err)
 	}
 	m.httpLn = ln
+	if m.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		return fmt.Errorf("listen on admin address: %w", err)
+	}
+	var certs *certfile.Reloader
+	if cfg.TLSCert != "" {
+		if certs, err = certfile.New(certfile.Config{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, Logger: m.log}); err != nil {
+			return err
+		}
+	}
 	publicURL := cfg.PublicURL
 	if publicURL == "" {
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		publicURL = "http://localhost:" + port
+		scheme := "http"
+		if certs != nil {
+			scheme = "https"
+		}
+		publicURL = scheme + "://localhost:" + port
 	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -122,6 +141,7 @@ func (m *Main) Run(ctx context.Context) error {
 		FastGossip: cfg.FastRaft, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
 		RemoteCacheTTL: cfg.RemoteCacheTTL, Observer: m.metrics, Logger: m.log,
+		AdminKey:  cfg.AdminKey,
 		Snapshots: shard.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
 	}
 	if cfg.FastRaft {
@@ -129,6 +149,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if ncfg.ClusterKey, err = m.clusterKey(dataDir); err != nil {
 		return err
+	}
+	if cfg.AdminKeyFile != "" {
+		if ncfg.AdminKey, err = apikey.LoadSecret(cfg.AdminKeyFile); err != nil {
+			return fmt.Errorf("-admin-key-file: %w", err)
+		}
 	}
 	node, err := cluster.New(ncfg)
 	if err != nil {
@@ -166,15 +191,20 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if cfg.PprofAddr != "" {
-		if err := m.startPprof(cfg.PprofAddr); err != nil {
-			return err
-		}
+	keyRate, err := ParseRate(cfg.RateLimit)
+	if err != nil {
+		return err
+	}
+	anonRate, err := ParseRate(cfg.AnonymousRateLimit)
+	if err != nil {
+		return err
 	}
 	hcfg := httpapi.Config{
 		Service: node, PublicURL: publicURL,
-		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist},
+		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist, AllowPrivate: cfg.AllowPrivateTargets},
 		Metrics:   m.metrics.Handler(), Recorder: m.metrics, Logger: m.log,
+		AnonymousCreate: cfg.AnonymousCreate, KeyRate: keyRate, AnonymousRate: anonRate,
+		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Pprof: cfg.Pprof,
 	}
 	// Bots never use up a limited link's visits, analytics on or off.
 	enricher := analytics.NewEnricher()
@@ -216,7 +246,11 @@ func (m *Main) Run(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
 	serveLn := limited
-	if m.cfg.FastRedirect {
+	if certs != nil {
+		m.httpSrv.TLSConfig = certs.TLSConfig()
+	}
+	// The fast path reads plain HTTP/1.1; with TLS, net/http serves all.
+	if m.cfg.FastRedirect && certs == nil {
 		m.httpFast = api.FastListener(serveLn, httpapi.FastConfig{
 			ReadHeaderTimeout: m.httpSrv.ReadHeaderTimeout, IdleTimeout: m.httpSrv.IdleTimeout,
 			WriteTimeout: m.httpSrv.WriteTimeout, Logger: m.log,
@@ -226,11 +260,27 @@ func (m *Main) Run(ctx context.Context) error {
 	m.httpDone = make(chan struct{})
 	go func() {
 		defer close(m.httpDone)
-		if err := m.httpSrv.Serve(serveLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if certs != nil {
+			err = m.httpSrv.ServeTLS(serveLn, "", "")
+		} else {
+			err = m.httpSrv.Serve(serveLn)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("http server stopped", "err", err)
 		}
 	}()
-	m.log.Info("linknode ready", "http", ln.Addr().String(), "public_url", publicURL, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
+	m.adminSrv = &http.Server{Handler: api.Admin(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)}
+	m.adminDone = make(chan struct{})
+	go func() {
+		defer close(m.adminDone)
+		if err := m.adminSrv.Serve(netutil.LimitListener(m.adminLn, 64)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("admin http server stopped", "err", err)
+		}
+	}()
+	m.log.Info("linknode ready", "http", ln.Addr().String(), "admin", m.adminLn.Addr().String(), "public_url", publicURL,
+		"tls", certs != nil, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
 	return nil
 }
 
@@ -283,8 +333,11 @@ func (m *Main) Close() error {
 			m.stopPurge()
 			errs = append(errs, m.visits.Close())
 		}
-		if m.pprofSrv != nil {
-			_ = m.pprofSrv.Close()
+		if m.adminSrv != nil {
+			_ = m.adminSrv.Close()
+			<-m.adminDone
+		} else if m.adminLn != nil {
+			_ = m.adminLn.Close()
 		}
 		if m.node != nil {
 			errs = append(errs, m.node.Close())
@@ -292,25 +345,6 @@ func (m *Main) Close() error {
 		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
-}
-
-// startPprof serves the Go profiler on its own listener (never on the
-// public HTTP port).
-func (m *Main) startPprof(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("pprof: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	m.pprofSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = m.pprofSrv.Serve(ln) }()
-	m.log.Info("pprof listening", "addr", ln.Addr().String())
-	return nil
 }
 
 // clusterKey returns the cluster key from -cluster-key-file or

@@ -15,12 +15,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
 )
 
 // binPath is the linknode binary built once for the process tests.
 var binPath string
+
+// testAdminKey is the first admin key of every cluster the process tests
+// start (LINKNODE_ADMIN_KEY); call sends it.
+var testAdminKey string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "linknode-bin-")
@@ -29,6 +34,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = filepath.Join(dir, "linknode")
+	if testAdminKey, err = apikey.NewSecret(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	build := exec.Command("go", "build", "-o", binPath, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -50,15 +59,16 @@ func freeAddr(tb testing.TB) string { return loopback.Addr(tb) }
 type proc struct {
 	cmd     *exec.Cmd
 	base    string
+	admin   string // the admin listener
 	logPath string
 	exited  chan struct{}
 	waitErr error
 }
 
-type procAddrs struct{ http, raft, gossip string }
+type procAddrs struct{ http, raft, gossip, admin string }
 
 func newAddrs(tb testing.TB) procAddrs {
-	return procAddrs{http: freeAddr(tb), raft: freeAddr(tb), gossip: freeAddr(tb)}
+	return procAddrs{http: freeAddr(tb), raft: freeAddr(tb), gossip: freeAddr(tb), admin: freeAddr(tb)}
 }
 
 // startProc starts linknode on dataDir and waits until /readyz says ready.
@@ -83,22 +93,33 @@ func testKeyFile(tb testing.TB) string {
 	return p
 }
 
-// launchProc starts linknode without waiting for it.
+// launchProc starts linknode without waiting for it, with the test's
+// admin key as LINKNODE_ADMIN_KEY.
 func launchProc(tb testing.TB, dataDir string, a procAddrs, extra ...string) *proc {
+	tb.Helper()
+	return launchProcEnv(tb, []string{"LINKNODE_ADMIN_KEY=" + testAdminKey}, dataDir, a, extra...)
+}
+
+// launchProcEnv is launchProc with env added to the test's environment.
+func launchProcEnv(tb testing.TB, env []string, dataDir string, a procAddrs, extra ...string) *proc {
 	tb.Helper()
 	logPath := filepath.Join(tb.TempDir(), "linknode.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if a.admin == "" {
+		a.admin = freeAddr(tb)
+	}
 	args := append([]string{"-data-dir", dataDir, "-http-addr", a.http, "-raft-addr", a.raft,
-		"-gossip-addr", a.gossip, "-fast-raft", "-log-level", "info"}, extra...)
+		"-gossip-addr", a.gossip, "-admin-addr", a.admin, "-fast-raft", "-log-level", "info"}, extra...)
 	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	p := &proc{cmd: cmd, base: "http://" + a.http, logPath: logPath, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, base: "http://" + a.http, admin: "http://" + a.admin, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logf.Close()
@@ -115,19 +136,26 @@ func launchProc(tb testing.TB, dataDir string, a procAddrs, extra ...string) *pr
 	return p
 }
 
-// waitReady polls /readyz until it answers 200.
+// waitReady polls /readyz until it answers 200, then the key API until the
+// node knows the test's admin key (the meta leader installs it).
 func (p *proc) waitReady(tb testing.TB) {
 	tb.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	ready := false
 	for {
 		select {
 		case <-p.exited:
 			tb.Fatalf("linknode exited during start: %v\n%s", p.waitErr, p.logs())
 		default:
 		}
-		if resp, err := http.Get(p.base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
+		if !ready {
+			if resp, err := http.Get(p.base + "/readyz"); err == nil {
+				resp.Body.Close()
+				ready = resp.StatusCode == 200
+			}
+		}
+		if ready {
+			if status, _, _, err := call("GET", p.base+"/api/v1/keys", ""); err == nil && status == 200 {
 				return
 			}
 		}
@@ -169,6 +197,7 @@ func call(method, url, body string) (int, map[string]any, http.Header, error) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, nil, err
@@ -333,7 +362,7 @@ func TestSIGTERMDrainsAndExits(t *testing.T) {
 	if status, _, _, err := call("GET", p.base+"/term-test", ""); err != nil || status != 302 {
 		t.Fatalf("redirect: %d %v", status, err)
 	}
-	resp, err := http.Get(p.base + "/metrics")
+	resp, err := http.Get(p.admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

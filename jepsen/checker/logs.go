@@ -22,6 +22,7 @@ var FatalMessages = map[string]string{
 	"shutdown":                        "fatal",
 	"shutdown timed out; exiting":     "fatal",
 	"http server stopped":             "fatal",
+	"admin http server stopped":       "fatal",
 	"peer port stopped":               "fatal",
 	"internal error":                  "internal-error",
 	// A replica rejected a committed entry: a leader proposed what apply

@@ -1,0 +1,115 @@
+package certfile
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// writePair writes a self-signed certificate for 127.0.0.1 with serial.
+func writePair(t *testing.T, dir string, serial int64) (certPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "linkraft test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	for name, b := range map[string][]byte{"cert.pem": certPEM, "key.pem": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})} {
+		tmp := filepath.Join(dir, name+".tmp")
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certPEM
+}
+
+func TestServesHTTP1AndHTTP2AndReloads(t *testing.T) {
+	dir := t.TempDir()
+	first := writePair(t, dir, 1)
+	r, err := New(Config{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{TLSConfig: r.TLSConfig(), ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { _, _ = io.WriteString(w, req.Proto) })}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	client := func(certPEM []byte, h2 bool) *http.Client {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(certPEM)
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: h2}
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		return &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	}
+	url := "https://" + ln.Addr().String() + "/"
+	for _, c := range []struct {
+		h2   bool
+		want string
+	}{{false, "HTTP/1.1"}, {true, "HTTP/2.0"}} {
+		resp, err := client(first, c.h2).Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != c.want {
+			t.Fatalf("served %q, want %q", b, c.want)
+		}
+	}
+	// A renewed pair is served without a restart; a client that trusts
+	// only the new certificate gets through once it is picked up.
+	second := writePair(t, dir, 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client(second, false).Get(url)
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the renewed certificate was never served: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A broken renewal keeps the last good certificate in service.
+	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.GetCertificate(nil)
+	if err != nil || c == nil {
+		t.Fatalf("after a broken renewal: %v", err)
+	}
+	if _, err := New(Config{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}); err == nil {
+		t.Fatal("a broken pair was accepted at start")
+	}
+}
