@@ -29,12 +29,13 @@ stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/
 trap 'stop; rm -rf "$work"' EXIT
 
 go build -o "$work/linknode" ./cmd/linknode
+key="lrk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
 start() { # $1: -analytics value
-  "$work/linknode" -data-dir "$work/data" -http-addr "$HTTP" -raft-addr "$RAFT" -gossip-addr 127.0.0.1:0 \
-    -log-level warn -analytics="$1" -visits="${VISITS:-true}" >>"$work/node.log" 2>&1 &
+  LINKNODE_ADMIN_KEY=$key "$work/linknode" -data-dir "$work/data" -http-addr "$HTTP" -raft-addr "$RAFT" -gossip-addr 127.0.0.1:0 \
+    -admin-addr 127.0.0.1:0 -log-level warn -analytics="$1" -visits="${VISITS:-true}" >>"$work/node.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 300); do
-    curl -fs "http://$HTTP/readyz" >/dev/null 2>&1 && return 0
+    curl -fs -H "Authorization: Bearer $key" "http://$HTTP/api/v1/keys" >/dev/null 2>&1 && return 0
     sleep 0.1
   done
   echo "node not ready"; cat "$work/node.log"; exit 1
@@ -43,7 +44,7 @@ start() { # $1: -analytics value
 start true
 for i in $(seq 1 10000); do
   printf '{"url":"https://example.com/r/%d"}\n' "$i"
-done | xargs -d '\n' -P 16 -I{} curl -fs -H 'Content-Type: application/json' -d '{}' "http://$HTTP/api/v1/links" \
+done | xargs -d '\n' -P 16 -I{} curl -fs -H 'Content-Type: application/json' -H "Authorization: Bearer $key" -d '{}' "http://$HTTP/api/v1/links" \
   | grep -o '"code":"[^"]*"' | cut -d'"' -f4 >"$work/codes"
 stop
 

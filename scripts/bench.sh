@@ -87,9 +87,9 @@ report() { # tee a table into the results file
   tee -a "$RESULTS"
 }
 
-wait_http() { # url: poll until it answers (up to 5 min: nginx parses a 10M-entry map)
+wait_http() { # url: poll until it answers (up to 5 min: nginx parses a 10M-entry map); a node's /api/v1/keys answers once it is ready and knows the key
   for _ in $(seq 1 3000); do
-    curl -fs -o /dev/null "$1" 2>/dev/null && return 0
+    curl -fs -o /dev/null -H "Authorization: Bearer ${LINKRAFT_KEY:-}" "$1" 2>/dev/null && return 0
     sleep 0.1
   done
   echo "not answering: $1" >&2
@@ -99,6 +99,10 @@ wait_http() { # url: poll until it answers (up to 5 min: nginx parses a 10M-entr
 build() {
   go build -o "$work/linknode" ./cmd/linknode
   "$work/linknode" keygen -o "$work/cluster.key"
+  # Every create is authenticated, as shipped: the nodes' first admin key
+  # (admin keys are not rate limited).
+  LINKRAFT_KEY="lrk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+  export LINKRAFT_KEY
   go build -o "$work/benchload" ./scripts/benchload
   go build -o "$work/gomap" ./bench/peers/gomap
 }
@@ -107,8 +111,9 @@ build() {
 start_node() {
   local name=$1 http=$2 raft=$3 gossip=$4
   shift 4
-  "$work/linknode" -node-id "$name" -data-dir "$work/$name" -http-addr "127.0.0.1:$http" -raft-addr "127.0.0.1:$raft" \
-    -gossip-addr "127.0.0.1:$gossip" -public-url "http://127.0.0.1:$http" -log-level warn "$@" >>"$work/$name.log" 2>&1 &
+  LINKNODE_ADMIN_KEY=$LINKRAFT_KEY "$work/linknode" -node-id "$name" -data-dir "$work/$name" -http-addr "127.0.0.1:$http" \
+    -raft-addr "127.0.0.1:$raft" -gossip-addr "127.0.0.1:$gossip" -admin-addr "127.0.0.1:$((http + 500))" \
+    -public-url "http://127.0.0.1:$http" -log-level warn "$@" >>"$work/$name.log" 2>&1 &
   pids+=($!)
 }
 
@@ -128,7 +133,7 @@ redirect_setup() { # $1: link count; fills $work/codes-<system>
   local n=$1
   rm -rf "$work"/n1 "$work"/c1 "$work"/c2 "$work"/c3
   start_node n1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
-  wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
+  wait_http "http://127.0.0.1:$((PORT + 80))/api/v1/keys"
   echo "loading $n links into linknode..." >&2
   "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -bulk "$BULK" -out "$work/codes-linknode" >&2
   # nginx's map matches strings case-insensitively: codes that differ only
@@ -143,13 +148,13 @@ redirect_setup() { # $1: link count; fills $work/codes-<system>
       start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
         -bootstrap-expect 3 -join "$join" -shards 8 -cluster-key-file "$work/cluster.key"
     done
-    for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/readyz"; done
+    for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/api/v1/keys"; done
     echo "loading $n links into the 3-node cluster..." >&2
     "$work/benchload" -targets "http://127.0.0.1:$((PORT + 81)),http://127.0.0.1:$((PORT + 82)),http://127.0.0.1:$((PORT + 83))" \
       -n "$n" -bulk "$BULK" -out "$work/codes-follower" >&2
     # The follower: the node leading the fewest shards.
     follower_port=$(for i in 1 2 3; do
-      echo "$(curl -fs "http://127.0.0.1:$((PORT + 80 + i))/admin/v1/cluster" | grep -o '"leader": *"c'"$i"'"' | wc -l) $((PORT + 80 + i))"
+      echo "$(curl -fs -H "Authorization: Bearer $LINKRAFT_KEY" "http://127.0.0.1:$((PORT + 80 + i + 500))/admin/v1/cluster" | grep -o '"leader": *"c'"$i"'"' | wc -l) $((PORT + 80 + i))"
     done | sort -n | head -1 | cut -d' ' -f2)
   fi
 
@@ -298,7 +303,7 @@ scale_bench() {
     rm -rf "$work/s1"
     start_node s1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
     local pid=${pids[-1]}
-    wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
+    wait_http "http://127.0.0.1:$((PORT + 80))/api/v1/keys"
     echo "loading $n links..." >&2
     local l0 l1
     l0=$(date +%s.%N)
@@ -318,7 +323,7 @@ scale_bench() {
     t0=$(date +%s.%N)
     start_node s1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
     pid=${pids[-1]}
-    wait_http "http://127.0.0.1:$((PORT + 80))/readyz"
+    wait_http "http://127.0.0.1:$((PORT + 80))/api/v1/keys"
     t1=$(date +%s.%N)
     local rss2 line r
     rss2=$(rss_mib "$pid")

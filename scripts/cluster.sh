@@ -6,9 +6,11 @@
 #   scripts/cluster.sh logs [i]    tail node i's log (default: all)
 #   scripts/cluster.sh down        SIGTERM every node started here (by PID), wait for them
 #
-# Node i listens on HTTP 127.0.0.1:$((HTTP_BASE+i)), peer port $((RAFT_BASE+i)), gossip $((GOSSIP_BASE+i)).
-# Folder: $LINKRAFT_CLUSTER_DIR (default ./linkraft-cluster): bin/, cluster.key, n<i>/data, n<i>.log, n<i>.pid.
+# Node i listens on HTTP 127.0.0.1:$((HTTP_BASE+i)), admin $((ADMIN_BASE+i)), peer port $((RAFT_BASE+i)),
+# gossip $((GOSSIP_BASE+i)).
+# Folder: $LINKRAFT_CLUSTER_DIR (default ./linkraft-cluster): bin/, cluster.key, admin.key, n<i>/data, n<i>.log, n<i>.pid.
 # The nodes share cluster.key (made by linknode keygen on the first up): peer traffic is mutual TLS.
+# admin.key is the cluster's first admin API key: export LINKRAFT_KEY=$(cat linkraft-cluster/admin.key).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +18,7 @@ DIR=${LINKRAFT_CLUSTER_DIR:-linkraft-cluster}
 HTTP_BASE=${HTTP_BASE:-9000}
 RAFT_BASE=${RAFT_BASE:-9100}
 GOSSIP_BASE=${GOSSIP_BASE:-9200}
+ADMIN_BASE=${ADMIN_BASE:-9300}
 SHARDS=${SHARDS:-8}
 
 up() {
@@ -23,6 +26,9 @@ up() {
   mkdir -p "$DIR/bin"
   go build -tags hashicorpmetrics -o "$DIR/bin/linknode" ./cmd/linknode
   [ -f "$DIR/cluster.key" ] || "$DIR/bin/linknode" keygen -o "$DIR/cluster.key"
+  if [ ! -f "$DIR/admin.key" ]; then
+    (umask 077 && printf 'lrk_%s\n' "$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')" >"$DIR/admin.key")
+  fi
   local join=""
   for i in $(seq 1 "$n"); do join+="127.0.0.1:$((GOSSIP_BASE + i)),"; done
   join=${join%,}
@@ -35,6 +41,7 @@ up() {
       -http-addr "127.0.0.1:$((HTTP_BASE + i))" -raft-addr "127.0.0.1:$((RAFT_BASE + i))" \
       -gossip-addr "127.0.0.1:$((GOSSIP_BASE + i))" -public-url "http://127.0.0.1:$((HTTP_BASE + i))" \
       -bootstrap-expect "$n" -join "$join" -shards "$SHARDS" -cluster-key-file "$DIR/cluster.key" \
+      -admin-addr "127.0.0.1:$((ADMIN_BASE + i))" -admin-key-file "$DIR/admin.key" \
       ${EXTRA_FLAGS:-} >>"$DIR/n$i.log" 2>&1 &
     echo $! >"$DIR/n$i.pid"
     echo "n$i: pid $!, http://127.0.0.1:$((HTTP_BASE + i)), log $DIR/n$i.log"
@@ -46,7 +53,7 @@ up() {
     done
     curl -fs "http://127.0.0.1:$((HTTP_BASE + i))/readyz" >/dev/null || { echo "n$i not ready; see $DIR/n$i.log"; exit 1; }
   done
-  echo "cluster of $n ready"
+  echo "cluster of $n ready; API key: export LINKRAFT_KEY=\$(cat $DIR/admin.key)"
 }
 
 down() {
@@ -67,7 +74,7 @@ down() {
 case "${1:-}" in
   up) up "${2:-3}" ;;
   down) down ;;
-  status) "$DIR/bin/linknode" status -addr "127.0.0.1:$((HTTP_BASE + 1))" ;;
+  status) "$DIR/bin/linknode" status -addr "127.0.0.1:$((ADMIN_BASE + 1))" -key "$(cat "$DIR/admin.key")" ;;
   logs) if [ -n "${2:-}" ]; then tail -n 100 -f "$DIR/n$2.log"; else tail -n 20 "$DIR"/n*.log; fi ;;
-  *) sed -n '2,9p' "$0"; exit 2 ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
 esac

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"io"
 	"net"
 	"net/http"
@@ -43,15 +44,22 @@ var (
 	trials    = flag.Int("trials", 5, "failover trials")
 	openRates = flag.String("open-rates", "", "comma-separated offered rates (creates/s) for an open-loop create run with vegeta, after the closed-loop runs (empty: none)")
 	vegetaBin = flag.String("vegeta", "vegeta", "the vegeta binary for -open-rates")
-	nodeArgs  = flag.String("node-args", "", "extra linknode flags for every node, space-separated (e.g. \"-pprof-addr 127.0.0.1:0\")")
+	nodeArgs  = flag.String("node-args", "", "extra linknode flags for every node, space-separated (e.g. \"-pprof\")")
 	peerTLS   = flag.Bool("peer-tls", true, "give the nodes a cluster key (mutual TLS on the peer port, encrypted gossip); false runs them -insecure")
 )
 
 type node struct {
-	id, dir, http, raft, gossip string
-	cmd                         *exec.Cmd
-	done                        chan struct{}
+	id, dir, http, raft, gossip, admin string
+	cmd                                *exec.Cmd
+	done                               chan struct{}
 }
+
+// adminKey is the cluster's first admin key, made by the benchmark.
+var adminKey = func() string {
+	k, err := apikey.NewSecret()
+	check(err)
+	return k
+}()
 
 var client = &http.Client{
 	Timeout:       5 * time.Second,
@@ -88,7 +96,7 @@ func main() {
 	var gossips []string
 	for i := range ns {
 		ns[i] = &node{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(work, fmt.Sprintf("n%d", i+1)),
-			http: freePort(), raft: freePort(), gossip: freePort()}
+			http: freePort(), raft: freePort(), gossip: freePort(), admin: freePort()}
 		gossips = append(gossips, ns[i].gossip)
 	}
 	security := []string{"-insecure"}
@@ -104,7 +112,11 @@ func main() {
 		check(err)
 		n.cmd = exec.Command(bin, "-node-id", n.id, "-data-dir", n.dir, "-http-addr", n.http, "-raft-addr", n.raft,
 			"-gossip-addr", n.gossip, "-join", strings.Join(gossips, ","), "-bootstrap-expect", fmt.Sprint(*nodes),
-			"-shards", fmt.Sprint(*shards), "-log-level", "warn")
+			"-shards", fmt.Sprint(*shards), "-log-level", "warn", "-admin-addr", n.admin)
+		// The benchmark's client is the cluster's first admin key: as
+		// shipped, every create is authenticated (admin keys are not rate
+		// limited; a non-admin key at the default 50/s would be the limit).
+		n.cmd.Env = append(os.Environ(), "LINKNODE_ADMIN_KEY="+adminKey)
 		n.cmd.Args = append(n.cmd.Args, security...)
 		n.cmd.Args = append(n.cmd.Args, strings.Fields(*nodeArgs)...)
 		n.cmd.Stdout, n.cmd.Stderr = logf, logf
@@ -353,7 +365,7 @@ func openLoad(ns []*node, rate int, work string) {
 	for _, n := range ns {
 		check(enc.Encode(map[string]any{
 			"method": "POST", "url": "http://" + n.http + "/api/v1/links",
-			"header": map[string][]string{"Content-Type": {"application/json"}},
+			"header": map[string][]string{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminKey}},
 			"body":   []byte(fmt.Sprintf(`{"url":"https://bench.example/open/%d"}`, rate)), // base64, as vegeta reads it
 		}))
 	}
@@ -403,7 +415,13 @@ func pct(xs []time.Duration, p int) time.Duration {
 }
 
 func post(n *node, body string) (int, []byte) {
-	resp, err := client.Post("http://"+n.http+"/api/v1/links", "application/json", bytes.NewReader([]byte(body)))
+	req, err := http.NewRequest("POST", "http://"+n.http+"/api/v1/links", bytes.NewReader([]byte(body)))
+	if err != nil {
+		return 0, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil
 	}
@@ -415,9 +433,11 @@ func post(n *node, body string) (int, []byte) {
 func waitReady(n *node) {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if resp, err := client.Get("http://" + n.http + "/readyz"); err == nil {
+		req, _ := http.NewRequest("GET", "http://"+n.http+"/api/v1/keys", nil)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if resp.StatusCode == 200 { // ready, and the admin key is in
 				return
 			}
 		}
@@ -428,7 +448,9 @@ func waitReady(n *node) {
 }
 
 func shardLeaders(n *node) map[int]string {
-	resp, err := client.Get("http://" + n.http + "/admin/v1/cluster")
+	req, _ := http.NewRequest("GET", "http://"+n.admin+"/admin/v1/cluster", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := client.Do(req)
 	check(err)
 	defer resp.Body.Close()
 	var st struct {
@@ -448,7 +470,7 @@ func shardLeaders(n *node) map[int]string {
 }
 
 func metric(n *node, name string) string {
-	resp, err := client.Get("http://" + n.http + "/metrics")
+	resp, err := client.Get("http://" + n.admin + "/metrics")
 	if err != nil {
 		return "?"
 	}

@@ -25,6 +25,9 @@ import (
 	"time"
 )
 
+// apiKey is the key every request sends.
+var apiKey string
+
 func main() {
 	targets := flag.String("targets", "http://127.0.0.1:18480", "comma-separated node base URLs")
 	n := flag.Int("n", 100000, "links to create")
@@ -32,6 +35,7 @@ func main() {
 	out := flag.String("out", "codes.txt", `file of "code url" lines`)
 	timeout := flag.Duration("timeout", 30*time.Minute, "give up after this long")
 	bulk := flag.Int("bulk", 0, "links per POST /api/v1/links/bulk (0: one POST /api/v1/links per link)")
+	flag.StringVar(&apiKey, "key", os.Getenv("LINKRAFT_KEY"), "API key sent as Authorization: Bearer (default $LINKRAFT_KEY)")
 	flag.Parse()
 	bases := strings.Split(*targets, ",")
 
@@ -109,6 +113,7 @@ func create(ctx context.Context, client *http.Client, base, url string) (string,
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := client.Do(req)
 	if err != nil {
 		return "", err
@@ -146,6 +151,7 @@ func createBulk(ctx context.Context, client *http.Client, base string, urls []st
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
