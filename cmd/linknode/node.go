@@ -169,6 +169,8 @@ func (m *Main) Run(ctx context.Context) error {
 	// as it takes), /healthz and /readyz already answer, and /readyz says
 	// what the node waits for.
 	stopEarly := startingServer(ln, limited, node)
+	// The admin listener too: linknode status gets the reason, not a hang.
+	stopEarlyAdmin := startingServer(m.adminLn, m.adminLn, node)
 	openCtx, cancel := context.WithCancel(ctx)
 	if cfg.StartTimeout > 0 {
 		openCtx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
@@ -176,6 +178,7 @@ func (m *Main) Run(ctx context.Context) error {
 	defer cancel()
 	err = node.Open(openCtx)
 	stopEarly()
+	stopEarlyAdmin()
 	if err != nil {
 		return err
 	}

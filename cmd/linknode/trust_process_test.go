@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -92,6 +93,11 @@ func TestJoinOnlyNodeWaitsAndSaysWhy(t *testing.T) {
 	}
 	if status, _, _, err := call("GET", base+"/healthz", ""); err != nil || status != http.StatusOK {
 		t.Fatalf("/healthz while starting: %d %v", status, err)
+	}
+	// The admin listener says so too (linknode status does not hang).
+	if status, m, _, err := call("GET", p.admin+"/admin/v1/cluster", ""); err != nil || status != http.StatusServiceUnavailable ||
+		!strings.Contains(fmt.Sprint(m["detail"]), "never forms one") {
+		t.Fatalf("admin listener while starting: %d %v %v", status, m, err)
 	}
 	waitLog := time.Now().Add(30 * time.Second)
 	for !strings.Contains(p.logs(), `level=ERROR msg="cannot join`) {
