@@ -522,6 +522,11 @@ func (l *FastListener) redirect(bw *bufio.Writer, c net.Conn, r *fastRequest) bo
 	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || !headerSafe(lk.URL) || s.svc.BlockedURL(lk.URL) {
 		return false
 	}
+	if s.redirRate.PerSecond > 0 {
+		// With a redirect limit, net/http answers (and counts) it: the
+		// limit's headers and 429 are written there.
+		return false
+	}
 	if bugs.Once(bugs.PanicOnce) {
 		panic("jepsen bug panic-once")
 	}

@@ -245,3 +245,28 @@ func TestHugeUserAgentsCostNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestRedirectRateLimitIsOffByDefaultAndPerClient(t *testing.T) {
+	off := startNode(t, link.URLPolicy{})
+	off.create(t, `{"url":"https://example.com/r","alias":"hot-link"}`)
+	for i := 0; i < 200; i++ {
+		if r := off.do(t, "GET", "/hot-link", "", nil); r.status != 302 {
+			t.Fatalf("redirect %d without a limit: %d", i, r.status)
+		}
+	}
+	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.RedirectRate = httpapi.Rate{PerSecond: 1, Burst: 5} })
+	tn.create(t, `{"url":"https://example.com/r","alias":"hot-link"}`)
+	got := map[int]int{}
+	var last response
+	for i := 0; i < 10; i++ {
+		path := "/hot-link"
+		if i%2 == 1 {
+			path = "/no-such-code" // unknown codes spend tokens too: enumeration is what it stops
+		}
+		last = tn.do(t, "GET", path, "", nil)
+		got[last.status]++
+	}
+	if got[429] < 4 || got[302]+got[404] > 6 || last.header.Get("Retry-After") == "" || last.header.Get("RateLimit-Policy") != `"redirect";q=5;w=5` {
+		t.Fatalf("statuses %v, last %v", got, last.header)
+	}
+}

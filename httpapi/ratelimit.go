@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// Rate limits are token buckets, per key and (for anonymous creates) per
-// client network, kept by each node: the cluster-wide limit is the limit
+// Rate limits are token buckets, per key and (for anonymous creates and,
+// when turned on, redirects) per client network, kept by each node: the cluster-wide limit is the limit
 // times the nodes a client spreads its requests over. Admin keys are not
 // limited. The answer carries the IETF httpapi RateLimit-Policy and
 // RateLimit fields, and a refusal is 429 with Retry-After.
@@ -127,6 +127,44 @@ func clientNet(ip netip.Addr) string {
 	return ip.Unmap().String()
 }
 
+// redirectAllowed spends a token of the client's redirect bucket when
+// -redirect-rate-limit is on.
+func (s *Server) redirectAllowed(ip netip.Addr) (verdict, bool) {
+	if s.redirRate.PerSecond <= 0 || s.redirRate.Burst <= 0 {
+		return verdict{ok: true}, false
+	}
+	return s.redirLimiter.take("ip:"+clientNet(ip), s.redirRate, 1), true
+}
+
+// limitRedirect is limit for GET and HEAD /{code}; it reports false having
+// answered 429.
+func (s *Server) limitRedirect(w http.ResponseWriter, r *http.Request) bool {
+	v, on := s.redirectAllowed(s.clientIP(r))
+	if !on {
+		return true
+	}
+	s.rateHeaders(w, "redirect", s.redirRate, v)
+	if v.ok {
+		return true
+	}
+	s.tooMany(w, r, s.redirRate, v)
+	return false
+}
+
+func (s *Server) rateHeaders(w http.ResponseWriter, policy string, rate Rate, v verdict) {
+	h := w.Header()
+	window := int(math.Ceil(float64(rate.Burst) / rate.PerSecond))
+	h.Set("RateLimit-Policy", `"`+policy+`";q=`+strconv.Itoa(rate.Burst)+";w="+strconv.Itoa(window))
+	h.Set("RateLimit", `"`+policy+`";r=`+strconv.Itoa(v.remaining)+";t="+strconv.Itoa(int(math.Ceil(v.full.Seconds()))))
+}
+
+func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, rate Rate, v verdict) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(v.retry.Seconds())))))
+	s.Error(w, r, &requestError{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
+		detail: "over the rate limit of " + strconv.FormatFloat(rate.PerSecond, 'g', 4, 64) + " requests a second (bursts of " +
+			strconv.Itoa(rate.Burst) + "); retry after Retry-After seconds"})
+}
+
 // limit spends cost tokens for p and sets the RateLimit fields; it answers
 // 429 and reports false if the bucket lacks them.
 func (s *Server) limit(w http.ResponseWriter, r *http.Request, p *principal, cost int) bool {
@@ -147,16 +185,10 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, p *principal, cos
 		return true
 	}
 	v := s.limiter.take(id, rate, cost)
-	h := w.Header()
-	window := int(math.Ceil(float64(rate.Burst) / rate.PerSecond))
-	h.Set("RateLimit-Policy", `"`+policy+`";q=`+strconv.Itoa(rate.Burst)+";w="+strconv.Itoa(window))
-	h.Set("RateLimit", `"`+policy+`";r=`+strconv.Itoa(v.remaining)+";t="+strconv.Itoa(int(math.Ceil(v.full.Seconds()))))
+	s.rateHeaders(w, policy, rate, v)
 	if v.ok {
 		return true
 	}
-	h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(v.retry.Seconds())))))
-	s.Error(w, r, &requestError{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
-		detail: "over the rate limit of " + strconv.FormatFloat(rate.PerSecond, 'g', 4, 64) + " requests a second (bursts of " +
-			strconv.Itoa(rate.Burst) + "); retry after Retry-After seconds"})
+	s.tooMany(w, r, rate, v)
 	return false
 }

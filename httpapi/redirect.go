@@ -64,6 +64,9 @@ func (s *Server) handleRedirect(w http.ResponseWriter, r *http.Request, code str
 }
 
 func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) int {
+	if !s.limitRedirect(w, r) {
+		return http.StatusTooManyRequests
+	}
 	if !link.ValidCode(code) {
 		return s.redirectError(w, r, link.ErrNotFound)
 	}

@@ -111,6 +111,9 @@ type Config struct {
 	// AnonymousRate limits anonymous creates per client network (zero:
 	// DefaultAnonymousRate; a negative PerSecond: no limit).
 	AnonymousRate Rate
+	// RedirectRate limits GET and HEAD /{code} per client network (zero:
+	// no limit, the default): against scraping and code enumeration.
+	RedirectRate Rate
 	// TrustedProxies are the networks whose Forwarded and X-Forwarded-For
 	// headers name the client (clientip.go); nobody else's are read.
 	TrustedProxies []netip.Prefix
@@ -140,6 +143,8 @@ type Server struct {
 	keyRate         Rate
 	anonRate        Rate
 	limiter         *limiter
+	redirRate       Rate
+	redirLimiter    *limiter
 	proxies         trustedProxies
 	cors            map[string]bool
 	corsAny         bool
@@ -195,6 +200,7 @@ func New(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.limiter = newLimiter(s.now)
+	s.redirRate, s.redirLimiter = cfg.RedirectRate, newLimiter(s.now)
 	if s.rec == nil {
 		s.rec = nopRecorder{}
 	}

@@ -202,11 +202,15 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	redirRate, err := ParseRate(cfg.RedirectRateLimit)
+	if err != nil {
+		return err
+	}
 	hcfg := httpapi.Config{
 		Service: node, PublicURL: publicURL,
 		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist, AllowPrivate: cfg.AllowPrivateTargets},
 		Metrics:   m.metrics.Handler(), Recorder: m.metrics, Logger: m.log,
-		AnonymousCreate: cfg.AnonymousCreate, KeyRate: keyRate, AnonymousRate: anonRate,
+		AnonymousCreate: cfg.AnonymousCreate, KeyRate: keyRate, AnonymousRate: anonRate, RedirectRate: redirRate,
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Pprof: cfg.Pprof,
 	}
 	// Bots never use up a limited link's visits, analytics on or off.
