@@ -23,6 +23,7 @@ import (
 
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/peertls"
@@ -293,25 +294,7 @@ func (n *Node) loadNodeID() (string, error) {
 	return id, nil
 }
 
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+func writeFileSync(path string, data []byte) error { return atomicfile.Write(path, data, 0o600) }
 
 // Open starts the node: the peer port and internal RPC, gossip, the meta
 // group (formed on first start, see form), the cluster settings and

@@ -3,8 +3,9 @@ package apikey
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/linkraft/linkraft/internal/atomicfile"
 )
 
 // LoadSecret reads a secret from a file (one line). A file every local
@@ -28,38 +29,8 @@ func LoadSecret(path string) (string, error) {
 	return s, nil
 }
 
-// SaveSecret writes secret to path (mode 0600) durably: a temporary file,
-// fsynced and renamed over path, and the directory fsynced.
+// SaveSecret writes secret to path (mode 0600) durably
+// (internal/atomicfile).
 func SaveSecret(path, secret string) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.WriteString(secret + "\n"); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, []byte(secret+"\n"), 0o600)
 }

@@ -1,0 +1,31 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteReplacesWholeAndLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	for _, v := range []string{"first\n", "second, longer\n"} {
+		if err := Write(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != v {
+			t.Fatalf("read %q, %v; want %q", b, err, v)
+		}
+	}
+	st, _ := os.Stat(p)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("%d files in the directory, want 1", len(ents))
+	}
+	if err := Write(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
+		t.Fatal("write into a missing directory succeeded")
+	}
+}
