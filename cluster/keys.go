@@ -140,6 +140,8 @@ func (n *Node) CreateKey(ctx context.Context, req KeyRequest) (string, apikey.Ke
 		return "", apikey.Key{}, err
 	}
 	n.log.Info("api key created", "key_id", k.ID, "name", k.Name, "owner", k.Owner, "scopes", k.Scopes.String())
+	// Read your writes: the key works on this node when the call returns.
+	n.waitKeys(ctx, func(s *keySnapshot) bool { _, ok := s.byHash[k.Hash]; return ok })
 	return secret, k, nil
 }
 
@@ -158,6 +160,14 @@ func (n *Node) RevokeKey(ctx context.Context, id string) error {
 		return err
 	}
 	n.log.Info("api key revoked", "key_id", id)
+	n.waitKeys(ctx, func(s *keySnapshot) bool {
+		for _, k := range s.byHash {
+			if k.ID == id {
+				return false
+			}
+		}
+		return true
+	})
 	return nil
 }
 
@@ -170,10 +180,29 @@ func (n *Node) SetBlocked(ctx context.Context, domain string, blocked bool) erro
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := n.applyGroup(ctx, metaGroupID, (&fsm.SetBlocked{Domain: domain, Blocked: blocked, At: time.Now().UTC()}).Encode(), 0)
-	if err == nil {
-		n.log.Info("blocklist changed", "domain", domain, "blocked", blocked)
+	if err != nil {
+		return err
 	}
-	return err
+	n.log.Info("blocklist changed", "domain", domain, "blocked", blocked)
+	n.waitKeys(ctx, func(s *keySnapshot) bool { _, ok := s.blocked[domain]; return ok == blocked })
+	return nil
+}
+
+// waitKeys waits (until ctx ends) for this node's replica of the meta
+// group to show a committed key or blocklist change, so that the node that
+// took the request answers as the cluster now is: a key made through it
+// works on it at once. Other nodes follow within milliseconds.
+func (n *Node) waitKeys(ctx context.Context, done func(*keySnapshot) bool) {
+	for {
+		if s, err := n.keys(); err != nil || done(s) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // Blocklist returns the blocked domains with when each was added.
