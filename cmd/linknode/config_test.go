@@ -47,6 +47,22 @@ func TestFlagsEnvAndDefaults(t *testing.T) {
 	if c.RaftAddr != ":7000" || c.GossipAddr != ":7946" || c.ClusterKey != key.String() {
 		t.Fatalf("multi-node defaults = %+v", c)
 	}
+	// The trust boundary's flags.
+	c, err = ParseFlags([]string{"-trusted-proxies", "10.0.0.0/8, 192.0.2.7,fd00::/8", "-cors-origins", "https://app.example,http://localhost:3000",
+		"-rate-limit", "20/m", "-anonymous-create"}, env(map[string]string{"LINKNODE_ADMIN_KEY": " " + strings.Repeat("k", 40) + "\n"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.TrustedProxies) != 3 || c.TrustedProxies[1].String() != "192.0.2.7/32" || len(c.CORSOrigins) != 2 || !c.AnonymousCreate ||
+		c.AdminKey != strings.Repeat("k", 40) || c.AdminAddr != "127.0.0.1:8081" {
+		t.Fatalf("trust flags = %+v", c)
+	}
+	for in, want := range map[string][2]float64{"50/s": {50, 100}, "10/m": {10.0 / 60, 10}, "0": {-1, 0}} {
+		r, err := ParseRate(in)
+		if err != nil || r.PerSecond != want[0] || float64(r.Burst) != want[1] {
+			t.Errorf("ParseRate(%q) = %+v, %v", in, r, err)
+		}
+	}
 }
 
 func TestFlagErrors(t *testing.T) {
@@ -72,6 +88,17 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-cluster-key-file", "k"}, env: map[string]string{"LINKNODE_CLUSTER_KEY": "x"}, want: "not both"},
 		{args: []string{"-peer-tls-ca", "ca.pem"}, want: "go together"},
 		{args: []string{"-gossip-key", "abc"}, want: "not defined"},
+		{args: []string{"-pprof-addr", "127.0.0.1:6060"}, want: "not defined"},
+		{args: []string{"-rate-limit", "fast"}, want: "-rate-limit"},
+		{args: []string{"-rate-limit", "50/h"}, want: "-rate-limit"},
+		{args: []string{"-anonymous-rate-limit", "-1/m"}, want: "-anonymous-rate-limit"},
+		{args: []string{"-redirect-rate-limit", "10"}, want: "-redirect-rate-limit"},
+		{args: []string{"-trusted-proxies", "10.0.0.0/33"}, want: "-trusted-proxies"},
+		{args: []string{"-trusted-proxies", "proxy.example"}, want: "-trusted-proxies"},
+		{args: []string{"-tls-cert", "c.pem"}, want: "go together"},
+		{args: []string{"-admin-addr", "8081"}, want: "-admin-addr"},
+		{env: map[string]string{"LINKNODE_ADMIN_KEY": "short"}, want: "LINKNODE_ADMIN_KEY"},
+		{args: []string{"-admin-key-file", "k"}, env: map[string]string{"LINKNODE_ADMIN_KEY": strings.Repeat("k", 40)}, want: "not both"},
 	} {
 		_, err := ParseFlags(tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
