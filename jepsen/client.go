@@ -37,6 +37,7 @@ func newClient(timeout time.Duration, conns int, key string) *client {
 	}
 	return &client{
 		timeout: timeout,
+		key:     key,
 		http: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}},

@@ -3,6 +3,8 @@ package jepsen
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -130,5 +132,19 @@ func TestProcessRecords(t *testing.T) {
 	res := checker.CheckNodes(runs)
 	if res.Valid != checker.Invalid || res.AnomalyCount != 2 || res.Anomalies[0].Kind != "unexpected-exit" {
 		t.Fatalf("nodes checker: %+v", res)
+	}
+}
+
+func TestClientSendsTheKey(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer srv.Close()
+	c := newClient(time.Second, 1, "lrk_the-run-key")
+	c.read(context.Background(), srv.URL, "some-code")
+	if a := <-got; a != "Bearer lrk_the-run-key" {
+		t.Fatalf("Authorization %q", a)
 	}
 }
