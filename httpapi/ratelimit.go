@@ -139,6 +139,9 @@ func (s *Server) redirectAllowed(ip netip.Addr) (verdict, bool) {
 // limitRedirect is limit for GET and HEAD /{code}; it reports false having
 // answered 429.
 func (s *Server) limitRedirect(w http.ResponseWriter, r *http.Request) bool {
+	if s.redirRate.PerSecond <= 0 {
+		return true // off (the default): not even the client address is read
+	}
 	v, on := s.redirectAllowed(s.clientIP(r))
 	if !on {
 		return true
