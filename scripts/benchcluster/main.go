@@ -111,12 +111,15 @@ func main() {
 		logf, err := os.OpenFile(n.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		check(err)
 		n.cmd = exec.Command(bin, "-node-id", n.id, "-data-dir", n.dir, "-http-addr", n.http, "-raft-addr", n.raft,
-			"-gossip-addr", n.gossip, "-join", strings.Join(gossips, ","), "-bootstrap-expect", fmt.Sprint(*nodes),
+			"-gossip-addr", n.gossip, "-bootstrap-expect", fmt.Sprint(*nodes),
 			"-shards", fmt.Sprint(*shards), "-log-level", "warn", "-admin-addr", n.admin)
 		// The benchmark's client is the cluster's first admin key: as
 		// shipped, every create is authenticated (admin keys are not rate
 		// limited; a non-admin key at the default 50/s would be the limit).
 		n.cmd.Env = append(os.Environ(), "LINKNODE_ADMIN_KEY="+adminKey)
+		if *nodes > 1 { // a single node forms its cluster alone; -join would make it wait to be added
+			n.cmd.Args = append(n.cmd.Args, "-join", strings.Join(gossips, ","))
+		}
 		n.cmd.Args = append(n.cmd.Args, security...)
 		n.cmd.Args = append(n.cmd.Args, strings.Fields(*nodeArgs)...)
 		n.cmd.Stdout, n.cmd.Stderr = logf, logf
@@ -127,7 +130,7 @@ func main() {
 	for _, n := range ns {
 		start(n)
 	}
-	defer func() {
+	stopNodes = func() {
 		for _, n := range ns {
 			select {
 			case <-n.done:
@@ -136,7 +139,8 @@ func main() {
 				<-n.done
 			}
 		}
-	}()
+	}
+	defer stopNodes()
 	for _, n := range ns {
 		waitReady(n)
 	}
@@ -279,7 +283,7 @@ func main() {
 		rwg.Wait()
 		if pending > 0 {
 			fmt.Printf("trial %d: %d writers still failing after 30s\n", trial+1, pending)
-			os.Exit(1)
+			exit(1)
 		}
 		firstWrite = append(firstWrite, first)
 		allShards = append(allShards, all)
@@ -444,7 +448,16 @@ func waitReady(n *node) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	fmt.Fprintf(os.Stderr, "%s not ready; log %s.log\n", n.id, n.dir)
-	os.Exit(1)
+	exit(1)
+}
+
+// stopNodes ends the nodes this program started (by PID); exit runs it
+// before exiting, so that no failure leaves a node behind.
+var stopNodes = func() {}
+
+func exit(code int) {
+	stopNodes()
+	os.Exit(code)
 }
 
 func shardLeaders(n *node) map[int]string {
@@ -515,6 +528,6 @@ func estab(n *node) int {
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchcluster:", err)
-		os.Exit(1)
+		exit(1)
 	}
 }
