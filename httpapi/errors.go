@@ -38,14 +38,15 @@ func badRequest(kind, detail string) error {
 	return &requestError{status: http.StatusBadRequest, kind: kind, title: "Bad Request", detail: detail}
 }
 
-// Error writes err as a problem document: the one place where errors become
-// statuses. Only unexpected errors are logged.
-func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
+// Error writes err as a problem document and returns its status: the one
+// place where errors become statuses. Only unexpected errors are logged.
+func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) int {
 	p := s.problemOf(r, err)
 	if p.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	s.problemField(w, r, p.Status, strings.TrimPrefix(p.Type, ProblemTypeBase), p.Title, p.Detail, p.Field)
+	return p.Status
 }
 
 // problemOf maps err to its problem document (and logs the unexpected).

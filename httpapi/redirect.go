@@ -78,8 +78,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 			}
 			return s.redirectError(w, r, err)
 		}
-		s.Error(w, r, err)
-		return statusOf(err)
+		return s.Error(w, r, err)
 	}
 	if l.Gone(s.now()) {
 		return s.redirectError(w, r, link.ErrGone)
@@ -95,8 +94,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
 				return s.redirectError(w, r, link.ErrGone)
 			}
-			s.Error(w, r, err)
-			return statusOf(err)
+			return s.Error(w, r, err)
 		}
 	}
 	h := w.Header()
@@ -162,8 +160,7 @@ func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, err error
 		status, title, detail = http.StatusGone, "Gone", "This link has expired or was disabled or removed."
 	}
 	if !wantsHTML(r) {
-		s.Error(w, r, err)
-		return status
+		return s.Error(w, r, err)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -175,17 +172,4 @@ func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, err error
 		}{status, title, detail})
 	}
 	return status
-}
-
-// statusOf is the status Error writes for err (for metrics).
-func statusOf(err error) int {
-	switch {
-	case errors.Is(err, link.ErrGone):
-		return http.StatusGone
-	case errors.Is(err, link.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, link.ErrNotLeader), errors.Is(err, link.ErrUnavailable):
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
 }
