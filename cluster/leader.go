@@ -507,14 +507,12 @@ func (n *Node) wait(f raft.Future) error {
 }
 
 // transferBackoff is how long the balancer leaves a shard alone after a
-// failed leadership transfer. Retrying every round armed hashicorp/raft
-// issue #696: a transfer that times out while the target's replication is
-// busy leaves a request queued for it, the next transfer to that target
-// blocks on it, and if leadership is lost meanwhile the "transfer in
-// progress" flag is never cleared — the node refuses every write whenever
-// it leads that shard again (JEPSEN.md, finding 3). The backoff makes that
-// much rarer; it does not remove it. 15 s outlasts the transport's 10 s
-// I/O timeout, the longest one replication RPC can keep that goroutine busy.
+// failed leadership transfer: a transfer that timed out usually means the
+// target's replication is busy, and asking again at once only queues another
+// request behind it. 15 s outlasts the transport's 10 s I/O timeout, the
+// longest one replication RPC can keep that goroutine busy. (A transfer cut
+// short by a step-down cannot wedge the leader: the vendored raft carries
+// that fix, third_party/hashicorp-raft/LINKRAFT.md.)
 const transferBackoff = 15 * time.Second
 
 // transferGate remembers failed balancing transfers per shard. It is used

@@ -59,8 +59,8 @@ var DefaultTiming = Timing{
 // It also fences heartbeats off from the log store's close. raft answers a
 // heartbeat on the transport's connection goroutine, not on its own, so
 // raft.Shutdown does not wait for one in progress; one that got past raft's
-// shutdown check and wrote the term after the log store had closed
-// panicked ("failed to save current term: database not open", seen in CI).
+// shutdown check and wrote the term after the log store had closed would
+// panic ("failed to save current term: database not open").
 // quiesce waits for heartbeats in progress and turns later ones away.
 type noPipeline struct {
 	*raft.NetworkTransport
