@@ -76,8 +76,8 @@ func newCreate(req CreateRequest, now time.Time) (fsm.CreateIfAbsent, error) {
 	if req.Redirect == 0 {
 		req.Redirect = link.DefaultRedirect
 	}
-	if !link.ValidRedirect(req.Redirect) {
-		return fsm.CreateIfAbsent{}, &link.FieldError{Err: link.ErrInvalidInput, Field: "redirect", Reason: "must be 301, 302, 307 or 308"}
+	if err := link.CheckRedirect(req.Redirect); err != nil {
+		return fsm.CreateIfAbsent{}, err
 	}
 	if req.Alias != "" {
 		if err := link.ValidateAlias(req.Alias); err != nil {
@@ -201,8 +201,8 @@ func (n *Node) Update(ctx context.Context, code string, p Patch) (*link.Link, er
 		u.ExpiresAt = *p.ExpiresAt
 	}
 	if p.Redirect != nil {
-		if !link.ValidRedirect(*p.Redirect) {
-			return nil, &link.FieldError{Err: link.ErrInvalidInput, Field: "redirect", Reason: "must be 301, 302, 307 or 308"}
+		if err := link.CheckRedirect(*p.Redirect); err != nil {
+			return nil, err
 		}
 		u.Set |= fsm.SetRedirect
 		u.Redirect = *p.Redirect

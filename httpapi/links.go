@@ -130,8 +130,8 @@ func (s *Server) validateCreate(b *createBody) (cluster.CreateRequest, error) {
 		req.ExpiresAt = s.now().Add(time.Duration(*b.TTL) * time.Second).UTC()
 	}
 	if b.Redirect != nil {
-		if !link.ValidRedirect(*b.Redirect) {
-			return req, field("redirect", "must be 301, 302, 307 or 308", link.ErrInvalidInput)
+		if err := link.CheckRedirect(*b.Redirect); err != nil {
+			return req, err
 		}
 		req.Redirect = *b.Redirect
 	}
@@ -305,13 +305,13 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (cluster.Patch, e
 	if m, ok := raw["redirect"]; ok {
 		var code int
 		if isNull(m) {
-			return p, field("redirect", "must be 301, 302, 307 or 308", link.ErrInvalidInput)
+			return p, link.ErrBadRedirect
 		}
 		if err := decodeField("redirect", m, &code, "an integer"); err != nil {
 			return p, err
 		}
-		if !link.ValidRedirect(code) {
-			return p, field("redirect", "must be 301, 302, 307 or 308", link.ErrInvalidInput)
+		if err := link.CheckRedirect(code); err != nil {
+			return p, err
 		}
 		p.Redirect = &code
 	}

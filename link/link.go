@@ -79,6 +79,19 @@ func (l *Link) Clone() *Link {
 	return &c
 }
 
+// ErrBadRedirect is the field error of a redirect status a link may not
+// use.
+var ErrBadRedirect = &FieldError{Err: ErrInvalidInput, Field: "redirect", Reason: "must be 301, 302, 307 or 308"}
+
+// CheckRedirect returns ErrBadRedirect unless code is a redirect status a
+// link may use.
+func CheckRedirect(code int) error {
+	if !ValidRedirect(code) {
+		return ErrBadRedirect
+	}
+	return nil
+}
+
 // ValidRedirect reports whether code is a redirect status a link may use.
 func ValidRedirect(code int) bool {
 	switch code {
