@@ -101,6 +101,8 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	mc.BindAddr = host
 	mc.BindPort = port
 	mc.AdvertisePort = port
+	// As AdvertiseAddr, except that memberlist needs an IP: a bind host
+	// name advertises 127.0.0.1 too.
 	adv := cfg.AdvertiseHost
 	if adv == "" {
 		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {

@@ -328,7 +328,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("cluster: listen on raft address: %w", err)
 	}
-	advertise, err := advertiseAddr(ln.Addr().String(), n.cfg.AdvertiseHost)
+	advertise, err := AdvertiseAddr(ln.Addr().String(), n.cfg.AdvertiseHost)
 	if err != nil {
 		ln.Close()
 		return err
@@ -435,7 +435,11 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	return nil
 }
 
-func advertiseAddr(bound, host string) (string, error) {
+// AdvertiseAddr is the address other nodes and clients use for a listener
+// bound to bound: host (the -advertise-host) with the bound port, or, when
+// host is empty, the bound host itself unless it is unspecified (":7000",
+// "0.0.0.0:7000"), which becomes 127.0.0.1.
+func AdvertiseAddr(bound, host string) (string, error) {
 	bh, port, err := net.SplitHostPort(bound)
 	if err != nil {
 		return "", err

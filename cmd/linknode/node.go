@@ -129,7 +129,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	httpAdvertise, err := advertised(ln.Addr().String(), cfg.AdvertiseHost)
+	httpAdvertise, err := cluster.AdvertiseAddr(ln.Addr().String(), cfg.AdvertiseHost)
 	if err != nil {
 		return err
 	}
@@ -289,22 +289,6 @@ func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("linknode ready", "http", ln.Addr().String(), "admin", m.adminLn.Addr().String(), "public_url", publicURL,
 		"tls", certs != nil, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
 	return nil
-}
-
-// advertised replaces an unspecified bind host with the advertise host (or
-// 127.0.0.1), so the address means something to other nodes.
-func advertised(bound, host string) (string, error) {
-	h, port, err := net.SplitHostPort(bound)
-	if err != nil {
-		return "", err
-	}
-	if host == "" {
-		host = h
-		if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
-			host = "127.0.0.1"
-		}
-	}
-	return net.JoinHostPort(host, port), nil
 }
 
 // Close drains HTTP (in-flight requests get up to half the shutdown budget),
