@@ -467,19 +467,16 @@ func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 	}
 	start := time.Now()
 	f := g.raft.Apply(cmd, timeout)
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return nil, 0, translate(err)
-		}
-		// A commit means a quorum accepted this node as leader after start.
-		g.noteQuorum(start)
-		return f.Response(), f.Index(), nil
-	case <-ctx.Done():
-		return nil, 0, fmt.Errorf("%w: outcome unknown: %w", link.ErrUnavailable, ctx.Err())
+	resolved, err := await(ctx, f)
+	if !resolved {
+		return nil, 0, fmt.Errorf("%w: outcome unknown: %w", link.ErrUnavailable, err)
 	}
+	if err != nil {
+		return nil, 0, translate(err)
+	}
+	// A commit means a quorum accepted this node as leader after start.
+	g.noteQuorum(start)
+	return f.Response(), f.Index(), nil
 }
 
 func translate(err error) error {
@@ -525,19 +522,14 @@ func (g *Group) VerifyRead(ctx context.Context) error {
 	}
 	readIndex := g.raft.CommitIndex()
 	start := time.Now()
-	f := g.raft.VerifyLeader()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			// A read has no effect: whatever went wrong (leadership lost
-			// or handed over mid-round), the caller may ask the leader
-			// again.
-			return fmt.Errorf("%w: %w", link.ErrNotLeader, err)
-		}
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
+	resolved, err := await(ctx, g.raft.VerifyLeader())
+	switch {
+	case !resolved:
+		return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+	case err != nil:
+		// A read has no effect: whatever went wrong (leadership lost or
+		// handed over mid-round), the caller may ask the leader again.
+		return fmt.Errorf("%w: %w", link.ErrNotLeader, err)
 	}
 	if g.raft.CurrentTerm() != term {
 		return link.ErrNotLeader
@@ -650,27 +642,32 @@ func (g *Group) TransferLeadership(ctx context.Context, toID, toAddr string) err
 		}
 		f = g.raft.LeadershipTransfer()
 	}
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err := await(ctx, f)
+	return err
 }
 
 // WaitFuture waits for a raft future, but no longer than ctx: a future of a
 // group that lost its quorum or shut down mid-way may never resolve
 // (hashicorp/raft#498). The future is left to finish on its own.
 func WaitFuture(ctx context.Context, f raft.Future) error {
+	resolved, err := await(ctx, f)
+	if !resolved {
+		return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+	}
+	return err
+}
+
+// await waits for f, but no longer than ctx. It reports whether f resolved
+// (err is then f's error) or ctx ended first (err is ctx's); the one wait
+// on a raft future in this package.
+func await(ctx context.Context, f raft.Future) (resolved bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
-		return err
+		return true, err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
+		return false, ctx.Err()
 	}
 }
 
