@@ -119,25 +119,14 @@ func (n *Node) CreateMany(ctx context.Context, reqs []CreateRequest) []CreateRes
 // applyCreateBatch proposes batch on group's leader, retrying an unknown
 // outcome with the same entry until ctx ends (see applyCreate).
 func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *fsm.CreateBatch) ([]fsm.Result, error) {
-	data := batch.Encode()
-	for {
-		r, err := n.applyGroup(ctx, group, data, 0)
-		if err == nil {
-			if len(r.batch) != len(batch.Creates) {
-				return nil, fmt.Errorf("create batch of %d answered with %d results", len(batch.Creates), len(r.batch))
-			}
-			return r.batch, nil
-		}
-		if !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
-			return nil, err
-		}
-		n.log.Debug("create batch outcome unknown; retrying the same entry", "group", group, "creates", len(batch.Creates), "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(retryPause):
-		}
+	r, err := n.retryUnknown(ctx, group, batch.Encode())
+	if err != nil {
+		return nil, err
 	}
+	if len(r.batch) != len(batch.Creates) {
+		return nil, fmt.Errorf("create batch of %d answered with %d results", len(batch.Creates), len(r.batch))
+	}
+	return r.batch, nil
 }
 
 // leaseCodes leases count fresh IDs through the meta group (one lease unless

@@ -90,21 +90,12 @@ func (n *Node) ConsumeVisit(ctx context.Context, code string) (*link.Link, error
 	defer cancel()
 	cmd := (&fsm.ConsumeVisit{Code: code, Nonce: newNonce()}).Encode()
 	group := shardGroupID(n.ring.Locate(code))
-	for {
-		r, err := n.applyGroup(ctx, group, cmd, 0)
-		if err == nil {
-			n.announceChange(r.link)
-			return r.link, nil
-		}
-		if !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(retryPause):
-		}
+	r, err := n.retryUnknown(ctx, group, cmd)
+	if err != nil {
+		return nil, err
 	}
+	n.announceChange(r.link)
+	return r.link, nil
 }
 
 // LocalAnalytics is what a node keeps about visits on its own (the

@@ -118,25 +118,22 @@ func (n *Node) applyCreate(ctx context.Context, cmd *fsm.CreateIfAbsent) (*link.
 	defer cancel()
 	data := cmd.Encode()
 	group := shardGroupID(n.ring.Locate(cmd.Code))
-	for {
+	if bugs.On(bugs.EarlyAck) {
 		r, err := n.applyGroup(ctx, group, data, 0)
-		if err == nil {
-			return r.link, nil
-		}
-		if bugs.On(bugs.EarlyAck) && errors.Is(err, link.ErrUnavailable) {
+		if errors.Is(err, link.ErrUnavailable) {
 			return &link.Link{Code: cmd.Code, URL: cmd.URL, CreatedAt: cmd.Now, UpdatedAt: cmd.Now,
 				ExpiresAt: cmd.ExpiresAt, Redirect: cmd.Redirect, Tags: cmd.Tags}, nil
 		}
-		if !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
+		if err != nil {
 			return nil, err
 		}
-		n.log.Debug("create outcome unknown; retrying with the same nonce", "code", cmd.Code, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(retryPause):
-		}
+		return r.link, nil
 	}
+	r, err := n.retryUnknown(ctx, group, data)
+	if err != nil {
+		return nil, err
+	}
+	return r.link, nil
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

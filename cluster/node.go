@@ -861,29 +861,17 @@ func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, er
 		start := atomic.AddUint64(&n.bugNext, count) - count
 		return start, start + count, nil
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
 	// A lease whose outcome is unknown (the meta leader lost leadership
 	// while committing it) is asked for again: a grant is always a fresh
 	// range, so a lost one only leaves IDs unused, never issued twice.
-	for {
-		r, err := n.applyGroup(ctx, metaGroupID, (&fsm.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode(), 0)
-		if err == nil {
-			n.log.Debug("leased id range", "start", r.leaseStart, "end", r.leaseEnd)
-			return r.leaseStart, r.leaseEnd, nil
-		}
-		if !errors.Is(err, link.ErrUnavailable) {
-			return 0, 0, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, 0, err
-		case <-time.After(retryPause):
-		}
+	r, err := n.retryUnknown(ctx, metaGroupID, (&fsm.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode())
+	if err != nil {
+		return 0, 0, err
 	}
+	n.log.Debug("leased id range", "start", r.leaseStart, "end", r.leaseEnd)
+	return r.leaseStart, r.leaseEnd, nil
 }
 
 // ID returns the node's Raft server ID.

@@ -65,6 +65,27 @@ func (n *Node) applyGroup(ctx context.Context, group uint64, cmd []byte, hops in
 	}
 }
 
+// retryUnknown is applyGroup for a command that may be proposed again:
+// while the outcome is unknown (link.ErrUnavailable: the leader failed
+// mid-way, a forwarded call timed out) it sends the same entry again until
+// it succeeds, fails otherwise, or ctx ends. Only commands that make a
+// repeat harmless come here: a create or a visit grant carries its nonce, a
+// batch its creates' nonces, and a lease is always a fresh range.
+func (n *Node) retryUnknown(ctx context.Context, group uint64, cmd []byte) (*applyResult, error) {
+	for {
+		r, err := n.applyGroup(ctx, group, cmd, 0)
+		if err == nil || !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
+			return r, err
+		}
+		n.log.Debug("outcome unknown; proposing the same entry again", "group", group, "command", fsm.CommandName(fsm.CommandType(cmd[0])), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(retryPause):
+		}
+	}
+}
+
 func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int) (*applyResult, error) {
 	g := n.localGroup(group)
 	if g != nil {
@@ -308,11 +329,8 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 }
 
 func (n *Node) remoteLookup(ctx context.Context, addr string, s int, code string, consistent bool, hops int) (*link.Link, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
 	resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opLookup, Group: uint64(s), Code: code, Consistent: consistent, Hops: hops + 1})
 	if err != nil {
 		return nil, err
