@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/shard"
 )
 
@@ -253,3 +254,113 @@ func (n *Node) bootstrapWith(voters []string, seen []Member) error {
 }
 
 func formationPath(dataDir string) string { return filepath.Join(dataDir, "formation") }
+
+// joinLoop contacts the -join addresses until one answers, then keeps
+// retrying in the background only while this node sees nobody else.
+func (n *Node) joinLoop() {
+	defer n.bg.Done()
+	backoff := 200 * time.Millisecond
+	started, lastErr := time.Now(), time.Time{}
+	for {
+		joined, err := n.gossip.ml.Join(n.cfg.Join)
+		if joined > 0 {
+			n.log.Info("joined gossip", "contacted", joined)
+			n.startupNote.Store(nil)
+			return
+		}
+		note := fmt.Sprintf("no -join address answered with this cluster key (%v)", err)
+		n.startupNote.Store(&note)
+		if time.Since(started) > 10*time.Second && time.Since(lastErr) > 30*time.Second {
+			n.log.Error("cannot join: no -join address answered with this cluster key; retrying", "join", n.cfg.Join, "err", err)
+			lastErr = time.Now()
+		} else {
+			n.log.Debug("gossip join failed; retrying", "err", err)
+		}
+		select {
+		case <-n.loops.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// form makes sure the meta group has a configuration. A node with state
+// never bootstraps again. A single node (bootstrap-expect 1, no -join)
+// bootstraps alone. Otherwise the node waits until gossip shows either a
+// formed cluster (a member whose meta group has state: then this node waits
+// to be added by the meta leader) or bootstrap-expect nodes that are all
+// new: then the lowest of them collects every new node's promise and
+// bootstraps the meta group with them as voters (formation.go); the others
+// are added by its leader.
+func (n *Node) form(ctx context.Context, advertise string) error {
+	if n.metaHasState() {
+		return nil
+	}
+	if n.cfg.BootstrapExpect == 1 && len(n.cfg.Join) == 0 {
+		return n.meta.Bootstrap([]shard.Server{{ID: n.cfg.NodeID, Address: advertise}})
+	}
+	// -join without -bootstrap-expect: join, never bootstrap. A node that
+	// cannot reach the cluster waits (and joinLoop says so at ERROR)
+	// rather than forming a cluster of its own.
+	joinOnly := n.cfg.BootstrapExpect <= 1
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	logged := time.Time{}
+	for {
+		if n.metaHasState() {
+			return nil // added by a leader, or bootstrapped by a raced peer's log
+		}
+		members := n.gossip.members()
+		var fresh []Member
+		formed := false
+		for _, m := range members {
+			if !m.Alive {
+				continue
+			}
+			if m.Bootstrapped {
+				formed = true
+			}
+			fresh = append(fresh, m)
+		}
+		if r := n.Refusal(); r != "" {
+			return fmt.Errorf("cluster: formation: %s", r)
+		}
+		if formed {
+			n.setStartup("waiting to be added to the cluster by the meta leader")
+			if time.Since(logged) > 5*time.Second {
+				n.log.Info("joining a formed cluster; waiting to be added by the meta leader")
+				logged = time.Now()
+			}
+		} else if !joinOnly && len(fresh) >= n.cfg.BootstrapExpect {
+			// fresh is sorted by ID: the lowest proposes (formation.go).
+			n.setStartup(fmt.Sprintf("forming the cluster: %s collects the promises of %d new nodes", fresh[0].ID, len(fresh)))
+			if fresh[0].ID == n.cfg.NodeID {
+				done, err := n.propose(ctx, fresh)
+				if err != nil || done {
+					return err
+				}
+			}
+		} else {
+			if joinOnly {
+				n.setStartup(fmt.Sprintf("waiting to join a cluster (-join without -bootstrap-expect never forms one); gossip shows %d node(s)", len(fresh)))
+			} else {
+				n.setStartup(fmt.Sprintf("waiting for %d new nodes to form the cluster; gossip shows %d", n.cfg.BootstrapExpect, len(fresh)))
+			}
+		}
+		if !formed && (joinOnly || len(fresh) < n.cfg.BootstrapExpect) && time.Since(logged) > 5*time.Second {
+			if joinOnly {
+				n.log.Info("waiting to join a cluster (-join without -bootstrap-expect never bootstraps)", "seen", len(fresh))
+			} else {
+				n.log.Info("waiting for nodes to form the cluster", "seen", len(fresh), "expect", n.cfg.BootstrapExpect)
+			}
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: formation: %w: %w", link.ErrUnavailable, ctx.Err())
+		case <-t.C:
+		case <-n.gossip.events:
+		}
+	}
+}
