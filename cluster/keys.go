@@ -218,20 +218,7 @@ func (n *Node) Blocklist() (map[string]time.Time, error) {
 // blocklist (as this node's replica has it).
 func (n *Node) Blocked(host string) bool {
 	s, err := n.keys()
-	if err != nil || len(s.blocked) == 0 {
-		return false
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	for {
-		if _, ok := s.blocked[host]; ok {
-			return true
-		}
-		i := strings.IndexByte(host, '.')
-		if i < 0 {
-			return false
-		}
-		host = host[i+1:]
-	}
+	return err == nil && link.InDomains(s.blocked, host)
 }
 
 // ensureFirstKey makes the cluster's first admin key, once (meta leader

@@ -284,24 +284,29 @@ func numericLastLabel(host string) bool {
 	return true
 }
 
-func (p URLPolicy) blocked(host string) bool {
-	if len(p.Blocklist) == 0 {
+func (p URLPolicy) blocked(host string) bool { return InDomains(p.Blocklist, host) }
+
+// InDomains reports whether host, or a domain it is under, is a key of
+// set: a blocked domain blocks its subdomains. An IP address matches only
+// itself. host is compared lowercased, without a final dot.
+func InDomains[V any](set map[string]V, host string) bool {
+	if len(set) == 0 {
 		return false
 	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	if net.ParseIP(host) != nil {
-		_, ok := p.Blocklist[host]
+		_, ok := set[host]
 		return ok
 	}
-	h := host
 	for {
-		if _, ok := p.Blocklist[h]; ok {
+		if _, ok := set[host]; ok {
 			return true
 		}
-		i := strings.IndexByte(h, '.')
+		i := strings.IndexByte(host, '.')
 		if i < 0 {
 			return false
 		}
-		h = h[i+1:]
+		host = host[i+1:]
 	}
 }
 
