@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -48,25 +47,18 @@ func (n *Node) ClickStats(ctx context.Context, code string, from, to time.Time) 
 	if sh := n.localShard(s); sh != nil {
 		return sh.FSM().Clicks(code, from, to)
 	}
-	addrs, err := n.replicaAddrs(s)
+	none := fmt.Errorf("%w: no replica of shard %d known", link.ErrUnavailable, s)
+	raw, err := askReplicas(n, s, none, unavailable, func(addr string) ([]byte, error) {
+		resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opClicks, Group: uint64(s), Code: code, From: from.Unix(), To: to.Unix()})
+		if err != nil {
+			return nil, err
+		}
+		return resp.Clicks, errFromWire(resp.Err, resp.Detail)
+	})
 	if err != nil {
 		return nil, err
 	}
-	last := fmt.Errorf("%w: no replica of shard %d known", link.ErrUnavailable, s)
-	for _, a := range addrs {
-		resp, err := n.rpc.call(ctx, a, &rpcRequest{Op: opClicks, Group: uint64(s), Code: code, From: from.Unix(), To: to.Unix()})
-		if err == nil {
-			err = errFromWire(resp.Err, resp.Detail)
-		}
-		if err == nil {
-			return fsm.DecodeClickStats(resp.Clicks)
-		}
-		if !errors.Is(err, link.ErrUnavailable) {
-			return nil, err
-		}
-		last = err
-	}
-	return nil, last
+	return fsm.DecodeClickStats(raw)
 }
 
 // VisitorSalt is the salt of visitor hashes on a UTC day: an HMAC of the

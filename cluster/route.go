@@ -113,26 +113,42 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 		return n.remoteApply(ctx, addr, group, cmd, hops)
 	}
 	// Not hosted here: any replica forwards to its leader.
-	addrs, err := n.replicaAddrs(int(group) - 1)
-	if err != nil {
-		return nil, err
-	}
-	if hops >= maxHops || len(addrs) == 0 {
+	if hops >= maxHops {
 		return nil, link.ErrNotLeader
 	}
-	var last error
+	// Another replica is tried only when this one was never reached: any
+	// later failure may have applied the command, and an update or delete
+	// must not run twice.
+	neverReached := func(err error) bool { return errors.Is(err, errDial) }
+	return askReplicas(n, int(group)-1, link.ErrNotLeader, neverReached, func(addr string) (*applyResult, error) {
+		return n.remoteApply(ctx, addr, group, cmd, hops)
+	})
+}
+
+// askReplicas calls ask with the peer address of each replica of shard s
+// but this node, in placement order, until one answers: it moves on to the
+// next only while next(err) says the last one did nothing. It returns the
+// last error, or none when no replica is known.
+func askReplicas[T any](n *Node, s int, none error, next func(error) bool, ask func(addr string) (T, error)) (T, error) {
+	var zero T
+	addrs, err := n.replicaAddrs(s)
+	if err != nil {
+		return zero, err
+	}
+	last := none
 	for _, a := range addrs {
-		res, err := n.remoteApply(ctx, a, group, cmd, hops)
-		// Another replica is tried only when this one was never reached:
-		// any later failure may have applied the command, and an update
-		// or delete must not run twice.
-		if err == nil || !errors.Is(err, errDial) {
-			return res, err
+		v, err := ask(a)
+		if err == nil || !next(err) {
+			return v, err
 		}
 		last = err
 	}
-	return nil, last
+	return zero, last
 }
+
+// unavailable is askReplicas' rule for reads: a replica that could not
+// serve (unreachable, no leader, timed out) is passed over.
+func unavailable(err error) bool { return errors.Is(err, link.ErrUnavailable) }
 
 func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd []byte, hops int) (*applyResult, error) {
 	resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opApply, Group: group, Cmd: cmd, Hops: hops + 1})
@@ -305,27 +321,19 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 			return l, nil
 		}
 	}
-	addrs, err := n.replicaAddrs(s)
-	if err != nil {
-		return nil, err
+	none := fmt.Errorf("%w: no replica of shard %d reachable", link.ErrUnavailable, s)
+	if hops >= maxHops {
+		return nil, none
 	}
-	if hops >= maxHops || len(addrs) == 0 {
-		return nil, fmt.Errorf("%w: no replica of shard %d reachable", link.ErrUnavailable, s)
+	l, err := askReplicas(n, s, none, unavailable, func(addr string) (*link.Link, error) {
+		return n.remoteLookup(ctx, addr, s, code, consistent, hops)
+	})
+	if err == nil {
+		// Known links only: an "unknown" answer could hide a create
+		// acknowledged a moment later.
+		n.rememberRemote(l)
 	}
-	var last error
-	for _, a := range addrs {
-		l, err := n.remoteLookup(ctx, a, s, code, consistent, hops)
-		if err == nil {
-			// Known links only: an "unknown" answer could hide a create
-			// acknowledged a moment later.
-			n.rememberRemote(l)
-		}
-		if err == nil || !errors.Is(err, link.ErrUnavailable) {
-			return l, err
-		}
-		last = err
-	}
-	return nil, last
+	return l, err
 }
 
 func (n *Node) remoteLookup(ctx context.Context, addr string, s int, code string, consistent bool, hops int) (*link.Link, error) {
