@@ -20,8 +20,14 @@ import (
 	"github.com/linkraft/linkraft/internal/loopback"
 )
 
-// binPath is the linknode binary built once for the process tests.
-var binPath string
+// binDir holds the linknode binary, built by the first test that runs it
+// (binary): tests of flags and handlers need no build.
+var (
+	binDir   string
+	binOnce  sync.Once
+	binPath  string
+	binError error
+)
 
 // testAdminKey is the first admin key of every cluster the process tests
 // start (LINKNODE_ADMIN_KEY); call sends it.
@@ -33,21 +39,33 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binPath = filepath.Join(dir, "linknode")
+	binDir = dir
 	if testAdminKey, err = apikey.NewSecret(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", binPath, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build linknode:", err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// binary returns the linknode binary, building it on first use.
+func binary(tb testing.TB) string {
+	tb.Helper()
+	binOnce.Do(func() {
+		p := filepath.Join(binDir, "linknode")
+		build := exec.Command("go", "build", "-o", p, ".")
+		out, err := build.CombinedOutput()
+		if err != nil {
+			binError = fmt.Errorf("build linknode: %v\n%s", err, out)
+			return
+		}
+		binPath = p
+	})
+	if binError != nil {
+		tb.Fatal(binError)
+	}
+	return binPath
 }
 
 // freeAddr returns a loopback address for a child process (TCP and UDP
@@ -113,7 +131,7 @@ func launchProcEnv(tb testing.TB, env []string, dataDir string, a procAddrs, ext
 	}
 	args := append([]string{"-data-dir", dataDir, "-http-addr", a.http, "-raft-addr", a.raft,
 		"-gossip-addr", a.gossip, "-admin-addr", a.admin, "-fast-raft", "-log-level", "info"}, extra...)
-	cmd := exec.Command(binPath, args...)
+	cmd := exec.Command(binary(tb), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
