@@ -33,6 +33,7 @@ fuzz ./idrange FuzzPermutation
 fuzz ./link FuzzNormalizeURL
 fuzz ./link FuzzValidateAlias
 fuzz ./fsm FuzzDecode
+fuzz ./httpapi FuzzFastPathMatchesNetHTTP
 # The short chaos run: a real 5-node cluster in network namespaces under
 # partitions, kills and pauses (root only: namespaces and nftables).
 if [ "$(id -u)" -eq 0 ]; then
