@@ -37,9 +37,11 @@ func (s *stubService) Resolve(_ context.Context, code string) (*link.Link, error
 	return nil, link.ErrNotFound
 }
 
-func (s *stubService) Authenticate(string) (apikey.Key, error) { return apikey.Key{}, cluster.ErrUnauthorized }
-func (s *stubService) Blocked(string) bool                      { return false }
-func (s *stubService) BlockedURL(string) bool                   { return false }
+func (s *stubService) Authenticate(string) (apikey.Key, error) {
+	return apikey.Key{}, cluster.ErrUnauthorized
+}
+func (s *stubService) Blocked(string) bool    { return false }
+func (s *stubService) BlockedURL(string) bool { return false }
 
 // pipeListener hands out the server ends of in-memory connections.
 type pipeListener struct {
