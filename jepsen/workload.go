@@ -126,8 +126,9 @@ type keyState struct {
 
 // maxIndeterminatePerKey retires a code after this many writes of unknown
 // outcome. Each may take effect at any later point, so porcupine's search
-// on one code grows with them; a CI run once had 190 in 19 codes, and
-// porcupine gave up. Jepsen's register tests bound writes per key alike.
+// on one code grows exponentially with them (at 10 a code it can give up
+// within its time limit). Jepsen's register tests bound writes per key
+// alike.
 const maxIndeterminatePerKey = 8
 
 // indeterminate notes a write of unknown outcome on key.

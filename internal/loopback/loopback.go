@@ -4,7 +4,7 @@
 // another process races with every outgoing connection on the machine: the
 // kernel draws their local ports from the same ephemeral range, so a client
 // in a parallel test package can take the port before the child binds it
-// (CI saw exactly that: "bind: address already in use"). Ports handed out
+// ("bind: address already in use"). Ports handed out
 // here come from below the ephemeral range instead, where the kernel never
 // assigns on its own, and are checked free for both TCP and UDP (memberlist
 // binds both).
