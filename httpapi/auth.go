@@ -27,7 +27,7 @@ import (
 type principal struct {
 	key  apikey.Key
 	anon bool
-	ip   netip.Addr
+	ip   netip.Addr // the client address, for anonymous principals
 }
 
 func (p *principal) owner() string {
@@ -72,7 +72,7 @@ const costByBody = 0
 // refused request touches nothing.
 func (s *Server) authed(scope apikey.Scope, cost int, anonymous bool, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p := &principal{ip: s.clientIP(r)}
+		p := &principal{}
 		secret, has := apikey.FromHeader(r.Header.Get("Authorization"))
 		switch {
 		case has:
@@ -95,7 +95,7 @@ func (s *Server) authed(scope apikey.Scope, cost int, anonymous bool, h http.Han
 				detail: "the Authorization header must be Bearer <key>"})
 			return
 		case anonymous && s.anonymousCreate:
-			p.anon = true
+			p.anon, p.ip = true, s.clientIP(r) // the anonymous limit's identity
 		default:
 			s.unauthorized(w, r, errUnauthorized)
 			return
@@ -112,33 +112,25 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, e *request
 	s.Error(w, r, e)
 }
 
-// ownedLink returns the link if the request's principal may see it, and
-// link.ErrNotFound (as for an unknown code) if not. A code's owner never
-// changes and a code is never made twice, so any replica that has the link
-// answers right; one that lacks it asks the leader.
-func (s *Server) ownedLink(ctx context.Context, p *principal, code string) (*link.Link, error) {
-	l, err := s.svc.Get(ctx, code, false)
-	if errors.Is(err, link.ErrNotFound) {
-		l, err = s.svc.Get(ctx, code, true)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !p.owns(l.Owner) {
-		return nil, link.ErrNotFound
-	}
-	return l, nil
-}
-
-// checkOwner is ownedLink for routes that need only the verdict; admin
-// keys skip the lookup.
+// checkOwner answers link.ErrNotFound (as for an unknown code) when the
+// request's key may not see code's link; admin keys skip the lookup. It
+// reads the link the way a redirect does (Resolve: the local replica or
+// cache, the shard's leader on a miss): a code's owner never changes and a
+// code is never made twice, so any copy of the link answers right.
+// Tombstones pass: the route's own call answers for them.
 func (s *Server) checkOwner(r *http.Request, code string) error {
 	p := principalOf(r)
 	if p.admin() {
 		return nil
 	}
-	_, err := s.ownedLink(r.Context(), p, code)
-	return err
+	l, err := s.svc.Resolve(r.Context(), code)
+	if err != nil {
+		return err
+	}
+	if !p.owns(l.Owner) {
+		return link.ErrNotFound
+	}
+	return nil
 }
 
 func (s *Server) registerKeyRoutes(r *mux.Router) {

@@ -127,45 +127,13 @@ func clientNet(ip netip.Addr) string {
 	return ip.Unmap().String()
 }
 
-// redirectAllowed spends a token of the client's redirect bucket when
-// -redirect-rate-limit is on.
-func (s *Server) redirectAllowed(ip netip.Addr) (verdict, bool) {
-	if s.redirRate.PerSecond <= 0 || s.redirRate.Burst <= 0 {
-		return verdict{ok: true}, false
-	}
-	return s.redirLimiter.take("ip:"+clientNet(ip), s.redirRate, 1), true
-}
-
-// limitRedirect is limit for GET and HEAD /{code}; it reports false having
-// answered 429.
+// limitRedirect is limit for GET and HEAD /{code} when
+// -redirect-rate-limit is on; it reports false having answered 429.
 func (s *Server) limitRedirect(w http.ResponseWriter, r *http.Request) bool {
 	if s.redirRate.PerSecond <= 0 {
 		return true // off (the default): not even the client address is read
 	}
-	v, on := s.redirectAllowed(s.clientIP(r))
-	if !on {
-		return true
-	}
-	s.rateHeaders(w, "redirect", s.redirRate, v)
-	if v.ok {
-		return true
-	}
-	s.tooMany(w, r, s.redirRate, v)
-	return false
-}
-
-func (s *Server) rateHeaders(w http.ResponseWriter, policy string, rate Rate, v verdict) {
-	h := w.Header()
-	window := int(math.Ceil(float64(rate.Burst) / rate.PerSecond))
-	h.Set("RateLimit-Policy", `"`+policy+`";q=`+strconv.Itoa(rate.Burst)+";w="+strconv.Itoa(window))
-	h.Set("RateLimit", `"`+policy+`";r=`+strconv.Itoa(v.remaining)+";t="+strconv.Itoa(int(math.Ceil(v.full.Seconds()))))
-}
-
-func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, rate Rate, v verdict) {
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(v.retry.Seconds())))))
-	s.Error(w, r, &requestError{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
-		detail: "over the rate limit of " + strconv.FormatFloat(rate.PerSecond, 'g', 4, 64) + " requests a second (bursts of " +
-			strconv.Itoa(rate.Burst) + "); retry after Retry-After seconds"})
+	return s.spend(w, r, s.redirLimiter, "ip:"+clientNet(s.clientIP(r)), "redirect", s.redirRate, 1)
 }
 
 // limit spends cost tokens for p and sets the RateLimit fields; it answers
@@ -184,14 +152,27 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, p *principal, cos
 			rate = Rate{PerSecond: float64(p.key.RateLimit), Burst: 2 * int(p.key.RateLimit)}
 		}
 	}
+	return s.spend(w, r, s.limiter, id, policy, rate, cost)
+}
+
+// spend takes cost tokens of bucket id in lim at rate and sets the
+// RateLimit fields; it answers 429 with Retry-After and reports false when
+// the bucket lacks them. A rate of 0 or less is no limit.
+func (s *Server) spend(w http.ResponseWriter, r *http.Request, lim *limiter, id, policy string, rate Rate, cost int) bool {
 	if rate.PerSecond <= 0 || rate.Burst <= 0 {
 		return true
 	}
-	v := s.limiter.take(id, rate, cost)
-	s.rateHeaders(w, policy, rate, v)
+	v := lim.take(id, rate, cost)
+	h := w.Header()
+	window := int(math.Ceil(float64(rate.Burst) / rate.PerSecond))
+	h.Set("RateLimit-Policy", `"`+policy+`";q=`+strconv.Itoa(rate.Burst)+";w="+strconv.Itoa(window))
+	h.Set("RateLimit", `"`+policy+`";r=`+strconv.Itoa(v.remaining)+";t="+strconv.Itoa(int(math.Ceil(v.full.Seconds()))))
 	if v.ok {
 		return true
 	}
-	s.tooMany(w, r, rate, v)
+	h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(v.retry.Seconds())))))
+	s.Error(w, r, &requestError{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
+		detail: "over the rate limit of " + strconv.FormatFloat(rate.PerSecond, 'g', 4, 64) + " requests a second (bursts of " +
+			strconv.Itoa(rate.Burst) + "); retry after Retry-After seconds"})
 	return false
 }

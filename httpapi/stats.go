@@ -81,11 +81,12 @@ func (s *Server) handleVisits(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, err := s.svc.Resolve(r.Context(), code); err != nil {
-		s.Error(w, r, err)
-		return
+	// One lookup: an unknown code is 404, and so is another owner's.
+	l, err := s.svc.Resolve(r.Context(), code)
+	if err == nil && !principalOf(r).owns(l.Owner) {
+		err = link.ErrNotFound
 	}
-	if err := s.checkOwner(r, code); err != nil {
+	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
