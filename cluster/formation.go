@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/link"
-	"github.com/linkraft/linkraft/shard"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // Forming the first cluster safely, whatever the start order and whoever
@@ -241,13 +241,13 @@ func (n *Node) bootstrapWith(voters []string, seen []Member) error {
 			addr[m.ID] = m.RaftAddr
 		}
 	}
-	var servers []shard.Server
+	var servers []raftgroup.Server
 	for _, id := range voters {
 		a := addr[id]
 		if a == "" {
 			return fmt.Errorf("cluster: formation: no address for voter %s", id)
 		}
-		servers = append(servers, shard.Server{ID: id, Address: a})
+		servers = append(servers, raftgroup.Server{ID: id, Address: a})
 	}
 	n.log.Info("bootstrapping the meta group", "voters", voters)
 	return n.meta.Bootstrap(servers)
@@ -298,7 +298,7 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 		return nil
 	}
 	if n.cfg.BootstrapExpect == 1 && len(n.cfg.Join) == 0 {
-		return n.meta.Bootstrap([]shard.Server{{ID: n.cfg.NodeID, Address: advertise}})
+		return n.meta.Bootstrap([]raftgroup.Server{{ID: n.cfg.NodeID, Address: advertise}})
 	}
 	// -join without -bootstrap-expect: join, never bootstrap. A node that
 	// cannot reach the cluster waits (and joinLoop says so at ERROR)

@@ -10,11 +10,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/shard"
 )
 
@@ -90,13 +89,13 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 		if id == n.cfg.NodeID {
 			mine = append(mine, s)
 		}
-		f := s.Group().Raft().GetConfiguration()
-		if f.Error() != nil {
+		servers, err := s.Group().Servers()
+		if err != nil {
 			return
 		}
-		for _, srv := range f.Configuration().Servers {
-			if alive[string(srv.ID)] {
-				hosts[string(srv.ID)] = true
+		for _, srv := range servers {
+			if alive[srv.ID] {
+				hosts[srv.ID] = true
 			}
 		}
 	}
@@ -125,15 +124,15 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 		return
 	}
 	for _, s := range mine {
-		f := s.Group().Raft().GetConfiguration()
-		if f.Error() != nil {
+		servers, err := s.Group().Servers()
+		if err != nil {
 			continue
 		}
-		var to raft.Server
+		var to raftgroup.Server
 		best := -1
-		for _, srv := range f.Configuration().Servers {
-			id := string(srv.ID)
-			if id == n.cfg.NodeID || srv.Suffrage != raft.Voter || !alive[id] {
+		for _, srv := range servers {
+			id := srv.ID
+			if id == n.cfg.NodeID || srv.Nonvoter || !alive[id] {
 				continue
 			}
 			if best < 0 || leads[id] < best {
@@ -149,7 +148,7 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 			continue
 		}
 		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.Group().TransferLeadership(tctx, string(to.ID), string(to.Address))
+		err = s.Group().TransferLeadership(tctx, to.ID, to.Address)
 		cancel()
 		if err != nil {
 			n.transfers.failed(s.ID(), time.Now())
@@ -192,14 +191,14 @@ func (n *Node) ensureSettings(ctx context.Context) error {
 	want := fsm.Settings{
 		ClusterID:         hex.EncodeToString(cid[:]),
 		Shards:            uint32(n.cfg.Shards),
-		PartitionCount:    shard.DefaultPartitionCount,
+		PartitionCount:    DefaultPartitionCount,
 		ReplicationFactor: uint32(n.cfg.ReplicationFactor),
-		Load:              shard.DefaultLoad,
+		Load:              DefaultLoad,
 		CodeMode:          string(n.cfg.CodeMode),
 		CodeKey:           key,
 		CreatedAt:         time.Now().UTC(),
-		RingVNodes:        shard.DefaultVNodes,
-		RingHasher:        shard.DefaultHasher,
+		RingVNodes:        DefaultVNodes,
+		RingHasher:        DefaultHasher,
 	}
 	if _, _, err := n.meta.Apply(ctx, (&fsm.SetSettings{Settings: want}).Encode()); err != nil {
 		return err
@@ -215,15 +214,15 @@ func (n *Node) reconcileMetaMembers() error {
 	if n.gossip == nil {
 		return nil
 	}
-	f := n.meta.Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
+	servers, err := n.meta.Servers()
+	if err != nil {
 		return err
 	}
 	voters := 0
-	known := map[string]raft.Server{}
-	for _, s := range f.Configuration().Servers {
-		known[string(s.ID)] = s
-		if s.Suffrage == raft.Voter {
+	known := map[string]raftgroup.Server{}
+	for _, s := range servers {
+		known[s.ID] = s
+		if !s.Nonvoter {
 			voters++
 		}
 	}
@@ -239,7 +238,7 @@ func (n *Node) reconcileMetaMembers() error {
 	}
 	for id := range known {
 		if removed[id] {
-			if err := n.wait(n.meta.Raft().RemoveServer(raft.ServerID(id), 0, 10*time.Second)); err != nil {
+			if err := n.meta.Remove(n.loops, id); err != nil {
 				return err
 			}
 			n.log.Info("removed node taken out of the meta group", "member", id)
@@ -260,27 +259,24 @@ func (n *Node) reconcileMetaMembers() error {
 			return err
 		}
 		if cur, ok := known[m.ID]; ok {
-			if string(cur.Address) != m.RaftAddr {
+			if cur.Address != m.RaftAddr {
 				// The node came back on another address: re-adding the
 				// same ID updates it (in this group; shard leaders do the
 				// same for theirs).
-				if err := n.updateAddress(n.meta.Raft(), cur, m.RaftAddr); err != nil {
+				if err := n.updateAddress(n.meta, cur, m.RaftAddr); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		var fut raft.IndexFuture
-		if voters < maxMetaVoters {
-			fut = n.meta.Raft().AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 10*time.Second)
-			voters++
-		} else {
-			fut = n.meta.Raft().AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 10*time.Second)
-		}
-		if err := n.wait(fut); err != nil {
+		srv := raftgroup.Server{ID: m.ID, Address: m.RaftAddr, Nonvoter: voters >= maxMetaVoters}
+		if err := n.meta.Add(n.loops, srv); err != nil {
 			return err
 		}
-		n.log.Info("node added to the meta group", "member", m.ID, "voter", voters <= maxMetaVoters)
+		if !srv.Nonvoter {
+			voters++
+		}
+		n.log.Info("node added to the meta group", "member", m.ID, "voter", !srv.Nonvoter)
 	}
 	return nil
 }
@@ -386,8 +382,8 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 	if err != nil || p == nil || s.ID() >= len(p.Shards) {
 		return err
 	}
-	f := s.Group().Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
+	current, err := s.Group().Servers()
+	if err != nil {
 		return err
 	}
 	have := map[string]bool{}
@@ -395,17 +391,17 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 	if err != nil {
 		return err
 	}
-	for _, srv := range f.Configuration().Servers {
-		if slices.Contains(p.Removed, string(srv.ID)) && !slices.Contains(p.Shards[s.ID()], string(srv.ID)) {
-			if err := n.wait(s.Group().Raft().RemoveServer(srv.ID, 0, 10*time.Second)); err != nil {
+	for _, srv := range current {
+		if slices.Contains(p.Removed, srv.ID) && !slices.Contains(p.Shards[s.ID()], srv.ID) {
+			if err := s.Group().Remove(n.loops, srv.ID); err != nil {
 				return err
 			}
 			n.log.Info("removed node taken out of shard", "shard", s.ID(), "member", srv.ID)
 			continue
 		}
-		have[string(srv.ID)] = true
-		if a, ok := addrs[string(srv.ID)]; ok && a != string(srv.Address) {
-			if err := n.updateAddress(s.Group().Raft(), srv, a); err != nil {
+		have[srv.ID] = true
+		if a, ok := addrs[srv.ID]; ok && a != srv.Address {
+			if err := n.updateAddress(s.Group(), srv, a); err != nil {
 				return err
 			}
 		}
@@ -424,7 +420,7 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 		return err
 	}
 	for _, srv := range servers {
-		if err := n.wait(s.Group().Raft().AddVoter(raft.ServerID(srv.ID), raft.ServerAddress(srv.Address), 0, 10*time.Second)); err != nil {
+		if err := s.Group().Add(n.loops, srv); err != nil {
 			return err
 		}
 		n.log.Info("replica added to shard", "shard", s.ID(), "member", srv.ID)
@@ -434,14 +430,10 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 
 // updateAddress re-adds a server under its new address, keeping its
 // suffrage.
-func (n *Node) updateAddress(r *raft.Raft, cur raft.Server, addr string) error {
-	var fut raft.IndexFuture
-	if cur.Suffrage == raft.Voter {
-		fut = r.AddVoter(cur.ID, raft.ServerAddress(addr), 0, 10*time.Second)
-	} else {
-		fut = r.AddNonvoter(cur.ID, raft.ServerAddress(addr), 0, 10*time.Second)
-	}
-	if err := n.wait(fut); err != nil {
+func (n *Node) updateAddress(g *raftgroup.Group, cur raftgroup.Server, addr string) error {
+	moved := cur
+	moved.Address = addr
+	if err := g.Add(n.loops, moved); err != nil {
 		return err
 	}
 	n.log.Info("peer address updated", "member", cur.ID, "from", cur.Address, "to", addr)
@@ -496,14 +488,6 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 		case <-time.After(retryPause):
 		}
 	}
-}
-
-// wait waits for a membership future, bounded by the node's lifetime and
-// 15 seconds (raft futures may never resolve after a lost quorum).
-func (n *Node) wait(f raft.Future) error {
-	ctx, cancel := context.WithTimeout(n.loops, 15*time.Second)
-	defer cancel()
-	return shard.WaitFuture(ctx, f)
 }
 
 // transferBackoff is how long the balancer leaves a shard alone after a

@@ -17,7 +17,7 @@ import (
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
 	"github.com/linkraft/linkraft/link"
-	"github.com/linkraft/linkraft/shard"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // freeAddr returns a loopback address whose TCP and UDP ports are free
@@ -53,7 +53,7 @@ func newTestCluster(tb testing.TB, size, expect int) *testCluster {
 		tc.cfgs = append(tc.cfgs, Config{
 			NodeID: fmt.Sprintf("n%d", i+1), DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0",
 			GossipAddr: tc.gossips[i], FastGossip: true, Join: tc.gossips[:expect], BootstrapExpect: expect,
-			Shards: 4, ReplicationFactor: 3, Timing: shard.FastTiming, IDBlockSize: 64,
+			Shards: 4, ReplicationFactor: 3, Timing: raftgroup.FastTiming, IDBlockSize: 64,
 			ReconcileInterval: 200 * time.Millisecond, ClusterKey: key,
 		})
 	}
@@ -537,7 +537,7 @@ func TestJoinFillsUnderReplicatedShards(t *testing.T) {
 func TestCatchUpBySnapshot(t *testing.T) {
 	tc := newTestCluster(t, 3, 3)
 	for i := range tc.cfgs {
-		tc.cfgs[i].Snapshots = shard.SnapshotPolicy{Threshold: 16, TrailingLogs: 8, Interval: 100 * time.Millisecond}
+		tc.cfgs[i].Snapshots = raftgroup.SnapshotPolicy{Threshold: 16, TrailingLogs: 8, Interval: 100 * time.Millisecond}
 	}
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
@@ -554,7 +554,7 @@ func TestCatchUpBySnapshot(t *testing.T) {
 	// what the stopped node has.
 	waitFor(t, 20*time.Second, "snapshots on the survivors", func() bool {
 		for _, s := range tc.nodes[0].localShards() {
-			if s.Group().Raft().Stats()["last_snapshot_index"] == "0" {
+			if s.Group().Stats()["last_snapshot_index"] == "0" {
 				return false
 			}
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/shard"
 	"github.com/linkraft/linkraft/transport"
 )
@@ -82,10 +83,10 @@ type Config struct {
 	// IDBlockSize is how many IDs one lease takes (default 1024).
 	IDBlockSize uint64
 	// Timing overrides the Raft timers of every group.
-	Timing shard.Timing
+	Timing raftgroup.Timing
 	// Snapshots overrides the shard groups' snapshot policy (zero fields:
-	// shard.DefaultSnapshots).
-	Snapshots shard.SnapshotPolicy
+	// raftgroup.DefaultSnapshots).
+	Snapshots raftgroup.SnapshotPolicy
 	// CacheSize, CacheTTL and NegativeTTL configure each shard's cache.
 	CacheSize   int
 	CacheTTL    time.Duration
@@ -146,10 +147,10 @@ type Node struct {
 	bg        sync.WaitGroup // background loops
 	rpcWG     sync.WaitGroup // the RPC server
 
-	meta     *shard.Group
+	meta     *raftgroup.Group
 	metaFSM  *fsm.MetaFSM
 	settings *fsm.Settings
-	ring     *shard.Ring
+	ring     *Ring
 	coder    *idrange.Coder
 	alloc    *idrange.Allocator
 
@@ -468,7 +469,7 @@ func (n *Node) openMeta() error {
 		f.Close()
 		return err
 	}
-	g, err := shard.OpenGroup(shard.GroupConfig{
+	g, err := raftgroup.Open(raftgroup.Config{
 		Name: "meta", NodeID: n.cfg.NodeID, Dir: dir, FSM: f,
 		Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.verifyRPC, Timing: n.cfg.Timing, Logger: n.log,
 	})
@@ -484,7 +485,7 @@ func (n *Node) openMeta() error {
 // metaHasState reports whether this node's meta group has ever had a
 // configuration: it belongs to a formed cluster.
 func (n *Node) metaHasState() bool {
-	return n.meta.Raft().LastIndex() > 0
+	return n.meta.LastIndex() > 0
 }
 
 // every runs fn each interval until the node's background loops stop.
@@ -585,7 +586,7 @@ func (n *Node) Close() error {
 func (n *Node) handOffLeadership() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	groups := []*shard.Group{}
+	groups := []*raftgroup.Group{}
 	for _, s := range n.localShards() {
 		groups = append(groups, s.Group())
 	}

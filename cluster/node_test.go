@@ -9,13 +9,13 @@ import (
 
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/link"
-	"github.com/linkraft/linkraft/shard"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 func openNode(tb testing.TB, cfg Config) *Node {
 	tb.Helper()
 	cfg.RaftAddr = "127.0.0.1:0"
-	cfg.Timing = shard.FastTiming
+	cfg.Timing = raftgroup.FastTiming
 	if cfg.ClusterKey == nil && !cfg.Insecure {
 		cfg.ClusterKey = testKey(tb)
 	}
@@ -118,7 +118,7 @@ func TestNodeIDMustMatchDataDir(t *testing.T) {
 	dir := t.TempDir()
 	n := openNode(t, Config{DataDir: dir, NodeID: "n1", Shards: 1})
 	n.Close()
-	n2, err := New(Config{DataDir: dir, NodeID: "n2", RaftAddr: "127.0.0.1:0", Shards: 1, Timing: shard.FastTiming, ClusterKey: testKey(t)})
+	n2, err := New(Config{DataDir: dir, NodeID: "n2", RaftAddr: "127.0.0.1:0", Shards: 1, Timing: raftgroup.FastTiming, ClusterKey: testKey(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

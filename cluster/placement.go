@@ -11,6 +11,7 @@ import (
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/shard"
 	"github.com/linkraft/linkraft/transport"
 )
@@ -40,7 +41,7 @@ func (n *Node) waitSettings(ctx context.Context) error {
 			if s.CodeMode != string(n.cfg.CodeMode) {
 				n.log.Warn("code mode is fixed at bootstrap; flag ignored", "stored", s.CodeMode, "flag", n.cfg.CodeMode)
 			}
-			ring, err := shard.NewRing(shard.RingConfig{
+			ring, err := NewRing(RingConfig{
 				Shards: int(s.Shards), PartitionCount: int(s.PartitionCount), Load: s.Load,
 				VNodes: int(s.RingVNodes), Hasher: s.RingHasher,
 			})
@@ -112,7 +113,7 @@ func (n *Node) syncShards() error {
 		shards[i] = s
 		n.shards.Store(&shards)
 		n.shardsMu.Unlock()
-		if p.Version == 1 && s.Group().Raft().LastIndex() == 0 {
+		if p.Version == 1 && s.Group().LastIndex() == 0 {
 			servers, err := n.serversFor(nodes)
 			if err != nil {
 				return fmt.Errorf("cluster: bootstrap shard %d: %w", i, err)
@@ -128,18 +129,18 @@ func (n *Node) syncShards() error {
 
 // serversFor maps node IDs to Raft servers with the addresses the meta
 // group's configuration holds for them (every node is a meta member).
-func (n *Node) serversFor(ids []string) ([]shard.Server, error) {
+func (n *Node) serversFor(ids []string) ([]raftgroup.Server, error) {
 	addrs, err := n.metaAddresses()
 	if err != nil {
 		return nil, err
 	}
-	var out []shard.Server
+	var out []raftgroup.Server
 	for _, id := range ids {
 		a, ok := addrs[id]
 		if !ok {
 			return nil, fmt.Errorf("node %s is not in the meta group", id)
 		}
-		out = append(out, shard.Server{ID: id, Address: a})
+		out = append(out, raftgroup.Server{ID: id, Address: a})
 	}
 	return out, nil
 }
@@ -147,13 +148,13 @@ func (n *Node) serversFor(ids []string) ([]shard.Server, error) {
 // metaAddresses returns node ID → peer address from the meta group's
 // configuration.
 func (n *Node) metaAddresses() (map[string]string, error) {
-	f := n.meta.Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
+	servers, err := n.meta.Servers()
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, s := range f.Configuration().Servers {
-		out[string(s.ID)] = string(s.Address)
+	for _, s := range servers {
+		out[s.ID] = s.Address
 	}
 	return out, nil
 }
@@ -193,7 +194,7 @@ func (n *Node) localShards() []*shard.Shard {
 }
 
 // localGroup returns the Raft group with the peer-port id, if hosted here.
-func (n *Node) localGroup(id uint64) *shard.Group {
+func (n *Node) localGroup(id uint64) *raftgroup.Group {
 	if id == metaGroupID {
 		return n.meta
 	}

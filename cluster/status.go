@@ -7,10 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/linkraft/linkraft/fsm"
-	"github.com/linkraft/linkraft/shard"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // NodeInfo describes one member of the cluster.
@@ -78,22 +76,16 @@ type Status struct {
 	Storage   Storage     `json:"storage"`
 }
 
-func groupInfo(id string, g *shard.Group) GroupInfo {
-	r := g.Raft()
-	stats := r.Stats()
+func groupInfo(id string, g *raftgroup.Group) GroupInfo {
+	r := g.Info()
 	_, leaderID := g.Leader()
 	info := GroupInfo{
-		ID: id, Leader: leaderID, State: r.State().String(),
-		AppliedIndex: r.AppliedIndex(), CommitIndex: r.CommitIndex(), LastIndex: r.LastIndex(),
-		LastContact: stats["last_contact"],
+		ID: id, Leader: leaderID, State: r.State, Term: r.Term,
+		AppliedIndex: r.AppliedIndex, CommitIndex: r.CommitIndex, LastIndex: r.LastIndex,
+		LastContact: r.LastContact,
 	}
-	info.Term, _ = strconv.ParseUint(stats["term"], 10, 64)
-	if f := r.GetConfiguration(); f.Error() == nil {
-		for _, s := range f.Configuration().Servers {
-			if s.Suffrage == raft.Voter || s.Suffrage == raft.Nonvoter {
-				info.Replicas = append(info.Replicas, string(s.ID))
-			}
-		}
+	for _, s := range r.Servers {
+		info.Replicas = append(info.Replicas, s.ID)
 	}
 	return info
 }
@@ -124,7 +116,7 @@ var ErrNotReady = errors.New("not ready")
 // waited for (within ctx), so readiness does not flap under load; one still
 // replaying its log after a restart makes the node not ready when ctx ends.
 func (n *Node) Ready(ctx context.Context) error {
-	check := func(name string, g *shard.Group, f applyHealth) error {
+	check := func(name string, g *raftgroup.Group, f applyHealth) error {
 		if err := healthErr(name, f); err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
-	"github.com/linkraft/linkraft/shard"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // testNode is a real single-node cluster (Raft, bbolt, peer port on
@@ -50,7 +50,7 @@ func startNodeAPI(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Con
 		tb.Fatal(err)
 	}
 	cfg := cluster.Config{
-		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: shard.FastTiming, Observer: m,
+		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: raftgroup.FastTiming, Observer: m,
 		IDBlockSize: 64, ClusterKey: &key, AdminKey: secret,
 	}
 	for _, o := range opts {

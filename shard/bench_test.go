@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/transport"
 )
 
@@ -24,12 +25,12 @@ func BenchmarkLookup(b *testing.B) {
 				b.Fatal(err)
 			}
 			s, err := Open(Config{ID: 0, NodeID: "n1", Dir: b.TempDir(), Stream: transport.RaftLayer{Layer: layer},
-				Timing: FastTiming, CacheSize: tc.cache})
+				Timing: raftgroup.FastTiming, CacheSize: tc.cache})
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { s.Close() })
-			if err := s.Group().Bootstrap([]Server{{ID: "n1", Address: m.Addr()}}); err != nil {
+			if err := s.Group().Bootstrap([]raftgroup.Server{{ID: "n1", Address: m.Addr()}}); err != nil {
 				b.Fatal(err)
 			}
 			if err := s.Group().WaitReady(ctxT(b, 10*time.Second)); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // Config configures a link Shard.
@@ -29,13 +30,13 @@ type Config struct {
 	Dir string
 	// Stream is the shard's layer of the peer port.
 	Stream raft.StreamLayer
-	// VerifyRPC checks incoming Raft requests (GroupConfig.VerifyRPC).
+	// VerifyRPC checks incoming Raft requests (raftgroup.Config.VerifyRPC).
 	VerifyRPC func(conn net.Conn, header raft.RPCHeader) error
 	// Timing overrides the Raft timers.
-	Timing Timing
+	Timing raftgroup.Timing
 	// Snapshots overrides the snapshot policy (zero fields: raft's
 	// defaults).
-	Snapshots SnapshotPolicy
+	Snapshots raftgroup.SnapshotPolicy
 	// CacheSize bounds the link cache (entries, default 100,000).
 	CacheSize int
 	// CacheTTL bounds how long a cached link is served without a re-read
@@ -54,25 +55,6 @@ type Config struct {
 	OnChange func(shard int, l *link.Link)
 }
 
-// SnapshotPolicy says when a group snapshots and how much log it keeps
-// behind a snapshot.
-type SnapshotPolicy struct {
-	Threshold    uint64
-	TrailingLogs uint64
-	Interval     time.Duration
-}
-
-// DefaultSnapshots is the policy of every group unless overridden: check
-// every 10 s (raft adds up to 10 s of jitter), snapshot once 2,048 entries
-// have been applied since the last one, keep 2,048 entries behind it.
-// Snapshots are markers (see fsm.LiveStateMarker), so taking them often
-// costs nothing but the log compaction, and the log — which otherwise holds
-// every bulk-import entry of the last two minutes, a second copy of the
-// data on disk — stays at about 4,096 entries. A follower more than 2,048
-// entries behind is sent a copy of the leader's state file instead of the
-// log (and the leader does not compact its log while the copy is out).
-var DefaultSnapshots = SnapshotPolicy{Threshold: 2048, TrailingLogs: 2048, Interval: 10 * time.Second}
-
 // Observer receives the shard's measurements (implemented by the metrics
 // layer).
 type Observer interface {
@@ -85,7 +67,7 @@ type Observer interface {
 // own bbolt file, plus a W-TinyLFU cache of links in front of that file.
 type Shard struct {
 	id    int
-	group *Group
+	group *raftgroup.Group
 	fsm   *fsm.ShardFSM
 	cache *otter.Cache[string, entry]
 	obs   Observer
@@ -153,7 +135,7 @@ func Open(cfg Config) (*Shard, error) {
 		return nil, err
 	}
 	s.fsm = f
-	g, err := OpenGroup(GroupConfig{
+	g, err := raftgroup.Open(raftgroup.Config{
 		Name:   "shard-" + strconv.Itoa(cfg.ID),
 		NodeID: cfg.NodeID,
 		Dir:    cfg.Dir,
@@ -164,9 +146,7 @@ func Open(cfg Config) (*Shard, error) {
 		VerifyRPC: cfg.VerifyRPC,
 		Logger:    cfg.Logger,
 
-		SnapshotThreshold: cfg.Snapshots.Threshold,
-		TrailingLogs:      cfg.Snapshots.TrailingLogs,
-		SnapshotInterval:  cfg.Snapshots.Interval,
+		Snapshots: cfg.Snapshots,
 	})
 	if err != nil {
 		f.Close()
@@ -223,7 +203,7 @@ func (s *Shard) Restores() uint64 { return s.restores.Load() }
 func (s *Shard) ID() int { return s.id }
 
 // Group returns the shard's Raft group.
-func (s *Shard) Group() *Group { return s.group }
+func (s *Shard) Group() *raftgroup.Group { return s.group }
 
 // FSM returns the shard's state machine (for scans and status).
 func (s *Shard) FSM() *fsm.ShardFSM { return s.fsm }

@@ -18,7 +18,7 @@ import (
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
-	"github.com/linkraft/linkraft/shard"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // Config is the node's configuration: flags, each also read from
@@ -102,7 +102,7 @@ type Config struct {
 	// it does not host when no invalidation reaches it.
 	RemoteCacheTTL time.Duration
 	// SnapshotThreshold, TrailingLogs and SnapshotInterval are every Raft
-	// group's snapshot policy (shard.DefaultSnapshots).
+	// group's snapshot policy (raftgroup.DefaultSnapshots).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
@@ -166,9 +166,9 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.DurationVar(&c.VisitRetention, "visit-retention", 30*24*time.Hour, "how long raw visit records are kept")
 	fs.DurationVar(&c.RemoteCacheTTL, "remote-cache-ttl", 30*time.Second, "how long a node caches links of shards it does not host (the staleness bound after a missed invalidation)")
 	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
-	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", shard.DefaultSnapshots.Threshold, "log entries applied since the last snapshot that make a group snapshot (snapshots are markers: cheap)")
-	fs.Uint64Var(&c.TrailingLogs, "raft-trailing-logs", shard.DefaultSnapshots.TrailingLogs, "log entries kept behind a snapshot; a follower further behind is sent the leader's state file")
-	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", shard.DefaultSnapshots.Interval, "how often each group checks whether to snapshot (raft adds up to as much again in jitter)")
+	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", raftgroup.DefaultSnapshots.Threshold, "log entries applied since the last snapshot that make a group snapshot (snapshots are markers: cheap)")
+	fs.Uint64Var(&c.TrailingLogs, "raft-trailing-logs", raftgroup.DefaultSnapshots.TrailingLogs, "log entries kept behind a snapshot; a follower further behind is sent the leader's state file")
+	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", raftgroup.DefaultSnapshots.Interval, "how often each group checks whether to snapshot (raft adds up to as much again in jitter)")
 
 	// Environment first, as defaults; explicit flags override below.
 	var envErr error

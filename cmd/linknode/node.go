@@ -26,7 +26,7 @@ import (
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
-	"github.com/linkraft/linkraft/shard"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // Main is a running node: the cluster node, its HTTP server and metrics. It
@@ -142,10 +142,10 @@ func (m *Main) Run(ctx context.Context) error {
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
 		RemoteCacheTTL: cfg.RemoteCacheTTL, Observer: m.metrics, Logger: m.log,
 		AdminKey:  cfg.AdminKey,
-		Snapshots: shard.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
+		Snapshots: raftgroup.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
 	}
 	if cfg.FastRaft {
-		ncfg.Timing = shard.FastTiming
+		ncfg.Timing = raftgroup.FastTiming
 	}
 	if ncfg.ClusterKey, err = m.clusterKey(dataDir); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"io"
 	"net"
@@ -31,8 +32,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/linkraft/linkraft/shard"
 )
 
 var (
@@ -165,7 +164,7 @@ func main() {
 	}
 
 	// Failover trials.
-	ring, err := shard.NewRing(shard.RingConfig{Shards: *shards})
+	ring, err := cluster.NewRing(cluster.RingConfig{Shards: *shards})
 	check(err)
 	var firstWrite, allShards []time.Duration
 	for trial := 0; trial < *trials; trial++ {

@@ -1,4 +1,4 @@
-package shard
+package raftgroup
 
 import (
 	"context"
@@ -108,8 +108,27 @@ var FastTiming = Timing{
 	CommitTimeout:      5 * time.Millisecond,
 }
 
-// GroupConfig configures one Raft group.
-type GroupConfig struct {
+// SnapshotPolicy says when a group snapshots and how much log it keeps
+// behind a snapshot.
+type SnapshotPolicy struct {
+	Threshold    uint64
+	TrailingLogs uint64
+	Interval     time.Duration
+}
+
+// DefaultSnapshots is the policy of every group unless overridden: check
+// every 10 s (raft adds up to 10 s of jitter), snapshot once 2,048 entries
+// have been applied since the last one, keep 2,048 entries behind it.
+// Snapshots are markers (see fsm.LiveStateMarker), so taking them often
+// costs nothing but the log compaction, and the log — which otherwise holds
+// every bulk-import entry of the last two minutes, a second copy of the
+// data on disk — stays at about 4,096 entries. A follower more than 2,048
+// entries behind is sent a copy of the leader's state file instead of the
+// log (and the leader does not compact its log while the copy is out).
+var DefaultSnapshots = SnapshotPolicy{Threshold: 2048, TrailingLogs: 2048, Interval: 10 * time.Second}
+
+// Config configures one Raft group.
+type Config struct {
 	// Name identifies the group in logs and metrics ("meta", "shard-3").
 	Name string
 	// NodeID is this node's stable Raft server ID.
@@ -126,13 +145,9 @@ type GroupConfig struct {
 	VerifyRPC func(conn net.Conn, header raft.RPCHeader) error
 	// Timing overrides the Raft timers; zero fields take DefaultTiming.
 	Timing Timing
-	// SnapshotThreshold and TrailingLogs, if non-zero, override raft's
-	// defaults (8192 and 10240).
-	SnapshotThreshold uint64
-	TrailingLogs      uint64
-	// SnapshotInterval, if non-zero, overrides how often raft checks the
-	// threshold (default 120 s).
-	SnapshotInterval time.Duration
+	// Snapshots overrides the snapshot policy; zero fields take
+	// DefaultSnapshots.
+	Snapshots SnapshotPolicy
 	// Logger receives the group's logs; "group" is added to every line.
 	Logger *slog.Logger
 }
@@ -171,11 +186,11 @@ type Group struct {
 	closeErr   error
 }
 
-// OpenGroup opens the group's stores and starts its raft.Raft. A group with
+// Open opens the group's stores and starts its raft.Raft. A group with
 // no state waits for Bootstrap (or, later, to be added by a leader).
-func OpenGroup(cfg GroupConfig) (*Group, error) {
+func Open(cfg Config) (*Group, error) {
 	if cfg.FSM == nil || cfg.Stream == nil || cfg.NodeID == "" || cfg.Dir == "" {
-		return nil, errors.New("shard: GroupConfig needs FSM, Stream, NodeID and Dir")
+		return nil, errors.New("raftgroup: Config needs FSM, Stream, NodeID and Dir")
 	}
 	lg := cfg.Logger
 	if lg == nil {
@@ -212,14 +227,14 @@ func OpenGroup(cfg GroupConfig) (*Group, error) {
 	rc.SnapshotThreshold = DefaultSnapshots.Threshold
 	rc.TrailingLogs = DefaultSnapshots.TrailingLogs
 	rc.SnapshotInterval = DefaultSnapshots.Interval
-	if cfg.SnapshotThreshold > 0 {
-		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	if cfg.Snapshots.Threshold > 0 {
+		rc.SnapshotThreshold = cfg.Snapshots.Threshold
 	}
-	if cfg.TrailingLogs > 0 {
-		rc.TrailingLogs = cfg.TrailingLogs
+	if cfg.Snapshots.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.Snapshots.TrailingLogs
 	}
-	if cfg.SnapshotInterval > 0 {
-		rc.SnapshotInterval = cfg.SnapshotInterval
+	if cfg.Snapshots.Interval > 0 {
+		rc.SnapshotInterval = cfg.Snapshots.Interval
 	}
 	rc.Logger = hl
 	notify := make(chan bool, 8)
@@ -334,18 +349,13 @@ func (g *Group) establishLeadership() {
 	}
 }
 
-// Server is one voter of a group's initial configuration.
-type Server struct {
-	ID      string
-	Address string
-}
-
-// Bootstrap writes the initial configuration. It is a no-op (nil) when the
+// Bootstrap writes the initial configuration (every server a voter unless
+// marked Nonvoter). It is a no-op (nil) when the
 // group already has state, so a restarted node never bootstraps again.
 func (g *Group) Bootstrap(servers []Server) error {
 	cfg := raft.Configuration{}
 	for _, s := range servers {
-		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(s.ID), Address: raft.ServerAddress(s.Address)})
+		cfg.Servers = append(cfg.Servers, s.raft())
 	}
 	err := g.raft.BootstrapCluster(cfg).Error()
 	if errors.Is(err, raft.ErrCantBootstrap) {
@@ -356,9 +366,6 @@ func (g *Group) Bootstrap(servers []Server) error {
 
 // Name returns the group's name.
 func (g *Group) Name() string { return g.name }
-
-// Raft exposes the underlying raft.Raft for status and membership.
-func (g *Group) Raft() *raft.Raft { return g.raft }
 
 // IsLeader reports whether this node leads the group.
 func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
@@ -670,9 +677,6 @@ func await(ctx context.Context, f raft.Future) (resolved bool, err error) {
 		return false, ctx.Err()
 	}
 }
-
-// Stats returns raft's status map (state, term, indexes, last contact).
-func (g *Group) Stats() map[string]string { return g.raft.Stats() }
 
 // Close shuts the group down: raft first (waiting for it), then the
 // transport, the log store and the FSM file.

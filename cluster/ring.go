@@ -1,4 +1,4 @@
-package shard
+package cluster
 
 import (
 	"fmt"
@@ -35,9 +35,12 @@ const (
 	DefaultHasher         = "xxhash64"
 )
 
-// Ring maps a code to a shard id with buraksezer/consistent v1.1.0 (members =
-// shard ids, xxhash64). The partition → shard table is computed once, so
-// Locate is a hash and two slice reads.
+// Ring maps a code to a shard id with buraksezer/consistent v1.1.0 (members
+// are shard ids, never nodes; xxhash64; 271 partitions, load 1.25 by
+// default). The parameters are written into the meta group at bootstrap, so
+// the answer never depends on gossip or on the node asking; a test pins
+// known answers. The partition → shard table is computed once, so Locate is
+// a hash and two slice reads.
 type Ring struct {
 	cfg   RingConfig
 	owner []int // partition → shard
