@@ -113,13 +113,13 @@ func TestPipelineCountsExactlyOnceDespiteLostAcks(t *testing.T) {
 	now := time.Date(2026, 11, 26, 10, 30, 0, 0, time.UTC)
 	for i := range 100 {
 		ip := netip.AddrFrom4([4]byte{198, 51, 100, byte(i % 10)}) // 10 visitors
-		p.Record(Click{Code: "abc", Time: now, IP: ip, UA: chromeUA, Referer: "https://news.example/x"})
+		p.Record(link.Click{Code: "abc", Time: now, IP: ip, UA: chromeUA, Referer: "https://news.example/x"})
 	}
 	for range 7 {
-		p.Record(Click{Code: "abc", Time: now, IP: netip.MustParseAddr("192.0.2.1"), UA: previewUA})
+		p.Record(link.Click{Code: "abc", Time: now, IP: netip.MustParseAddr("192.0.2.1"), UA: previewUA})
 	}
 	for range 5 { // do-not-track: counted, no visitor hash
-		p.Record(Click{Code: "abc", Time: now, IP: netip.MustParseAddr("192.0.2.99"), UA: iphoneUA, Private: true})
+		p.Record(link.Click{Code: "abc", Time: now, IP: netip.MustParseAddr("192.0.2.99"), UA: iphoneUA, Private: true})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -175,7 +175,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	accepted := 0
-	if p.Record(Click{Code: "abc", Time: time.Now()}) {
+	if p.Record(link.Click{Code: "abc", Time: time.Now()}) {
 		accepted++
 	}
 	// Wait until the worker holds the first click (and is stuck with it).
@@ -188,7 +188,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	for range 19 {
-		if p.Record(Click{Code: "abc", Time: time.Now()}) {
+		if p.Record(link.Click{Code: "abc", Time: time.Now()}) {
 			accepted++
 		}
 	}
@@ -200,7 +200,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 	if accepted != 5 || obs.dropped != 15 || obs.recorded != 5 {
 		t.Fatalf("accepted %d, dropped %d, recorded %d", accepted, obs.dropped, obs.recorded)
 	}
-	if p.Record(Click{Code: "abc"}) {
+	if p.Record(link.Click{Code: "abc"}) {
 		t.Fatal("a closed pipeline took a click")
 	}
 }
@@ -251,8 +251,8 @@ func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	p.Record(Click{Code: "abc", Time: now, IP: netip.MustParseAddr("203.0.113.77"), UA: chromeUA, Referer: "https://news.example/a?user=42#x"})
-	p.Record(Click{Code: "abc", Time: now, IP: netip.MustParseAddr("2001:db8:1:2:3::9"), UA: chromeUA, Private: true})
+	p.Record(link.Click{Code: "abc", Time: now, IP: netip.MustParseAddr("203.0.113.77"), UA: chromeUA, Referer: "https://news.example/a?user=42#x"})
+	p.Record(link.Click{Code: "abc", Time: now, IP: netip.MustParseAddr("2001:db8:1:2:3::9"), UA: chromeUA, Private: true})
 	for range 3 {
 		p.RecordOrphan("typo")
 	}
@@ -295,7 +295,7 @@ func TestPipelineWritesVisitsEarlyRatherThanDrop(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	for i := range clicks {
-		if !p.Record(Click{Code: "abc", Time: now, IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), UA: chromeUA}) {
+		if !p.Record(link.Click{Code: "abc", Time: now, IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), UA: chromeUA}) {
 			t.Fatal("click dropped")
 		}
 	}

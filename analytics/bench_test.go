@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/link"
 )
 
 // BenchmarkRecordAndAggregate is the whole per-click cost of analytics on
@@ -36,7 +38,7 @@ func BenchmarkRecordAndAggregate(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		c := Click{Code: codes[i%len(codes)], Time: now, IP: netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}), UA: chromeUA, Referer: "https://news.example/item"}
+		c := link.Click{Code: codes[i%len(codes)], Time: now, IP: netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}), UA: chromeUA, Referer: "https://news.example/item"}
 		p.queued.Add(1) // as Record and drain do
 		p.mu.Lock()
 		p.add(&c)
@@ -52,7 +54,7 @@ func BenchmarkRecordOnly(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close(context.Background())
-	c := Click{Code: "abc", Time: time.Now(), UA: chromeUA}
+	c := link.Click{Code: "abc", Time: time.Now(), UA: chromeUA}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -98,7 +100,7 @@ func BenchmarkClickPath(b *testing.B) {
 				if mode == "zipf" {
 					c = int(zipf.Uint64())
 				}
-				if !p.Record(Click{Code: codes[c], Time: now, IP: netip.AddrFrom4([4]byte{127, 0, 0, 1}), UA: chromeUA, Referer: "https://news.example/item"}) {
+				if !p.Record(link.Click{Code: codes[c], Time: now, IP: netip.AddrFrom4([4]byte{127, 0, 0, 1}), UA: chromeUA, Referer: "https://news.example/item"}) {
 					b.Fatal("click dropped")
 				}
 				if (i+1)%perSecond == 0 {

@@ -22,20 +22,6 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-// Click is one redirect as the handler saw it. The raw IP never leaves the
-// pipeline: it is hashed (with the day's salt) for uniques and anonymised
-// for anything kept.
-type Click struct {
-	Code    string
-	Time    time.Time
-	IP      netip.Addr
-	UA      string
-	Referer string
-	// Private is set for DNT: 1 or Sec-GPC: 1: the click counts, but no
-	// visitor hash is taken.
-	Private bool
-}
-
 // Observer receives the pipeline's counters (implemented by
 // metrics.Metrics); every method must be cheap and safe for concurrent use.
 type Observer interface {
@@ -103,8 +89,8 @@ type Pipeline struct {
 	// the pipeline takes the whole slice at once and gives back the one it
 	// emptied. wake is signalled when the inbox stops being empty.
 	inMu    sync.Mutex
-	inBuf   []Click
-	inSpare []Click
+	inBuf   []link.Click
+	inSpare []link.Click
 	wake    chan struct{}
 
 	// visitsMu is held through a write of raw visits.
@@ -261,7 +247,7 @@ func New(cfg Config) (*Pipeline, error) {
 
 // Record hands a click to the pipeline without waiting; if the pipeline is
 // full (or closed) the click is dropped and counted as dropped.
-func (p *Pipeline) Record(c Click) bool {
+func (p *Pipeline) Record(c link.Click) bool {
 	if p.closed.Load() {
 		p.dropped()
 		return false
@@ -381,7 +367,7 @@ func (p *Pipeline) run() {
 
 // add enriches and aggregates one click; the caller holds mu and lowers
 // queued.
-func (p *Pipeline) add(c *Click) {
+func (p *Pipeline) add(c *link.Click) {
 	a := p.cfg.Enricher.Agent(c.UA)
 	country := Country(c.IP)
 	shard := p.cfg.Shard(c.Code)
@@ -437,7 +423,7 @@ func (p *Pipeline) add(c *Click) {
 // visitorHash is SHA-256(salt of the day, IP, UA), first 8 bytes: it cannot
 // be turned back into an IP without the salt, and the salt changes daily.
 // Called under mu (the salt is cached for the day).
-func (p *Pipeline) visitorHash(c *Click) uint64 {
+func (p *Pipeline) visitorHash(c *link.Click) uint64 {
 	day := c.Time.UTC().Truncate(24 * time.Hour)
 	if p.salt == nil || !day.Equal(p.saltDay) {
 		p.saltDay, p.salt = day, p.cfg.Salt(day)

@@ -13,11 +13,11 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-// SubmitClicks proposes a click batch (an encoded fsm.ClickBatch) through
+// submitClicks proposes a click batch (an encoded fsm.ClickBatch) through
 // shard s's Raft group (on its leader, forwarded if need be). An error
 // means the outcome is unknown; the caller resends the same batch, which
 // the FSM applies at most once.
-func (n *Node) SubmitClicks(ctx context.Context, s int, entry []byte) error {
+func (n *Node) submitClicks(ctx context.Context, s int, entry []byte) error {
 	if bugs.Every(bugs.DropClickBatch, 3) {
 		return nil // "committed", never proposed
 	}
@@ -61,11 +61,11 @@ func (n *Node) ClickStats(ctx context.Context, code string, from, to time.Time) 
 	return fsm.DecodeClickStats(raw)
 }
 
-// VisitorSalt is the salt of visitor hashes on a UTC day: an HMAC of the
+// visitorSalt is the salt of visitor hashes on a UTC day: an HMAC of the
 // day under a key derived from the cluster's secret code key, so every node
 // agrees on it (a visitor counts once whichever node they reach) and it
 // changes daily (hashes of different days cannot be linked).
-func (n *Node) VisitorSalt(day time.Time) []byte {
+func (n *Node) visitorSalt(day time.Time) []byte {
 	mac := hmac.New(sha256.New, n.settings.CodeKey)
 	mac.Write([]byte("linkraft visitor salt\x00"))
 	mac.Write([]byte(day.UTC().Format("2006-01-02")))
@@ -88,43 +88,6 @@ func (n *Node) ConsumeVisit(ctx context.Context, code string) (*link.Link, error
 	}
 	n.announceChange(r.link)
 	return r.link, nil
-}
-
-// LocalAnalytics is what a node keeps about visits on its own (the
-// analytics pipeline): raw visits and unknown-code counts, never
-// replicated.
-type LocalAnalytics interface {
-	ListVisits(code string, from, to time.Time, limit int) ([]link.Visit, error)
-	Orphans(top int) link.OrphanSummary
-}
-
-// SetLocalAnalytics attaches the node's pipeline (it is built after the
-// node opens, from the node's ID and ring); until then the node reports no
-// visits.
-func (n *Node) SetLocalAnalytics(a LocalAnalytics) {
-	n.analyticsMu.Lock()
-	n.analytics = a
-	n.analyticsMu.Unlock()
-}
-
-func (n *Node) localAnalytics() LocalAnalytics {
-	n.analyticsMu.Lock()
-	defer n.analyticsMu.Unlock()
-	return n.analytics
-}
-
-func (n *Node) localVisits(code string, from, to time.Time, limit int) ([]link.Visit, error) {
-	if a := n.localAnalytics(); a != nil {
-		return a.ListVisits(code, from, to, limit)
-	}
-	return []link.Visit{}, nil
-}
-
-func (n *Node) localOrphans(top int) link.OrphanSummary {
-	if a := n.localAnalytics(); a != nil {
-		return a.Orphans(top)
-	}
-	return link.OrphanSummary{Top: []link.CodeCount{}}
 }
 
 // Gathered says which nodes a cluster-wide answer is missing.

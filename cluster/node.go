@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/maypok86/otter/v2"
 
+	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/atomicfile"
@@ -105,6 +106,8 @@ type Config struct {
 	// AdminKeyFile is where a made first admin key is written (mode 0600;
 	// default <DataDir>/admin.key).
 	AdminKeyFile string
+	// Analytics, if set, turns click analytics on (analytics.go).
+	Analytics *AnalyticsConfig
 	// Observer receives shard measurements (may be nil).
 	Observer shard.Observer
 	// Logger receives the node's logs.
@@ -154,9 +157,13 @@ type Node struct {
 	coder    *idrange.Coder
 	alloc    *idrange.Allocator
 
-	analyticsMu sync.Mutex
-	analytics   LocalAnalytics
-	bugNext     uint64 // the no-lease bug's local counter
+	// The click pipeline and visit store (analytics.go), nil when off;
+	// set in Open before any goroutine that reads them starts.
+	clicks    *analytics.Pipeline
+	visits    *analytics.VisitStore
+	stopPurge func() // stops the visit purge loop and waits for it
+	enricher  *analytics.Enricher
+	bugNext   uint64 // the no-lease bug's local counter
 
 	// shards is indexed by shard id, nil where not hosted here; replaced
 	// whole (under shardsMu) when a shard opens, so the redirect path reads
@@ -321,6 +328,9 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	}
 	if err := n.formState.load(formationPath(n.cfg.DataDir)); err != nil {
 		return fmt.Errorf("cluster: formation state: %w", err)
+	}
+	if err := n.openAnalytics(); err != nil {
+		return err
 	}
 
 	ln, err := net.Listen("tcp", n.cfg.RaftAddr)
@@ -530,14 +540,15 @@ func (n *Node) RaftAddr() string { return n.mux.Addr() }
 // Settings returns the cluster settings.
 func (n *Node) Settings() fsm.Settings { return *n.settings }
 
-// ShardOf returns the shard id of code.
-func (n *Node) ShardOf(code string) int { return n.ring.Locate(code) }
+// shardOf returns the shard id of code.
+func (n *Node) shardOf(code string) int { return n.ring.Locate(code) }
 
 // Close stops the background loops and the allocator, leaves gossip, and
 // stops every shard group, the meta group and the peer port, in that order.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		var errs []error
+		// The last click batches go out while every group still runs.
+		errs := []error{n.closeAnalytics()}
 		// Leave gossip first, so peers see this node go and stop choosing
 		// it as the target of leader balancing.
 		if n.gossip != nil {

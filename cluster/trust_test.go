@@ -260,7 +260,7 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 	wrote := false
 	for i := 0; i < 200 && !wrote; i++ {
 		code := "other" + strconv.Itoa(i)
-		if n.ShardOf(code) != 1 {
+		if n.shardOf(code) != 1 {
 			continue
 		}
 		if _, err := n.Create(ctx(t), CreateRequest{URL: "https://other.example/", Alias: code}); err != nil {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/link"
 )
@@ -106,13 +105,13 @@ func TestAnonymousCreatesAreOffByDefaultAndLimitedPerClient(t *testing.T) {
 }
 
 // recorder keeps the clicks it is given.
-type recorder struct{ clicks chan analytics.Click }
+type recorder struct{ clicks chan link.Click }
 
-func (r *recorder) Record(c analytics.Click) bool { r.clicks <- c; return true }
-func (r *recorder) RecordOrphan(string)           {}
+func (r *recorder) Record(c link.Click) bool { r.clicks <- c; return true }
+func (r *recorder) RecordOrphan(string)      {}
 
 func TestTrustedProxiesOnly(t *testing.T) {
-	rec := &recorder{clicks: make(chan analytics.Click, 16)}
+	rec := &recorder{clicks: make(chan link.Click, 16)}
 	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) {
 		c.Clicks = rec
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
@@ -217,7 +216,7 @@ func TestBlockedDestinationIsTakenDown(t *testing.T) {
 // TestHugeUserAgentsCostNothing: 10,000 redirects with 60 KB User-Agents
 // keep the heap small (once 1.1 GB) and the clicks clipped.
 func TestHugeUserAgentsCostNothing(t *testing.T) {
-	rec := &recorder{clicks: make(chan analytics.Click, 10000)}
+	rec := &recorder{clicks: make(chan link.Click, 10000)}
 	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.Clicks = rec })
 	tn.create(t, `{"url":"https://example.com/ua","alias":"ua-link"}`)
 	ua := strings.Repeat("Mozilla/5.0 (X11; Linux x86_64) ", 60<<10/32)

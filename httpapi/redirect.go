@@ -11,7 +11,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -135,7 +134,7 @@ var errTakenDown = fmt.Errorf("%w: the link was disabled for abuse", link.ErrGon
 // The strings are clipped here, before anything keeps them (the caller's
 // may be views of a larger buffer).
 func (s *Server) recordClick(code string, ip netip.Addr, ua, referer string, private bool) {
-	s.clicks.Record(analytics.Click{Code: code, Time: s.now(), IP: ip,
+	s.clicks.Record(link.Click{Code: code, Time: s.now(), IP: ip,
 		UA: strings.Clone(clip(ua, MaxUserAgent)), Referer: strings.Clone(clip(referer, MaxReferer)), Private: private})
 }
 

@@ -15,7 +15,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/apikey"
@@ -59,7 +58,7 @@ type Service interface {
 // ClickRecorder takes redirects for analytics without blocking
 // (implemented by *analytics.Pipeline).
 type ClickRecorder interface {
-	Record(c analytics.Click) bool
+	Record(c link.Click) bool
 	RecordOrphan(code string)
 }
 

@@ -2,6 +2,7 @@ package link
 
 import (
 	"errors"
+	"net/netip"
 	"time"
 )
 
@@ -161,6 +162,20 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // Unwrap returns the sentinel error.
 func (e *FieldError) Unwrap() error { return e.Err }
+
+// Click is one redirect as the handler saw it, for the analytics pipeline.
+// The raw IP never leaves the pipeline: it is hashed (with the day's salt) for uniques and anonymised
+// for anything kept.
+type Click struct {
+	Code    string
+	Time    time.Time
+	IP      netip.Addr
+	UA      string
+	Referer string
+	// Private is set for DNT: 1 or Sec-GPC: 1: the click counts, but no
+	// visitor hash is taken.
+	Private bool
+}
 
 // Visit is one raw visit as the node that served it keeps it: node-local,
 // never replicated, anonymised before it is stored, purged after the

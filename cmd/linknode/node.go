@@ -17,7 +17,6 @@ import (
 
 	"golang.org/x/net/netutil"
 
-	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/idrange"
@@ -40,9 +39,6 @@ type Main struct {
 	installGlobalMetrics bool
 
 	node      *cluster.Node
-	clicks    *analytics.Pipeline
-	visits    *analytics.VisitStore
-	stopPurge func() // stops the visit purge loop and waits for it
 	adminLn   net.Listener
 	adminSrv  *http.Server
 	adminDone chan struct{}
@@ -147,6 +143,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if cfg.FastRaft {
 		ncfg.Timing = raftgroup.FastTiming
 	}
+	if cfg.Analytics {
+		ncfg.Analytics = &cluster.AnalyticsConfig{
+			Visits: cfg.Visits, VisitRetention: cfg.VisitRetention, Buffer: cfg.ClickBuffer,
+			FlushInterval: cfg.ClickFlush, CloseTimeout: cfg.ShutdownTimeout / 4, Observer: m.metrics,
+		}
+	}
 	if ncfg.ClusterKey, err = m.clusterKey(dataDir); err != nil {
 		return err
 	}
@@ -214,30 +216,9 @@ func (m *Main) Run(ctx context.Context) error {
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Pprof: cfg.Pprof,
 	}
 	// Bots never use up a limited link's visits, analytics on or off.
-	enricher := analytics.NewEnricher()
-	hcfg.IsBot = func(ua string) bool { return enricher.Agent(ua).Bot }
-	if cfg.Analytics {
-		if cfg.Visits {
-			if m.visits, err = analytics.OpenVisitStore(filepath.Join(dataDir, "visits.db")); err != nil {
-				return err
-			}
-			purgeCtx, stop := context.WithCancel(context.Background())
-			purged := make(chan struct{})
-			m.stopPurge = func() { stop(); <-purged }
-			go func() {
-				defer close(purged)
-				m.visits.RunPurge(purgeCtx, cfg.VisitRetention, time.Hour, m.log.With("component", "visits"))
-			}()
-		}
-		m.clicks, err = analytics.New(analytics.Config{Enricher: enricher, Visits: m.visits,
-			Node: node.ID(), Shard: node.ShardOf, Submit: node.SubmitClicks, Salt: node.VisitorSalt,
-			Capacity: cfg.ClickBuffer, FlushInterval: cfg.ClickFlush, Observer: m.metrics, Logger: m.log.With("component", "analytics"),
-		})
-		if err != nil {
-			return err
-		}
-		hcfg.Clicks = m.clicks
-		node.SetLocalAnalytics(m.clicks)
+	hcfg.IsBot = node.IsBot
+	if clicks := node.Clicks(); clicks != nil {
+		hcfg.Clicks = clicks
 	}
 	api, err := httpapi.New(hcfg)
 	if err != nil {
@@ -311,18 +292,6 @@ func (m *Main) Close() error {
 			<-m.httpDone
 		} else if m.httpLn != nil {
 			_ = m.httpLn.Close()
-		}
-		if m.clicks != nil {
-			// The last batches go out while the groups still run.
-			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout/4)
-			if err := m.clicks.Close(ctx); err != nil {
-				m.log.Warn("analytics", "err", err)
-			}
-			cancel()
-		}
-		if m.visits != nil {
-			m.stopPurge()
-			errs = append(errs, m.visits.Close())
 		}
 		if m.adminSrv != nil {
 			_ = m.adminSrv.Close()
