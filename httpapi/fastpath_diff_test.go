@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
@@ -128,7 +129,7 @@ func FuzzFastPathMatchesNetHTTP(f *testing.F) {
 	}
 	plainLn, fastLn := newPipeListener(), newPipeListener()
 	plain := serve(plainLn)
-	fl := s.FastListener(fastLn, FastConfig{ReadHeaderTimeout: 2 * time.Second})
+	fl := s.FastListener(fastLn, fastpath.Options{ReadHeaderTimeout: 2 * time.Second})
 	fast := serve(fl)
 	f.Cleanup(func() {
 		_ = plain.Close()

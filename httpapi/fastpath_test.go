@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -154,7 +155,7 @@ func TestFastListenerShutdownClosesIdleConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := tn.srv.Config.Handler.(*httpapi.Server).FastListener(ln, httpapi.FastConfig{})
+	fl := tn.srv.Config.Handler.(*httpapi.Server).FastListener(ln, fastpath.Options{})
 	hs := &http.Server{Handler: tn.srv.Config.Handler}
 	go func() { _ = hs.Serve(fl) }()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -194,7 +195,7 @@ func TestFastListenerDropsSilentConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := tn.srv.Config.Handler.(*httpapi.Server).FastListener(ln, httpapi.FastConfig{ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: time.Hour})
+	fl := tn.srv.Config.Handler.(*httpapi.Server).FastListener(ln, fastpath.Options{ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: time.Hour})
 	defer fl.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
@@ -27,7 +28,7 @@ type testNode struct {
 	srv     *httptest.Server
 	admin   *httptest.Server // the admin listener
 	key     string           // the first admin key's secret
-	fast    *httpapi.FastListener
+	fast    *fastpath.Listener
 	client  *http.Client
 	metrics *metrics.Metrics
 }
@@ -86,7 +87,7 @@ func startNodeAPI(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Con
 	// Served as linknode serves it: the redirect fast path in front of
 	// net/http, so every test here goes through both.
 	srv := httptest.NewUnstartedServer(api)
-	fast := api.FastListener(srv.Listener, httpapi.FastConfig{})
+	fast := api.FastListener(srv.Listener, fastpath.Options{})
 	srv.Listener = fast
 	srv.Start()
 	tb.Cleanup(srv.Close)

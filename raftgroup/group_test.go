@@ -1,33 +1,17 @@
 package raftgroup
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/transport"
 )
-
-func mustMux(tb testing.TB) *transport.Mux {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m, err := transport.New(transport.Config{Listener: ln})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go m.Serve(context.Background())
-	tb.Cleanup(func() { m.Close() })
-	return m
-}
 
 // mustGroup opens a group over the meta FSM (any StateMachine would do)
 // on the mux's first Raft layer.
@@ -51,13 +35,6 @@ func mustGroup(tb testing.TB, m *transport.Mux, nodeID string) *Group {
 	return g
 }
 
-func ctxT(tb testing.TB, d time.Duration) context.Context {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
 // TestConfirmLeaderNeedsAQuorum: a leader confirms itself within its lease
 // or by a quorum round; cut off from its followers it stops confirming once
 // the lease has run out, even while raft still calls it leader, so it never
@@ -67,7 +44,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 	var groups []*Group
 	var servers []Server
 	for i := 0; i < 3; i++ {
-		m := mustMux(t)
+		m := testcluster.Mux(t)
 		muxes = append(muxes, m)
 		groups = append(groups, mustGroup(t, m, fmt.Sprintf("n%d", i+1)))
 		servers = append(servers, Server{ID: fmt.Sprintf("n%d", i+1), Address: m.Addr()})
@@ -81,7 +58,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leader *Group
-	electing := ctxT(t, 15*time.Second)
+	electing := testcluster.Context(t, 15*time.Second)
 	for leader == nil {
 		for _, s := range groups {
 			if s.LeaderReady() {
@@ -95,7 +72,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 		}
 	}
 	g := leader
-	if err := g.ConfirmLeader(ctxT(t, 5*time.Second)); err != nil {
+	if err := g.ConfirmLeader(testcluster.Context(t, 5*time.Second)); err != nil {
 		t.Fatalf("leader cannot confirm: %v", err)
 	}
 	if !g.leaseValid() {
@@ -103,7 +80,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 	}
 	for _, s := range groups {
 		if s != leader {
-			if err := s.ConfirmLeader(ctxT(t, time.Second)); !errors.Is(err, link.ErrNotLeader) {
+			if err := s.ConfirmLeader(testcluster.Context(t, time.Second)); !errors.Is(err, link.ErrNotLeader) {
 				t.Fatalf("follower confirmed: %v", err)
 			}
 		}
@@ -113,7 +90,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 	if g.leaseValid() {
 		t.Fatal("lease survived a reset")
 	}
-	if err := g.ConfirmLeader(ctxT(t, 5*time.Second)); err != nil || !g.leaseValid() {
+	if err := g.ConfirmLeader(testcluster.Context(t, 5*time.Second)); err != nil || !g.leaseValid() {
 		t.Fatalf("quorum round after reset: %v, lease %v", err, g.leaseValid())
 	}
 	// Cut the followers off: once the lease is over, no confirmation.
@@ -122,7 +99,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 			s.Close()
 		}
 	}
-	expiring := ctxT(t, 5*time.Second)
+	expiring := testcluster.Context(t, 5*time.Second)
 	for g.leaseValid() {
 		select {
 		case <-expiring.Done():
@@ -130,7 +107,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	if err := g.ConfirmLeader(ctxT(t, 3*time.Second)); err == nil {
+	if err := g.ConfirmLeader(testcluster.Context(t, 3*time.Second)); err == nil {
 		t.Fatal("a leader without a quorum confirmed itself after its lease")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/transport"
 )
@@ -19,7 +20,7 @@ func BenchmarkLookup(b *testing.B) {
 		cache int
 	}{{"cache-hit", 0}, {"bbolt", 1}} {
 		b.Run(tc.name, func(b *testing.B) {
-			m := mustMux(b)
+			m := testcluster.Mux(b)
 			layer, err := m.Layer(transport.KindRaft, 1)
 			if err != nil {
 				b.Fatal(err)
@@ -33,13 +34,13 @@ func BenchmarkLookup(b *testing.B) {
 			if err := s.Group().Bootstrap([]raftgroup.Server{{ID: "n1", Address: m.Addr()}}); err != nil {
 				b.Fatal(err)
 			}
-			if err := s.Group().WaitReady(ctxT(b, 10*time.Second)); err != nil {
+			if err := s.Group().WaitReady(testcluster.Context(b, 10*time.Second)); err != nil {
 				b.Fatal(err)
 			}
 			codes := make([]string, 1000)
 			for i := range codes {
 				codes[i] = fmt.Sprintf("c%05d", i)
-				if _, err := s.Apply(ctxT(b, 10*time.Second), (&fsm.CreateIfAbsent{Code: codes[i], URL: "https://example.com/" + codes[i], Now: time.Now().UTC()}).Encode()); err != nil {
+				if _, err := s.Apply(testcluster.Context(b, 10*time.Second), (&fsm.CreateIfAbsent{Code: codes[i], URL: "https://example.com/" + codes[i], Now: time.Now().UTC()}).Encode()); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,33 +1,17 @@
 package shard
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/transport"
 )
-
-func mustMux(tb testing.TB) *transport.Mux {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m, err := transport.New(transport.Config{Listener: ln})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go m.Serve(context.Background())
-	tb.Cleanup(func() { m.Close() })
-	return m
-}
 
 func mustShard(tb testing.TB, m *transport.Mux, nodeID, dir string, id int) *Shard {
 	tb.Helper()
@@ -42,31 +26,25 @@ func mustShard(tb testing.TB, m *transport.Mux, nodeID, dir string, id int) *Sha
 	return s
 }
 
-func ctxT(tb testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
 func TestSingleNodeShardLifecycle(t *testing.T) {
 	dir := t.TempDir()
-	m := mustMux(t)
+	m := testcluster.Mux(t)
 	s := mustShard(t, m, "n1", dir, 3)
 	if err := s.Group().Bootstrap([]raftgroup.Server{{ID: "n1", Address: m.Addr()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Group().WaitReady(ctxT(t, 10*time.Second)); err != nil {
+	if err := s.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	l, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "abc", URL: "https://example.com", Now: now}).Encode())
+	l, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "abc", URL: "https://example.com", Now: now}).Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Code != "abc" || l.Version == 0 {
 		t.Fatalf("created %+v", l)
 	}
-	if _, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "abc", URL: "https://x.example", Now: now}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
+	if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "abc", URL: "https://x.example", Now: now}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	// Unknown code is negatively cached, then created: the cache must not
@@ -74,20 +52,20 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if _, err := s.Lookup("new", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: now}).Encode()); err != nil {
+	if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: now}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://new.example" {
 		t.Fatalf("lookup after create = %+v, %v", got, err)
 	}
 	// Update goes through to the cache.
-	if _, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.Update{Code: "new", Now: now, Set: fsm.SetURL, URL: "https://v2.example"}).Encode()); err != nil {
+	if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.Update{Code: "new", Now: now, Set: fsm.SetURL, URL: "https://v2.example"}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Lookup("new", true); got.URL != "https://v2.example" {
 		t.Fatalf("lookup after update = %+v", got)
 	}
-	if got, err := s.LookupConsistent(ctxT(t, 5*time.Second), "abc"); err != nil || got.URL != "https://example.com" {
+	if got, err := s.LookupConsistent(testcluster.Context(t, 5*time.Second), "abc"); err != nil || got.URL != "https://example.com" {
 		t.Fatalf("consistent lookup = %+v, %v", got, err)
 	}
 	if !s.Group().CaughtUp() {
@@ -107,13 +85,13 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if s.FSM().AppliedIndex() != applied {
 		t.Fatalf("applied after reopen %d, want %d", s.FSM().AppliedIndex(), applied)
 	}
-	if err := s.Group().WaitReady(ctxT(t, 10*time.Second)); err != nil {
+	if err := s.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://v2.example" {
 		t.Fatalf("after restart = %+v, %v", got, err)
 	}
-	if _, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "after", URL: "https://a.example", Now: now}).Encode()); err != nil {
+	if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "after", URL: "https://a.example", Now: now}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -125,7 +103,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 	var muxes []*transport.Mux
 	var shards, others []*Shard
 	for i := 0; i < 3; i++ {
-		m := mustMux(t)
+		m := testcluster.Mux(t)
 		muxes = append(muxes, m)
 		id := fmt.Sprintf("n%d", i+1)
 		shards = append(shards, mustShard(t, m, id, t.TempDir(), 0))
@@ -160,10 +138,10 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if err := leader.Group().WaitReady(ctxT(t, 10*time.Second)); err != nil {
+		if err := leader.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		l, err := leader.Apply(ctxT(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "rep", URL: "https://r.example", Now: time.Now()}).Encode())
+		l, err := leader.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "rep", URL: "https://r.example", Now: time.Now()}).Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,10 +149,10 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 			if s == leader {
 				continue
 			}
-			if _, err := s.Apply(ctxT(t, 5*time.Second), (&fsm.Delete{Code: "rep", Now: time.Now()}).Encode()); !errors.Is(err, link.ErrNotLeader) {
+			if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.Delete{Code: "rep", Now: time.Now()}).Encode()); !errors.Is(err, link.ErrNotLeader) {
 				t.Fatalf("follower apply err = %v, want ErrNotLeader", err)
 			}
-			if _, err := s.LookupConsistent(ctxT(t, time.Second), "rep"); !errors.Is(err, link.ErrNotLeader) {
+			if _, err := s.LookupConsistent(testcluster.Context(t, time.Second), "rep"); !errors.Is(err, link.ErrNotLeader) {
 				t.Fatalf("follower consistent read err = %v", err)
 			}
 			// Followers apply the entry: poll their local state.

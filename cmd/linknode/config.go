@@ -88,7 +88,7 @@ type Config struct {
 	// Analytics turns click counting on.
 	Analytics bool
 	// FastRedirect serves plain redirects before net/http
-	// (httpapi.FastListener).
+	// (package httpapi/fastpath).
 	FastRedirect bool
 	// ClickBuffer bounds the clicks waiting for the analytics pipeline.
 	ClickBuffer int

@@ -19,6 +19,7 @@ import (
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/certfile"
@@ -44,7 +45,7 @@ type Main struct {
 	adminDone chan struct{}
 	httpLn    net.Listener
 	httpSrv   *http.Server
-	httpFast  *httpapi.FastListener // nil with -fast-redirect=false
+	httpFast  *fastpath.Listener // nil with -fast-redirect=false
 	httpDone  chan struct{}
 
 	closeOnce sync.Once
@@ -239,7 +240,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	// The fast path reads plain HTTP/1.1; with TLS, net/http serves all.
 	if m.cfg.FastRedirect && certs == nil {
-		m.httpFast = api.FastListener(serveLn, httpapi.FastConfig{
+		m.httpFast = api.FastListener(serveLn, fastpath.Options{
 			ReadHeaderTimeout: m.httpSrv.ReadHeaderTimeout, IdleTimeout: m.httpSrv.IdleTimeout,
 			WriteTimeout: m.httpSrv.WriteTimeout, Logger: m.log,
 		})

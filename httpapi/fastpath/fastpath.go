@@ -1,4 +1,22 @@
-package httpapi
+// Package fastpath answers the common redirect on a plain HTTP/1.1
+// connection without net/http. net/http spends most of a redirect's CPU on
+// machinery a redirect does not need (a *http.Request with header maps, a
+// response writer, buffered writers per connection), which caps a Go
+// server at about half of what nginx does with the same codes
+// (BENCHMARKS.md).
+//
+// A Listener wraps the public listener. It reads each request head itself:
+// a plain GET or HEAD of /{segment} is offered to its Handler, which
+// answers with a redirect or declines. Anything else — another method or
+// path, a header it does not handle, a declined request, a head it cannot
+// parse — is handed, with every byte of the connection not yet consumed,
+// to the http.Server that Accepts from the Listener, which serves that
+// connection from then on. The fast path therefore never answers with an
+// error of its own: every answer it does not give is net/http's, and a
+// differential fuzz target (httpapi's FuzzFastPathMatchesNetHTTP) requires
+// the answers it does give to match net/http's byte for byte where it
+// matters.
+package fastpath
 
 import (
 	"bufio"
@@ -7,31 +25,37 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	"github.com/linkraft/linkraft/internal/bugs"
-	"github.com/linkraft/linkraft/link"
 )
 
-// The redirect fast path. net/http spends most of a redirect's CPU on
-// machinery a redirect does not need (a *http.Request with header maps, a
-// response writer, buffered writers per connection), which caps a Go
-// server at about half of what nginx does with the same codes (BENCHMARKS.md).
-// FastListener answers the common case itself: a plain GET or HEAD of
-// /{code} for a link this node holds, that is live and has no visit limit.
-// Anything else — another method or path, a header it does not handle, an
-// unknown, gone or limited link, a head it cannot parse — is handed, with
-// every byte of the connection not yet consumed, to net/http, which serves
-// that connection from then on. The fast path therefore never answers with
-// an error of its own: every answer it does not give is net/http's.
+// Answer is a redirect the fast path writes.
+type Answer struct {
+	// Status is a 3xx redirect status.
+	Status int
+	// Location is the destination; one holding control bytes is declined.
+	Location string
+	// CacheControl, if set, is sent as Cache-Control.
+	CacheControl string
+}
 
-// FastConfig configures a FastListener.
-type FastConfig struct {
+// Handler decides the fast path's answers. Both methods run on the
+// connection's goroutine; the Request's byte slices are views of the
+// connection's read buffer, valid only during the call.
+type Handler interface {
+	// Redirect returns the answer to r, or false to leave r (and the rest
+	// of its connection) to net/http. It must not have written anything or
+	// changed any state when it declines.
+	Redirect(r *Request) (Answer, bool)
+	// Served is called once the answer to r is written to the connection's
+	// buffer; start is when Redirect was called.
+	Served(r *Request, a Answer, start time.Time)
+}
+
+// Options holds a Listener's timeouts, as an http.Server's.
+type Options struct {
 	// ReadHeaderTimeout bounds the reading of a request head (default 10 s).
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a connection
@@ -45,16 +69,16 @@ type FastConfig struct {
 	}
 }
 
-// fastBufSize is the read buffer per connection: a request head longer
+// bufSize is the read buffer per connection: a request head longer
 // than this goes to net/http.
-const fastBufSize = 4096
+const bufSize = 4096
 
-// FastListener serves redirects on the connections of a listener and
-// hands every other connection to the http.Server that Accepts from it.
-type FastListener struct {
+// Listener serves redirects on the connections of a listener and hands
+// every other connection to the http.Server that Accepts from it.
+type Listener struct {
 	ln   net.Listener
-	s    *Server
-	cfg  FastConfig
+	h    Handler
+	cfg  Options
 	date dateCache
 
 	handoff chan net.Conn
@@ -70,12 +94,12 @@ type FastListener struct {
 
 // Stats reports how many requests the fast path answered and how many
 // connections it handed to net/http.
-func (l *FastListener) Stats() (served, handed uint64) { return l.served.Load(), l.handed.Load() }
+func (l *Listener) Stats() (served, handed uint64) { return l.served.Load(), l.handed.Load() }
 
-// FastListener wraps ln with the redirect fast path of s. Serve the
-// returned listener with the http.Server whose Handler is s; call Shutdown
-// after the server's own.
-func (s *Server) FastListener(ln net.Listener, cfg FastConfig) *FastListener {
+// New wraps ln with a fast path answered by h. Serve the returned listener
+// with the http.Server that answers everything else; call Shutdown after
+// the server's own.
+func New(ln net.Listener, h Handler, cfg Options) *Listener {
 	if cfg.ReadHeaderTimeout <= 0 {
 		cfg.ReadHeaderTimeout = 10 * time.Second
 	}
@@ -85,14 +109,14 @@ func (s *Server) FastListener(ln net.Listener, cfg FastConfig) *FastListener {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	l := &FastListener{ln: ln, s: s, cfg: cfg, handoff: make(chan net.Conn), done: make(chan struct{}),
+	l := &Listener{ln: ln, h: h, cfg: cfg, handoff: make(chan net.Conn), done: make(chan struct{}),
 		conns: map[*fastConn]struct{}{}}
 	go l.acceptLoop()
 	return l
 }
 
 // Accept returns the next connection handed over to net/http.
-func (l *FastListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.handoff:
 		return c, nil
@@ -102,11 +126,11 @@ func (l *FastListener) Accept() (net.Conn, error) {
 }
 
 // Addr is the wrapped listener's address.
-func (l *FastListener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
 // Close stops accepting and closes the connections the fast path holds
 // between requests. Connections in the middle of a request finish it.
-func (l *FastListener) Close() error {
+func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		// Under mu: acceptLoop checks done and counts a connection in
@@ -127,7 +151,7 @@ func (l *FastListener) Close() error {
 
 // Shutdown closes the listener and waits until no connection is being
 // served by the fast path any more, or ctx ends.
-func (l *FastListener) Shutdown(ctx context.Context) error {
+func (l *Listener) Shutdown(ctx context.Context) error {
 	err := l.Close()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
@@ -147,7 +171,7 @@ func (l *FastListener) Shutdown(ctx context.Context) error {
 	}
 }
 
-func (l *FastListener) acceptLoop() {
+func (l *Listener) acceptLoop() {
 	var pause time.Duration
 	for {
 		c, err := l.ln.Accept()
@@ -215,15 +239,15 @@ func (c *handedConn) Read(p []byte) (int, error) {
 }
 
 var (
-	fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fastBufSize) }}
-	fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastBufSize) }}
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
 )
 
 // serve answers requests on c until one is not for the fast path (then
 // the connection goes to net/http) or the connection ends.
-func (l *FastListener) serve(c *fastConn) {
-	br := fastReaders.Get().(*bufio.Reader)
-	bw := fastWriters.Get().(*bufio.Writer)
+func (l *Listener) serve(c *fastConn) {
+	br := readers.Get().(*bufio.Reader)
+	bw := writers.Get().(*bufio.Writer)
 	br.Reset(c)
 	bw.Reset(c)
 	handed := false
@@ -242,11 +266,11 @@ func (l *FastListener) serve(c *fastConn) {
 		}
 		br.Reset(nil)
 		bw.Reset(nil)
-		fastReaders.Put(br)
-		fastWriters.Put(bw)
+		readers.Put(br)
+		writers.Put(bw)
 		l.active.Done()
 	}()
-	var req fastRequest
+	var req Request
 	// The first request must come within ReadHeaderTimeout, as with
 	// net/http; later ones within IdleTimeout.
 	wait := l.cfg.ReadHeaderTimeout
@@ -296,7 +320,7 @@ func (l *FastListener) serve(c *fastConn) {
 }
 
 // handOff gives c, with what br holds, to net/http.
-func (l *FastListener) handOff(c *fastConn, br *bufio.Reader) bool {
+func (l *Listener) handOff(c *fastConn, br *bufio.Reader) bool {
 	_ = c.SetDeadline(time.Time{})
 	pending, _ := br.Peek(br.Buffered())
 	hc := &handedConn{Conn: c.Conn, pending: bytes.Clone(pending)}
@@ -345,23 +369,30 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// fastRequest is what the fast path reads from a request head. The byte
+// Request is what the fast path reads from a request head. The byte
 // slices point into the connection's read buffer.
-type fastRequest struct {
-	head      bool
-	code      []byte
-	userAgent []byte
-	referer   []byte
-	// forwarded and xff are the Forwarded and X-Forwarded-For values
-	// (one of each at most; more go to net/http).
-	forwarded, xff []byte
-	forwards       int
-	private        bool
-	close          bool // answer with Connection: close and close
-	keepAlive10    bool // HTTP/1.0 with Connection: keep-alive
-	http10         bool
-	hosts          int
-	connectionHdr  bool
+type Request struct {
+	// Conn is the connection the request came on.
+	Conn net.Conn
+	// Head is set for HEAD, clear for GET.
+	Head bool
+	// Segment is the path's one segment, without the leading slash (the
+	// query is not kept).
+	Segment   []byte
+	UserAgent []byte
+	Referer   []byte
+	// Forwarded and XForwardedFor are those headers' values (non-nil, if
+	// empty, when the header is there); a request with more than one of
+	// them goes to net/http.
+	Forwarded, XForwardedFor []byte
+	// Private is set for DNT: 1 or Sec-GPC: 1.
+	Private bool
+
+	close         bool // answer with Connection: close and close
+	keepAlive10   bool // HTTP/1.0 with Connection: keep-alive
+	http10        bool
+	hosts         int
+	connectionHdr bool
 }
 
 // parseHead reads a request head (ending in CRLF CRLF). It reports false
@@ -369,8 +400,9 @@ type fastRequest struct {
 // HEAD, a target that is not /{code} (an optional query aside), a version
 // but HTTP/1.0 and 1.1, a body, Expect, Upgrade, a malformed or folded
 // header line, or a Host header net/http would refuse.
-func parseHead(head []byte, r *fastRequest) bool {
-	*r = fastRequest{}
+func parseHead(head []byte, r *Request) bool {
+	*r = Request{}
+	forwards := 0
 	line, rest, _ := bytes.Cut(head, crlf)
 	method, line, ok1 := bytes.Cut(line, sp)
 	target, proto, ok2 := bytes.Cut(line, sp)
@@ -380,7 +412,7 @@ func parseHead(head []byte, r *fastRequest) bool {
 	switch string(method) {
 	case http.MethodGet:
 	case http.MethodHead:
-		r.head = true
+		r.Head = true
 	default:
 		return false
 	}
@@ -400,10 +432,10 @@ func parseHead(head []byte, r *fastRequest) bool {
 			}
 		}
 	}
-	if len(path) < 2 || path[0] != '/' || !link.ValidCode(string(path[1:])) || fixedSingleSegment[string(path[1:])] {
+	if len(path) < 2 || path[0] != '/' || !validSegment(path[1:]) {
 		return false
 	}
-	r.code = path[1:]
+	r.Segment = path[1:]
 	for len(rest) > 2 { // the final CRLF is the end of the head
 		var hl []byte
 		hl, rest, _ = bytes.Cut(rest, crlf)
@@ -424,18 +456,18 @@ func parseHead(head []byte, r *fastRequest) bool {
 				return false
 			}
 		case asciiEqualFold(name, "user-agent"):
-			r.userAgent = value
+			r.UserAgent = value
 		case asciiEqualFold(name, "referer"):
-			r.referer = value
+			r.Referer = value
 		case asciiEqualFold(name, "forwarded"):
-			r.forwarded = value
-			r.forwards++
+			r.Forwarded = nonNil(value)
+			forwards++
 		case asciiEqualFold(name, "x-forwarded-for"):
-			r.xff = value
-			r.forwards++
+			r.XForwardedFor = nonNil(value)
+			forwards++
 		case asciiEqualFold(name, "dnt"), asciiEqualFold(name, "sec-gpc"):
 			if string(value) == "1" {
-				r.private = true
+				r.Private = true
 			}
 		case asciiEqualFold(name, "connection"):
 			if r.connectionHdr {
@@ -458,7 +490,7 @@ func parseHead(head []byte, r *fastRequest) bool {
 	if r.hosts > 1 || (r.hosts == 0 && !r.http10) {
 		return false // net/http answers 400
 	}
-	if r.forwards > 1 {
+	if forwards > 1 {
 		return false // net/http joins repeated fields; it decides
 	}
 	if r.http10 && !r.keepAlive10 {
@@ -471,6 +503,25 @@ var (
 	crlf = []byte("\r\n")
 	sp   = []byte(" ")
 )
+
+// nonNil returns b, or an empty non-nil slice for nil.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// validSegment accepts a path segment of URL-safe characters that needs no
+// unescaping; the Handler decides whether it names anything.
+func validSegment(b []byte) bool {
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~') {
+			return false
+		}
+	}
+	return true
+}
 
 // validToken reports whether b is an RFC 9110 token (a header name).
 func validToken(b []byte) bool {
@@ -512,44 +563,35 @@ func asciiEqualFold(b []byte, lower string) bool {
 	return true
 }
 
-// redirect answers r if the link is one the fast path serves: held here,
-// live, without a visit limit. It reports false, having written nothing,
-// otherwise.
-func (l *FastListener) redirect(bw *bufio.Writer, c net.Conn, r *fastRequest) bool {
+// redirect answers r if the Handler has an answer for it. It reports
+// false, having written nothing, otherwise.
+func (l *Listener) redirect(bw *bufio.Writer, c net.Conn, r *Request) bool {
 	start := time.Now()
-	s := l.s
-	lk, ok := s.svc.ResolveLocal(string(r.code))
-	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || !headerSafe(lk.URL) || s.svc.BlockedURL(lk.URL) {
+	r.Conn = c
+	a, ok := l.h.Redirect(r)
+	if !ok || !headerSafe(a.Location) || !headerSafe(a.CacheControl) || a.Status < 300 || a.Status > 399 {
 		return false
-	}
-	if s.redirRate.PerSecond > 0 {
-		// With a redirect limit, net/http answers (and counts) it: the
-		// limit's headers and 429 are written there.
-		return false
-	}
-	if bugs.Once(bugs.PanicOnce) {
-		panic("jepsen bug panic-once")
 	}
 	// As net/http writes it: the status line in the request's version, the
 	// handler's headers in key order, then Date, Content-Length (not for
 	// HEAD) and Connection.
-	status := lk.Redirect
 	if r.http10 {
 		bw.WriteString("HTTP/1.0 ")
 	} else {
 		bw.WriteString("HTTP/1.1 ")
 	}
-	bw.WriteString(strconv.Itoa(status))
+	bw.WriteString(strconv.Itoa(a.Status))
 	bw.WriteByte(' ')
-	bw.WriteString(http.StatusText(status))
-	if status == http.StatusFound || status == http.StatusTemporaryRedirect {
-		bw.WriteString("\r\nCache-Control: private, max-age=90")
+	bw.WriteString(http.StatusText(a.Status))
+	if a.CacheControl != "" {
+		bw.WriteString("\r\nCache-Control: ")
+		bw.WriteString(a.CacheControl)
 	}
 	bw.WriteString("\r\nLocation: ")
-	bw.WriteString(lk.URL)
+	bw.WriteString(a.Location)
 	bw.WriteString("\r\nX-Content-Type-Options: nosniff\r\nDate: ")
 	bw.WriteString(l.date.get(start))
-	if !r.head {
+	if !r.Head {
 		bw.WriteString("\r\nContent-Length: 0")
 	}
 	switch {
@@ -559,11 +601,7 @@ func (l *FastListener) redirect(bw *bufio.Writer, c net.Conn, r *fastRequest) bo
 		bw.WriteString("\r\nConnection: keep-alive")
 	}
 	bw.WriteString("\r\n\r\n")
-	if s.clicks != nil && !r.head {
-		s.recordClick(lk.Code, s.fastClientIP(c, r), unsafeString(clipBytes(r.userAgent, MaxUserAgent)),
-			unsafeString(clipBytes(r.referer, MaxReferer)), r.private)
-	}
-	s.rec.Redirect(status, time.Since(start))
+	l.h.Served(r, a, start)
 	l.served.Add(1)
 	return true
 }
@@ -579,42 +617,6 @@ func headerSafe(v string) bool {
 		}
 	}
 	return true
-}
-
-// fastClientIP is clientIP for the fast path's parsed head.
-func (s *Server) fastClientIP(c net.Conn, r *fastRequest) netip.Addr {
-	peer := connIP(c)
-	if len(s.proxies) == 0 || r.forwards == 0 {
-		return peer
-	}
-	var fwd, xff []string
-	if r.forwarded != nil {
-		fwd = []string{string(r.forwarded)}
-	}
-	if r.xff != nil {
-		xff = []string{string(r.xff)}
-	}
-	return s.proxies.clientAddr(peer, fwd, xff)
-}
-
-func clipBytes(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
-}
-
-// unsafeString views b as a string without copying; recordClick copies
-// what it keeps before b's buffer is reused.
-func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-// connIP is the connection's peer address (as remoteIP).
-func connIP(c net.Conn) netip.Addr {
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		ip, _ := netip.AddrFromSlice(a.IP)
-		return ip.Unmap()
-	}
-	return netip.Addr{}
 }
 
 // dateCache is the Date header value, formatted once a second.

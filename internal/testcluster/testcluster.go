@@ -1,0 +1,38 @@
+// Package testcluster holds what tests of the Raft layers share: a peer
+// port on loopback and deadlines tied to the test. It is imported only by
+// _test files.
+package testcluster
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/transport"
+)
+
+// Mux starts a peer-port multiplexer on a free loopback port, closed when
+// the test ends.
+func Mux(tb testing.TB) *transport.Mux {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := transport.New(transport.Config{Listener: ln})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go m.Serve(context.Background())
+	tb.Cleanup(func() { m.Close() })
+	return m
+}
+
+// Context returns a context that ends after d or when the test ends.
+func Context(tb testing.TB, d time.Duration) context.Context {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
