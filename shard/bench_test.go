@@ -40,7 +40,7 @@ func BenchmarkLookup(b *testing.B) {
 			codes := make([]string, 1000)
 			for i := range codes {
 				codes[i] = fmt.Sprintf("c%05d", i)
-				if _, err := s.Apply(testcluster.Context(b, 10*time.Second), (&fsm.CreateIfAbsent{Code: codes[i], URL: "https://example.com/" + codes[i], Now: time.Now().UTC()}).Encode()); err != nil {
+				if _, err := apply(testcluster.Context(b, 10*time.Second), s, (&fsm.CreateIfAbsent{Code: codes[i], URL: "https://example.com/" + codes[i], Now: time.Now().UTC()}).Encode()); err != nil {
 					b.Fatal(err)
 				}
 			}

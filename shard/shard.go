@@ -3,7 +3,6 @@ package shard
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -47,16 +46,17 @@ type Config struct {
 	NegativeTTL time.Duration
 	// Logger receives the shard's logs ("group" = "shard-<id>").
 	Logger *slog.Logger
-	// Observer, if set, is told about cache hits and misses and apply
-	// latencies.
+	// Observer, if set, is told about cache hits and misses.
 	Observer Observer
 	// OnChange, if set, is called on the FSM goroutine after every applied
 	// change (after the cache has it). Keep it short and non-blocking.
 	OnChange func(shard int, l *link.Link)
 }
 
-// Observer receives the shard's measurements (implemented by the metrics
-// layer).
+// Observer receives a shard's measurements (implemented by the metrics
+// layer). The shard reports cache hits and misses; Applied, the latency of
+// a write proposed on the shard's leader, is reported by the cluster's
+// write path.
 type Observer interface {
 	CacheHit(shard int)
 	CacheMiss(shard int)
@@ -246,30 +246,6 @@ func (s *Shard) LookupConsistent(ctx context.Context, code string) (*link.Link, 
 		return nil, err
 	}
 	return s.fsm.Get(code)
-}
-
-// Apply proposes a command (fsm.CreateIfAbsent, fsm.Update or fsm.Delete,
-// encoded) and returns the link as the FSM left it. The FSM's business error
-// (link.ErrAliasTaken, link.ErrNotFound) and Raft's errors (see Group.Apply)
-// are returned as errors.
-func (s *Shard) Apply(ctx context.Context, cmd []byte) (*link.Link, error) {
-	start := time.Now()
-	resp, _, err := s.group.Apply(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	s.obs.Applied(s.id, time.Since(start))
-	if rej, ok := resp.(*fsm.Rejection); ok {
-		return nil, rej
-	}
-	r, ok := resp.(*fsm.Result)
-	if !ok {
-		return nil, fmt.Errorf("shard %d: unexpected apply response %T", s.id, resp)
-	}
-	if r.Err != nil {
-		return nil, r.Err
-	}
-	return r.Link, nil
 }
 
 // Close stops the Raft group and closes the files.

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -37,14 +38,14 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	l, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "abc", URL: "https://example.com", Now: now}).Encode())
+	l, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.CreateIfAbsent{Code: "abc", URL: "https://example.com", Now: now}).Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Code != "abc" || l.Version == 0 {
 		t.Fatalf("created %+v", l)
 	}
-	if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "abc", URL: "https://x.example", Now: now}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.CreateIfAbsent{Code: "abc", URL: "https://x.example", Now: now}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	// Unknown code is negatively cached, then created: the cache must not
@@ -52,14 +53,14 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if _, err := s.Lookup("new", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: now}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: now}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://new.example" {
 		t.Fatalf("lookup after create = %+v, %v", got, err)
 	}
 	// Update goes through to the cache.
-	if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.Update{Code: "new", Now: now, Set: fsm.SetURL, URL: "https://v2.example"}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.Update{Code: "new", Now: now, Set: fsm.SetURL, URL: "https://v2.example"}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Lookup("new", true); got.URL != "https://v2.example" {
@@ -91,7 +92,7 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://v2.example" {
 		t.Fatalf("after restart = %+v, %v", got, err)
 	}
-	if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "after", URL: "https://a.example", Now: now}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.CreateIfAbsent{Code: "after", URL: "https://a.example", Now: now}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -141,7 +142,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 		if err := leader.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		l, err := leader.Apply(testcluster.Context(t, 5*time.Second), (&fsm.CreateIfAbsent{Code: "rep", URL: "https://r.example", Now: time.Now()}).Encode())
+		l, err := apply(testcluster.Context(t, 5*time.Second), leader, (&fsm.CreateIfAbsent{Code: "rep", URL: "https://r.example", Now: time.Now()}).Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +150,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 			if s == leader {
 				continue
 			}
-			if _, err := s.Apply(testcluster.Context(t, 5*time.Second), (&fsm.Delete{Code: "rep", Now: time.Now()}).Encode()); !errors.Is(err, link.ErrNotLeader) {
+			if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.Delete{Code: "rep", Now: time.Now()}).Encode()); !errors.Is(err, link.ErrNotLeader) {
 				t.Fatalf("follower apply err = %v, want ErrNotLeader", err)
 			}
 			if _, err := s.LookupConsistent(testcluster.Context(t, time.Second), "rep"); !errors.Is(err, link.ErrNotLeader) {
@@ -168,4 +169,21 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// apply proposes cmd (a link command) through s's group, as the cluster's
+// write path does, and returns the link the FSM left or its error.
+func apply(ctx context.Context, s *Shard, cmd []byte) (*link.Link, error) {
+	resp, _, err := s.Group().Apply(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if rej, ok := resp.(*fsm.Rejection); ok {
+		return nil, rej
+	}
+	r, ok := resp.(*fsm.Result)
+	if !ok {
+		return nil, fmt.Errorf("unexpected apply response %T", resp)
+	}
+	return r.Link, r.Err
 }
