@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
@@ -32,18 +33,43 @@ func (n *Node) submitClicks(ctx context.Context, s int, entry []byte) error {
 	return err
 }
 
-// ClickStats returns the click counts of a live or deleted link, with the
-// hourly counts in [from, to): from this node's replica of the shard if it
-// hosts one, else from a replica that does. Counts lag the clicks by the
-// flush interval and the replication delay. link.ErrNotFound if no link
-// ever had the code.
-func (n *Node) ClickStats(ctx context.Context, code string, from, to time.Time) (*fsm.ClickStats, error) {
+// Stats returns the click statistics of a live or deleted link as q asks,
+// with the link they belong to (one lookup): from this node's replica of
+// the shard if it hosts one, else from a replica that does. Counts lag the
+// clicks by the flush interval and the replication delay.
+// link.ErrNotFound if no link ever had the code.
+func (n *Node) Stats(ctx context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s := n.ring.Locate(code)
-	if _, err := n.lookupShard(ctx, s, code, false, 0); err != nil {
-		return nil, err
+	l, err := n.lookupShard(ctx, n.ring.Locate(code), code, false, 0)
+	if err != nil {
+		return nil, nil, err
 	}
+	st, err := n.clickState(ctx, code, q.From, q.To)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, analytics.Summarize(st, q, l.CreatedAt), nil
+}
+
+// ClickCount returns the human clicks of code so far (the replicated counter,
+// trailing the redirects by about a flush interval), without looking the
+// link up: for a caller that has it already.
+func (n *Node) ClickCount(ctx context.Context, code string) (uint64, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	st, err := n.clickState(ctx, code, now, now)
+	if err != nil {
+		return 0, err
+	}
+	return st.Totals.Humans.Total, nil
+}
+
+// clickState reads code's click totals and its hourly counts in
+// [from, to) from a replica of its shard, this node's first.
+func (n *Node) clickState(ctx context.Context, code string, from, to time.Time) (*fsm.ClickStats, error) {
+	s := n.ring.Locate(code)
 	if sh := n.localShard(s); sh != nil {
 		return sh.FSM().Clicks(code, from, to)
 	}

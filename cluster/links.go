@@ -259,6 +259,23 @@ func (n *Node) ForEachLink(fn func(l *link.Link) bool) error {
 // Leases returns every ID range the meta group has granted, as this node's
 // replica of it knows them (read it from the meta leader, or after the
 // cluster has settled, for the complete list).
-func (n *Node) Leases() ([]fsm.Lease, error) {
-	return n.metaFSM.Leases()
+func (n *Node) Leases() ([]Lease, error) {
+	grants, err := n.metaFSM.Leases()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Lease, len(grants))
+	for i, g := range grants {
+		out[i] = Lease{Index: g.Index, Start: g.Start, End: g.End, Node: g.Node}
+	}
+	return out, nil
+}
+
+// Lease is one ID range the meta group granted: IDs [Start, End) to Node,
+// by the entry at Index (0 for grants recorded before indexes were kept).
+type Lease struct {
+	Index uint64 `json:"index,omitempty"`
+	Start uint64 `json:"start"`
+	End   uint64 `json:"end"`
+	Node  string `json:"node"`
 }

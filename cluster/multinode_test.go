@@ -775,7 +775,7 @@ func TestConcurrentCreatesAcrossNodesAreDistinct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(leases, func(a, b fsm.Lease) int { return cmp.Compare(a.Start, b.Start) })
+	slices.SortFunc(leases, func(a, b Lease) int { return cmp.Compare(a.Start, b.Start) })
 	for i := 1; i < len(leases); i++ {
 		if leases[i].Start < leases[i-1].End {
 			t.Fatalf("leases overlap: %+v, %+v", leases[i-1], leases[i])

@@ -11,7 +11,6 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/linkraft/linkraft/cluster"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
@@ -56,7 +55,7 @@ func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if leases == nil {
-		leases = []fsm.Lease{}
+		leases = []cluster.Lease{}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, r, http.StatusOK, map[string]any{"leases": leases})

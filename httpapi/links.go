@@ -206,8 +206,8 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	out := s.toJSON(l)
 	// clicks: human visits so far (the replicated counter; it trails the
 	// redirects by about a flush interval).
-	if st, err := s.svc.ClickStats(r.Context(), code, s.now(), s.now()); err == nil {
-		out.Clicks = st.Totals.Humans.Total
+	if n, err := s.svc.ClickCount(r.Context(), code); err == nil {
+		out.Clicks = n
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }

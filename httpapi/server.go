@@ -16,7 +16,6 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/linkraft/linkraft/cluster"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
@@ -34,10 +33,13 @@ type Service interface {
 	Status() cluster.Status
 	Ready(ctx context.Context) error
 	RemoveNode(ctx context.Context, id string) error
-	Leases() ([]fsm.Lease, error)
+	Leases() ([]cluster.Lease, error)
 	Digests() ([]cluster.GroupDigest, error)
 	ForEachLink(fn func(l *link.Link) bool) error
-	ClickStats(ctx context.Context, code string, from, to time.Time) (*fsm.ClickStats, error)
+	// Stats returns a link's click statistics with the link (deleted
+	// links too); ClickCount its human clicks so far.
+	Stats(ctx context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error)
+	ClickCount(ctx context.Context, code string) (uint64, error)
 	ConsumeVisit(ctx context.Context, code string) (*link.Link, error)
 	Visits(ctx context.Context, code string, from, to time.Time, limit int) ([]link.Visit, cluster.Gathered, error)
 	Orphans(ctx context.Context, top int) (link.OrphanSummary, cluster.Gathered)

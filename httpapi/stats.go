@@ -3,13 +3,9 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"time"
 
-	"github.com/axiomhq/hyperloglog"
-
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
@@ -19,22 +15,22 @@ import (
 // day (UTC); uniques and the breakdowns cover the link's whole life (the
 // replicated aggregates are not time-bucketed), which breakdowns_since says.
 type statsJSON struct {
-	Code            string      `json:"code"`
-	From            time.Time   `json:"from"`
-	To              time.Time   `json:"to"`
-	Interval        string      `json:"interval"`
-	BotsMode        string      `json:"bots_mode"`
-	Total           uint64      `json:"total"`
-	Humans          uint64      `json:"humans"`
-	Bots            uint64      `json:"bots"`
-	Uniques         uint64      `json:"uniques"`
-	Series          []pointJSON `json:"series"`
-	Countries       []countJSON `json:"countries"`
-	Devices         []countJSON `json:"devices"`
-	Browsers        []countJSON `json:"browsers"`
-	OS              []countJSON `json:"os"`
-	Referrers       []countJSON `json:"referrers"`
-	BreakdownsSince time.Time   `json:"breakdowns_since"`
+	Code            string          `json:"code"`
+	From            time.Time       `json:"from"`
+	To              time.Time       `json:"to"`
+	Interval        string          `json:"interval"`
+	BotsMode        string          `json:"bots_mode"`
+	Total           uint64          `json:"total"`
+	Humans          uint64          `json:"humans"`
+	Bots            uint64          `json:"bots"`
+	Uniques         uint64          `json:"uniques"`
+	Series          []pointJSON     `json:"series"`
+	Countries       []link.KeyCount `json:"countries"`
+	Devices         []link.KeyCount `json:"devices"`
+	Browsers        []link.KeyCount `json:"browsers"`
+	OS              []link.KeyCount `json:"os"`
+	Referrers       []link.KeyCount `json:"referrers"`
+	BreakdownsSince time.Time       `json:"breakdowns_since"`
 }
 
 type pointJSON struct {
@@ -42,11 +38,6 @@ type pointJSON struct {
 	Count  uint64    `json:"count"`
 	Humans uint64    `json:"humans"`
 	Bots   uint64    `json:"bots"`
-}
-
-type countJSON struct {
-	Key   string `json:"key"`
-	Count uint64 `json:"count"`
 }
 
 // maxSeriesPoints bounds a stats answer's series.
@@ -143,11 +134,11 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, field("from", "the range has more than "+strconv.Itoa(maxSeriesPoints)+" intervals; narrow it or use interval=day", link.ErrInvalidInput))
 		return
 	}
-	mode := q.Get("bots")
-	switch mode {
+	bots := link.BotFilter(q.Get("bots"))
+	switch bots {
 	case "":
-		mode = "exclude"
-	case "exclude", "include", "only":
+		bots = link.BotsExclude
+	case link.BotsExclude, link.BotsInclude, link.BotsOnly:
 	default:
 		s.Error(w, r, field("bots", "must be exclude, include or only", link.ErrInvalidInput))
 		return
@@ -159,63 +150,22 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.checkOwner(r, code); err != nil {
-		s.Error(w, r, err)
-		return
+	// One lookup: the stats come with their link, so an unknown code is
+	// 404, and so is another owner's.
+	l, st, err := s.svc.Stats(r.Context(), code, link.StatsQuery{From: from, To: to, Step: step, Bots: bots, Top: top})
+	if err == nil && !principalOf(r).owns(l.Owner) {
+		err = link.ErrNotFound
 	}
-	st, err := s.svc.ClickStats(r.Context(), code, from, to)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	out := statsJSON{Code: code, From: from, To: to, Interval: interval, BotsMode: mode, Series: []pointJSON{}}
-	// The series, and the period's totals from it.
-	byStep := map[int64]*pointJSON{}
-	for _, h := range st.Hours {
-		t := time.Unix(int64(h.Hour)*3600, 0).UTC()
-		if t.Before(from) || !t.Before(to) {
-			continue
-		}
-		out.Humans += h.Humans
-		out.Bots += h.Bots
-		k := t.Truncate(step).Unix()
-		p := byStep[k]
-		if p == nil {
-			p = &pointJSON{Time: t.Truncate(step)}
-			byStep[k] = p
-		}
-		p.Humans += h.Humans
-		p.Bots += h.Bots
-	}
-	for t := from; t.Before(to); t = t.Add(step) {
-		p := pointJSON{Time: t}
-		if got := byStep[t.Unix()]; got != nil {
-			p = *got
-		}
-		p.Count = pick(mode, p.Humans, p.Bots)
-		out.Series = append(out.Series, p)
-	}
-	out.Total = pick(mode, out.Humans, out.Bots)
-	// Life-long breakdowns and uniques of the selected audience.
-	var c fsm.Counts
-	switch mode {
-	case "exclude":
-		c = st.Totals.Humans
-	case "only":
-		c = st.Totals.Bots
-	default:
-		both := fsm.ClickTotals{Humans: st.Totals.Humans}
-		if err := fsm.MergeTotals(&both, &fsm.ClickTotals{Humans: st.Totals.Bots}); err == nil {
-			c = both.Humans
-		} else {
-			c = st.Totals.Humans
-		}
-	}
-	out.Uniques = estimate(c.Visitors)
-	out.Countries, out.Devices, out.Browsers = topN(c.Countries, top), topN(c.Devices, top), topN(c.Browsers, top)
-	out.OS, out.Referrers = topN(c.OS, top), topN(c.Referrers, top)
-	if l, err := s.svc.Get(r.Context(), code, false); err == nil {
-		out.BreakdownsSince = l.CreatedAt.UTC()
+	out := statsJSON{Code: code, From: from, To: to, Interval: interval, BotsMode: string(bots),
+		Humans: st.Humans, Bots: st.Bots, Total: bots.Count(st.Humans, st.Bots), Uniques: st.Uniques,
+		Series: make([]pointJSON, len(st.Series)), BreakdownsSince: st.Since,
+		Countries: st.Countries, Devices: st.Devices, Browsers: st.Browsers, OS: st.OS, Referrers: st.Referrers}
+	for i, p := range st.Series {
+		out.Series[i] = pointJSON{Time: p.Time, Humans: p.Humans, Bots: p.Bots, Count: bots.Count(p.Humans, p.Bots)}
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }
@@ -242,42 +192,4 @@ func (s *Server) timeRange(q url.Values, span time.Duration) (from, to time.Time
 		return from, to, field("from", "must be before to", link.ErrInvalidInput)
 	}
 	return from, to, nil
-}
-
-func pick(mode string, humans, bots uint64) uint64 {
-	switch mode {
-	case "only":
-		return bots
-	case "include":
-		return humans + bots
-	}
-	return humans
-}
-
-func estimate(sketch []byte) uint64 {
-	if len(sketch) == 0 {
-		return 0
-	}
-	sk := hyperloglog.New14()
-	if sk.UnmarshalBinary(sketch) != nil {
-		return 0
-	}
-	return sk.Estimate()
-}
-
-func topN(m map[string]uint64, n int) []countJSON {
-	out := make([]countJSON, 0, len(m))
-	for k, v := range m {
-		out = append(out, countJSON{Key: k, Count: v})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].Key < out[j].Key
-	})
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
 }
