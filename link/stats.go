@@ -59,7 +59,7 @@ type Stats struct {
 	Series []StatsPoint
 	// Uniques estimates the distinct visitors of the selected audience
 	// (HyperLogLog, about 1% error).
-	Uniques                                        uint64
+	Uniques                                     uint64
 	Countries, Devices, Browsers, OS, Referrers []KeyCount
 	// Since is the link's creation.
 	Since time.Time
