@@ -887,3 +887,89 @@ func TestCreateManyThroughEveryNode(t *testing.T) {
 		}
 	}
 }
+
+// TestWritesFromANodeWithoutAReplicaTakeOneHop: with two replicas per
+// shard on three nodes, a node that hosts no replica of a shard sends its
+// writes there straight to the leader once it has learned it: a replica
+// that is not the leader relays the first write, and (while leadership
+// stays put) no later one.
+func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	for i := range tc.cfgs {
+		tc.cfgs[i].ReplicationFactor = 2
+	}
+	tc.startAll(0, 1, 2)
+	byID := map[string]*Node{}
+	for _, n := range tc.nodes {
+		byID[n.ID()] = n
+	}
+	// Shard 0's replicas, in placement order, and the node without one.
+	var reps []string
+	waitFor(t, 30*time.Second, "shard 0 placed on two nodes with a leader", func() bool {
+		p, err := tc.nodes[0].metaFSM.Placement()
+		if err != nil || p == nil || len(p.Shards[0]) != 2 {
+			return false
+		}
+		reps = p.Shards[0]
+		for _, id := range reps {
+			sh := byID[id].localShard(0)
+			if sh == nil {
+				return false
+			}
+			if _, leader := sh.Group().Leader(); leader == "" {
+				return false
+			}
+		}
+		return true
+	})
+	var outsider *Node
+	for _, n := range tc.nodes {
+		if !slices.Contains(reps, n.ID()) {
+			outsider = n
+		}
+	}
+	// The leader must be the second replica, so that asking the replicas
+	// in order reaches a follower first.
+	first, second := byID[reps[0]], byID[reps[1]]
+	waitFor(t, 30*time.Second, "shard 0 led by its second replica", func() bool {
+		if second.localShard(0).Group().LeaderReady() {
+			return true
+		}
+		if first.localShard(0).Group().IsLeader() {
+			tctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = first.localShard(0).Group().TransferLeadership(tctx, second.ID(), second.RaftAddr())
+			cancel()
+		}
+		return false
+	})
+	var codes []string
+	for i := 0; len(codes) < 31; i++ {
+		if c := fmt.Sprintf("hop-%d", i); outsider.shardOf(c) == 0 {
+			codes = append(codes, c)
+		}
+	}
+	relays := func() uint64 { return first.relayed.Load() + second.relayed.Load() }
+	before := relays()
+	if _, err := outsider.Create(ctx(t), CreateRequest{URL: "https://hop.example/0", Alias: codes[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if got := relays() - before; got != 1 || !second.localShard(0).Group().IsLeader() {
+		t.Fatalf("first write: %d relays (leader still the second replica: %v); want 1", got, second.localShard(0).Group().IsLeader())
+	}
+	before = relays()
+	for i, code := range codes[1:] {
+		if _, err := outsider.Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://hop.example/%d", i+1), Alias: code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A leadership change (the balancer) costs one relay until the next
+	// answer names the new leader.
+	if got := relays() - before; got > 2 {
+		t.Fatalf("30 later writes took %d relays; want at most 2", got)
+	}
+	for _, code := range codes {
+		if _, err := first.Resolve(ctx(t), code); err != nil {
+			t.Fatalf("%s: %v", code, err)
+		}
+	}
+}

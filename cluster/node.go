@@ -171,6 +171,12 @@ type Node struct {
 	shardsMu sync.Mutex
 	shards   atomic.Pointer[[]*shard.Shard]
 
+	// leaderHints sends writes to groups this node does not host straight
+	// to their leader (route.go); relayed counts the forwarded writes this
+	// node passed on to another node.
+	leaderHints leaderHints
+	relayed     atomic.Uint64
+
 	// remote caches links of shards this node does not host, for
 	// RemoteCacheTTL; gossip invalidations evict updated and deleted codes.
 	remote *otter.Cache[string, remoteEntry]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
@@ -21,6 +22,8 @@ type applyResult struct {
 	leaseStart, leaseEnd uint64
 	placement            *fsm.Placement
 	batch                []fsm.Result // a CreateBatch's answers, in order
+	// leader is the peer address of the leader that applied the command.
+	leader string
 }
 
 // maxHops bounds forwarding: node → replica → leader.
@@ -101,7 +104,11 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 			if group != metaGroupID && n.cfg.Observer != nil {
 				n.cfg.Observer.Applied(int(group)-1, time.Since(start))
 			}
-			return resultOf(out)
+			res, err := resultOf(out)
+			if res != nil {
+				res.leader, _ = g.Leader()
+			}
+			return res, err
 		}
 		addr, id := g.Leader()
 		if addr == "" || id == n.cfg.NodeID {
@@ -110,19 +117,74 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 		if hops >= maxHops {
 			return nil, link.ErrNotLeader
 		}
+		if hops > 0 {
+			n.relayed.Add(1)
+		}
 		return n.remoteApply(ctx, addr, group, cmd, hops)
 	}
-	// Not hosted here: any replica forwards to its leader.
+	// Not hosted here: straight to the leader that applied the last write
+	// this node sent to the group, in one hop, as Consul and rqlite
+	// forward; else (or if that node was not reached or no longer leads)
+	// through any replica, which forwards to its leader.
 	if hops >= maxHops {
 		return nil, link.ErrNotLeader
+	}
+	if hops > 0 {
+		n.relayed.Add(1)
+	}
+	if hint := n.leaderHints.get(group); hint != "" && hops == 0 {
+		res, err := n.remoteApply(ctx, hint, group, cmd, hops)
+		switch {
+		case err == nil:
+			n.leaderHints.set(group, res.leader)
+			return res, nil
+		case errors.Is(err, errDial) || errors.Is(err, link.ErrNotLeader):
+			// Nothing was applied: forget the hint, ask the replicas.
+			n.leaderHints.set(group, "")
+		case errors.Is(err, link.ErrUnavailable):
+			n.leaderHints.set(group, "")
+			return nil, err // the outcome is unknown: the caller's to settle
+		default:
+			return nil, err // the leader's answer (a taken alias, ...)
+		}
 	}
 	// Another replica is tried only when this one was never reached: any
 	// later failure may have applied the command, and an update or delete
 	// must not run twice.
 	neverReached := func(err error) bool { return errors.Is(err, errDial) }
-	return askReplicas(n, int(group)-1, link.ErrNotLeader, neverReached, func(addr string) (*applyResult, error) {
+	res, err := askReplicas(n, int(group)-1, link.ErrNotLeader, neverReached, func(addr string) (*applyResult, error) {
 		return n.remoteApply(ctx, addr, group, cmd, hops)
 	})
+	if err == nil && hops == 0 {
+		n.leaderHints.set(group, res.leader)
+	}
+	return res, err
+}
+
+// leaderHints remembers, per group this node does not host, the peer
+// address of the leader that applied its last write there.
+type leaderHints struct {
+	mu   sync.Mutex
+	addr map[uint64]string
+}
+
+func (h *leaderHints) get(group uint64) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.addr[group]
+}
+
+func (h *leaderHints) set(group uint64, addr string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.addr == nil {
+		h.addr = map[uint64]string{}
+	}
+	if addr == "" {
+		delete(h.addr, group)
+	} else {
+		h.addr[group] = addr
+	}
 }
 
 // askReplicas calls ask with the peer address of each replica of shard s
@@ -158,7 +220,7 @@ func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd [
 	if err := errFromWire(resp.Err, resp.Detail); err != nil {
 		return nil, err
 	}
-	res := &applyResult{leaseStart: resp.LeaseStart, leaseEnd: resp.LeaseEnd, placement: resp.Placement}
+	res := &applyResult{leaseStart: resp.LeaseStart, leaseEnd: resp.LeaseEnd, placement: resp.Placement, leader: resp.Leader}
 	if resp.Link != nil {
 		l, err := fsm.DecodeLink(resp.Link)
 		if err != nil {

@@ -65,6 +65,8 @@ type rpcResponse struct {
 	Orphans    *link.OrphanSummary `json:"orphans,omitempty"`
 	Batch      []rpcItem           `json:"batch,omitempty"`
 	Form       string              `json:"form,omitempty"` // formation answer
+	// Leader is the peer address of the leader that applied an opApply.
+	Leader string `json:"leader,omitempty"`
 }
 
 // rpcItem is one answer of a CreateBatch: the link or an error.
@@ -217,7 +219,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 		if err != nil {
 			return fail(err)
 		}
-		resp.LeaseStart, resp.LeaseEnd = r.leaseStart, r.leaseEnd
+		resp.LeaseStart, resp.LeaseEnd, resp.Leader = r.leaseStart, r.leaseEnd, r.leader
 		if r.link != nil {
 			resp.Link = fsm.EncodeLink(r.link)
 		}
