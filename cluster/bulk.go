@@ -34,7 +34,7 @@ const maxBatchBytes = 256 << 10
 // out) is retried whole with the same codes and nonces until ctx ends, as
 // Create retries: creates that took effect answer with their link, the
 // others are made. Without a deadline on ctx, CreateMany allows 30 s.
-func (n *Node) CreateMany(ctx context.Context, reqs []CreateRequest) []CreateResult {
+func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []CreateResult {
 	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out := make([]CreateResult, len(reqs))
@@ -43,8 +43,8 @@ func (n *Node) CreateMany(ctx context.Context, reqs []CreateRequest) []CreateRes
 	now := time.Now().UTC()
 	need := 0
 	for i, req := range reqs {
-		cmds[i], out[i].Err = newCreate(req, now)
-		if out[i].Err == nil && cmds[i].Code == "" {
+		cmds[i] = newCreate(req, now)
+		if cmds[i].Code == "" {
 			generated[i] = true
 			need++
 		}

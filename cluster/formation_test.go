@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/link"
 )
 
 // TestFormationIsOneClusterInAnyOrder: bootstrap-expect + 2 new nodes (5
@@ -64,7 +66,7 @@ func TestFormationIsOneClusterInAnyOrder(t *testing.T) {
 			return err == nil && len(addrs) == size
 		})
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := tc.nodes[order[size-1]].Create(c, CreateRequest{URL: "https://formed.example/"}); err != nil {
+		if _, err := tc.nodes[order[size-1]].Create(c, link.CreateRequest{URL: "https://formed.example/"}); err != nil {
 			cancel()
 			t.Fatalf("round %d: create: %v", round, err)
 		}

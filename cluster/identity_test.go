@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/link"
 )
 
 // TestWipedNodeUnderItsOldIDIsRefused: n3 comes back under its ID with an
@@ -43,7 +45,7 @@ func TestWipedNodeUnderItsOldIDIsRefused(t *testing.T) {
 			t.Fatalf("%s accepts a handshake of n3 with another incarnation: %v", n.ID(), err)
 		}
 	}
-	if _, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://on.example/"}); err != nil {
+	if _, err := tc.nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://on.example/"}); err != nil {
 		t.Fatalf("create with n3 refused: %v", err)
 	}
 	// No group applied anything for the wiped process: it never got the

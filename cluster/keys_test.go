@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/link"
 )
 
 // effectiveEverywhere polls every node until cond holds on it, and returns
@@ -116,7 +117,7 @@ func TestKeysAndBlocklistTakeEffectOnEveryNodeWithinASecond(t *testing.T) {
 	}
 
 	// The blocklist, likewise.
-	l, err := nodes[0].Create(ctx(t), CreateRequest{URL: "https://sub.evil.example/x"})
+	l, err := nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://sub.evil.example/x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,48 +11,25 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-// CreateRequest is a validated create: URL normalised, alias checked, expiry
-// absolute. The node adds the time, the nonce and (without an alias) the
-// code.
-type CreateRequest struct {
-	URL       string
-	Alias     string
-	Owner     string
-	ExpiresAt time.Time
-	Redirect  int
-	MaxVisits uint64
-	Tags      []string
-}
-
-// Patch is a validated partial update; nil fields are left alone. A non-nil
-// ExpiresAt pointing at the zero time clears the expiry.
-type Patch struct {
-	URL       *string
-	ExpiresAt *time.Time
-	Redirect  *int
-	Disabled  *bool
-	Tags      *[]string
-}
-
 // maxGeneratedAttempts bounds how many IDs one create may consume when
 // generated codes clash with aliases or reserved words.
 const maxGeneratedAttempts = 64
 
-// Create stores a new link. With an alias it fails with link.ErrAliasTaken
+// Create stores a new link; req has passed link.CreateRequest.Validate.
+// With an alias it fails with link.ErrAliasTaken
 // if the alias is in use (tombstones included); without one it takes IDs
 // from the allocator until a code is free.
-func (n *Node) Create(ctx context.Context, req CreateRequest) (*link.Link, error) {
-	cmd, err := newCreate(req, time.Now().UTC())
-	if err != nil {
-		return nil, err
-	}
+func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, error) {
+	cmd := newCreate(req, time.Now().UTC())
 	if cmd.Code != "" {
 		return n.applyCreate(ctx, &cmd)
 	}
 	for range maxGeneratedAttempts {
-		if cmd.Code, err = n.nextCode(ctx); err != nil {
+		code, err := n.nextCode(ctx)
+		if err != nil {
 			return nil, err
 		}
+		cmd.Code = code
 		l, err := n.applyCreate(ctx, &cmd)
 		if errors.Is(err, link.ErrAliasTaken) {
 			// An alias got there first: that ID's code is someone's alias.
@@ -69,25 +46,18 @@ func (n *Node) Create(ctx context.Context, req CreateRequest) (*link.Link, error
 	return nil, fmt.Errorf("%w: no free code after %d ids", link.ErrUnavailable, maxGeneratedAttempts)
 }
 
-// newCreate checks what the HTTP layer cannot (the redirect status, the
-// alias) and builds the command; Code is the alias, or empty for a code the
-// node generates.
-func newCreate(req CreateRequest, now time.Time) (fsm.CreateIfAbsent, error) {
+// newCreate builds the command of a validated request
+// (link.CreateRequest.Validate); Code is the alias, or empty for a code the
+// node generates. The leader's fsm.Check still refuses what the log must
+// never hold.
+func newCreate(req link.CreateRequest, now time.Time) fsm.CreateIfAbsent {
 	if req.Redirect == 0 {
 		req.Redirect = link.DefaultRedirect
-	}
-	if err := link.CheckRedirect(req.Redirect); err != nil {
-		return fsm.CreateIfAbsent{}, err
-	}
-	if req.Alias != "" {
-		if err := link.ValidateAlias(req.Alias); err != nil {
-			return fsm.CreateIfAbsent{}, err
-		}
 	}
 	return fsm.CreateIfAbsent{
 		Code: req.Alias, URL: req.URL, Owner: req.Owner, Now: now, ExpiresAt: req.ExpiresAt,
 		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(),
-	}, nil
+	}
 }
 
 // nextCode returns the code of a fresh ID from the allocator, skipping
@@ -186,8 +156,9 @@ func (n *Node) ResolveLocal(code string) (*link.Link, bool) {
 	return l, err == nil
 }
 
-// Update applies a patch to a live link.
-func (n *Node) Update(ctx context.Context, code string, p Patch) (*link.Link, error) {
+// Update applies a patch (one that passed link.Patch.Validate) to a live
+// link.
+func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Link, error) {
 	u := fsm.Update{Code: code, Now: time.Now().UTC()}
 	if p.URL != nil {
 		u.Set |= fsm.SetURL
@@ -198,9 +169,6 @@ func (n *Node) Update(ctx context.Context, code string, p Patch) (*link.Link, er
 		u.ExpiresAt = *p.ExpiresAt
 	}
 	if p.Redirect != nil {
-		if err := link.CheckRedirect(*p.Redirect); err != nil {
-			return nil, err
-		}
 		u.Set |= fsm.SetRedirect
 		u.Redirect = *p.Redirect
 	}

@@ -197,7 +197,7 @@ func TestFormationInAnyStartOrder(t *testing.T) {
 				}
 			}
 			// A write on one node is readable everywhere at once.
-			l, err := tc.nodes[order[2]].Create(ctx(t), CreateRequest{URL: "https://formed.example"})
+			l, err := tc.nodes[order[2]].Create(ctx(t), link.CreateRequest{URL: "https://formed.example"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func TestReadYourWritesOnEveryNode(t *testing.T) {
 	tc.waitReplicated(3)
 	for i := 0; i < 60; i++ {
 		writer := tc.nodes[i%3]
-		req := CreateRequest{URL: fmt.Sprintf("https://ryw.example/%d", i)}
+		req := link.CreateRequest{URL: fmt.Sprintf("https://ryw.example/%d", i)}
 		if i%4 == 0 {
 			req.Alias = fmt.Sprintf("ryw-%d", i)
 			// Ask for it everywhere first: a miss must not be remembered
@@ -250,7 +250,7 @@ func TestUpdateAndDeleteVisibleEverywhere(t *testing.T) {
 	tc := newTestCluster(t, 3, 3)
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
-	l, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://v1.example"})
+	l, err := tc.nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://v1.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestUpdateAndDeleteVisibleEverywhere(t *testing.T) {
 		}
 	}
 	v2 := "https://v2.example"
-	if _, err := tc.nodes[1].Update(ctx(t), l.Code, Patch{URL: &v2}); err != nil {
+	if _, err := tc.nodes[1].Update(ctx(t), l.Code, link.Patch{URL: &v2}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range tc.nodes {
@@ -300,7 +300,7 @@ func TestAliasRacedFromAllNodesHasOneWinner(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, results[i] = tc.nodes[i%3].Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://race.example/%d", i), Alias: "raced"})
+			_, results[i] = tc.nodes[i%3].Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://race.example/%d", i), Alias: "raced"})
 		}()
 	}
 	close(start)
@@ -367,7 +367,7 @@ func TestLeaderStopWritesResumeAndNodeCatchesUp(t *testing.T) {
 	tc.waitReplicated(3)
 	var before []*link.Link
 	for i := 0; i < 10; i++ {
-		l, err := tc.nodes[i%3].Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://before.example/%d", i)})
+		l, err := tc.nodes[i%3].Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://before.example/%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +380,7 @@ func TestLeaderStopWritesResumeAndNodeCatchesUp(t *testing.T) {
 	var during []*link.Link
 	for i := 0; i < 20; i++ {
 		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		l, err := survivor.Create(c, CreateRequest{URL: fmt.Sprintf("https://during.example/%d", i)})
+		l, err := survivor.Create(c, link.CreateRequest{URL: fmt.Sprintf("https://during.example/%d", i)})
 		cancel()
 		if err != nil {
 			t.Fatalf("write %d with a node down: %v", i, err)
@@ -426,7 +426,7 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 	tc := newTestCluster(t, 4, 3)
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
-	l, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://early.example"})
+	l, err := tc.nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://early.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 	if got, err := late.Resolve(ctx(t), l.Code); err != nil || got.URL != "https://early.example" {
 		t.Fatalf("late node resolve: %+v, %v", got, err)
 	}
-	l2, err := late.Create(ctx(t), CreateRequest{URL: "https://late.example"})
+	l2, err := late.Create(ctx(t), link.CreateRequest{URL: "https://late.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 		t.Fatal("the late node did not cache the remote link")
 	}
 	v2 := "https://early-v2.example"
-	if _, err := tc.nodes[1].Update(ctx(t), l.Code, Patch{URL: &v2}); err != nil {
+	if _, err := tc.nodes[1].Update(ctx(t), l.Code, link.Patch{URL: &v2}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the update on the late node", func() bool {
@@ -514,7 +514,7 @@ func TestJoinFillsUnderReplicatedShards(t *testing.T) {
 	tc.startAll(0, 1)
 	tc.nodes[2] = nil
 	tc.waitReplicated(2)
-	l, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://two.example"})
+	l, err := tc.nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://two.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func TestCatchUpBySnapshot(t *testing.T) {
 	tc.stop(2)
 	var links []*link.Link
 	for i := 0; i < 200; i++ {
-		l, err := tc.nodes[i%2].Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://snap.example/%d", i)})
+		l, err := tc.nodes[i%2].Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://snap.example/%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -577,7 +577,7 @@ func TestCatchUpBySnapshot(t *testing.T) {
 	// ahead of the snapshot's index and raft replays entries the state
 	// already holds.
 	for i := 200; i < 260; i++ {
-		l, err := tc.nodes[i%2].Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://snap.example/%d", i)})
+		l, err := tc.nodes[i%2].Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://snap.example/%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -592,7 +592,7 @@ func TestCatchUpBySnapshot(t *testing.T) {
 		t.Fatal("the node caught up without installing a snapshot; the test did not test that path")
 	}
 	// The restored node serves reads from its own state and takes writes.
-	if _, err := back.Create(ctx(t), CreateRequest{URL: "https://after-restore.example"}); err != nil {
+	if _, err := back.Create(ctx(t), link.CreateRequest{URL: "https://after-restore.example"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -692,7 +692,7 @@ func TestRemoveNode(t *testing.T) {
 	waitFor(t, 10*time.Second, "n3 out of the meta group", func() bool {
 		return len(tc.nodes[0].Status().Meta.Replicas) == 2
 	})
-	l, err := tc.nodes[1].Create(ctx(t), CreateRequest{URL: "https://after-removal.example"})
+	l, err := tc.nodes[1].Create(ctx(t), link.CreateRequest{URL: "https://after-removal.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -735,7 +735,7 @@ func TestConcurrentCreatesAcrossNodesAreDistinct(t *testing.T) {
 				defer wg.Done()
 				for k := 0; k < perNode/workers; k++ {
 					url := fmt.Sprintf("https://distinct.example/%d/%d/%d", i, w, k)
-					l, err := n.Create(ctx(t), CreateRequest{URL: url})
+					l, err := n.Create(ctx(t), link.CreateRequest{URL: url})
 					if err != nil {
 						t.Error(err)
 						return
@@ -815,20 +815,20 @@ func TestCreateManyThroughEveryNode(t *testing.T) {
 	tc := newTestCluster(t, 3, 3)
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
-	if _, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://bulk.example/old", Alias: "bulk-old"}); err != nil {
+	if _, err := tc.nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://bulk.example/old", Alias: "bulk-old"}); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for ni, n := range tc.nodes {
-		var reqs []CreateRequest
+		var reqs []link.CreateRequest
 		for i := 0; i < 200; i++ {
-			req := CreateRequest{URL: fmt.Sprintf("https://bulk.example/%d/%d", ni, i)}
+			req := link.CreateRequest{URL: fmt.Sprintf("https://bulk.example/%d/%d", ni, i)}
 			if i%40 == 0 {
 				req.Alias = fmt.Sprintf("bulk-%d-%d", ni, i)
 			}
 			reqs = append(reqs, req)
 		}
-		reqs = append(reqs, CreateRequest{URL: "https://bulk.example/clash", Alias: "bulk-old"})
+		reqs = append(reqs, link.CreateRequest{URL: "https://bulk.example/clash", Alias: "bulk-old"})
 		res := n.CreateMany(ctx(t), reqs)
 		if len(res) != len(reqs) {
 			t.Fatalf("%d results for %d requests", len(res), len(reqs))
@@ -862,9 +862,9 @@ func TestCreateManyThroughEveryNode(t *testing.T) {
 	for i := range tags {
 		tags[i] = fmt.Sprintf("%02d%s", i, strings.Repeat("t", 62))
 	}
-	var big []CreateRequest
+	var big []link.CreateRequest
 	for i := 0; i < 2000; i++ { // 500 per shard: 1.1 MB of creates
-		big = append(big, CreateRequest{URL: fmt.Sprintf("https://bulk.example/big/%d", i), Tags: tags})
+		big = append(big, link.CreateRequest{URL: fmt.Sprintf("https://bulk.example/big/%d", i), Tags: tags})
 	}
 	var via *Node // a node that leads some shards and forwards the others
 	for _, n := range tc.nodes {
@@ -950,7 +950,7 @@ func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
 	}
 	relays := func() uint64 { return first.relayed.Load() + second.relayed.Load() }
 	before := relays()
-	if _, err := outsider.Create(ctx(t), CreateRequest{URL: "https://hop.example/0", Alias: codes[0]}); err != nil {
+	if _, err := outsider.Create(ctx(t), link.CreateRequest{URL: "https://hop.example/0", Alias: codes[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if got := relays() - before; got != 1 || !second.localShard(0).Group().IsLeader() {
@@ -958,7 +958,7 @@ func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
 	}
 	before = relays()
 	for i, code := range codes[1:] {
-		if _, err := outsider.Create(ctx(t), CreateRequest{URL: fmt.Sprintf("https://hop.example/%d", i+1), Alias: code}); err != nil {
+		if _, err := outsider.Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://hop.example/%d", i+1), Alias: code}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/link"
 )
 
 // TestCorruptStateFileIsNamedAndRepaired: n3's state file of shard 0 is
@@ -19,7 +21,7 @@ func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
 	for i := range 20 {
-		if _, err := tc.nodes[i%3].Create(ctx(t), CreateRequest{URL: "https://r.example/" + string(rune('a'+i))}); err != nil {
+		if _, err := tc.nodes[i%3].Create(ctx(t), link.CreateRequest{URL: "https://r.example/" + string(rune('a'+i))}); err != nil {
 			t.Fatal(err)
 		}
 	}

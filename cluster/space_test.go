@@ -27,7 +27,7 @@ func TestStorageAlarmRefusesWritesAndClears(t *testing.T) {
 	}
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
-	before, err := tc.nodes[0].Create(ctx(t), CreateRequest{URL: "https://before.example/"})
+	before, err := tc.nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://before.example/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestStorageAlarmRefusesWritesAndClears(t *testing.T) {
 		waitFor(t, 10*time.Second, n.ID()+" to hear of n3's alarm", func() bool { return n.gossip.fullNodes()["n3"] || n.ID() == "n3" })
 	}
 	for _, n := range tc.live() {
-		if _, err := n.Create(ctx(t), CreateRequest{URL: "https://refused.example/"}); !errors.Is(err, link.ErrInsufficientStorage) {
+		if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://refused.example/"}); !errors.Is(err, link.ErrInsufficientStorage) {
 			t.Fatalf("%s: create under the alarm: %v", n.ID(), err)
 		}
 		if _, err := n.Get(ctx(t), before.Code, true); err != nil {
@@ -54,7 +54,7 @@ func TestStorageAlarmRefusesWritesAndClears(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "creates to resume", func() bool {
-		_, err := tc.nodes[1].Create(ctx(t), CreateRequest{URL: "https://after.example/"})
+		_, err := tc.nodes[1].Create(ctx(t), link.CreateRequest{URL: "https://after.example/"})
 		return err == nil
 	})
 	if err := tc.nodes[0].Delete(ctx(t), before.Code); err != nil {

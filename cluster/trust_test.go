@@ -224,7 +224,7 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 		tc.start(i)
 	}
 	tc.waitReplicated(3)
-	l, err := tc.nodes[2].Create(ctx(t), CreateRequest{URL: "https://after.example/"})
+	l, err := tc.nodes[2].Create(ctx(t), link.CreateRequest{URL: "https://after.example/"})
 	if err != nil {
 		t.Fatalf("create after the pill: %v", err)
 	}
@@ -263,7 +263,7 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 		if n.shardOf(code) != 1 {
 			continue
 		}
-		if _, err := n.Create(ctx(t), CreateRequest{URL: "https://other.example/", Alias: code}); err != nil {
+		if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://other.example/", Alias: code}); err != nil {
 			t.Fatalf("create on the healthy shard: %v", err)
 		}
 		wrote = true

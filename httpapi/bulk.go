@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/link"
 )
 
 // MaxBulkLinks bounds the links of one POST /api/v1/links/bulk.
@@ -68,7 +68,7 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := bulkResponse{Results: make([]bulkItem, len(b.Links))}
-	reqs := make([]cluster.CreateRequest, 0, len(b.Links))
+	reqs := make([]link.CreateRequest, 0, len(b.Links))
 	pos := make([]int, 0, len(b.Links)) // reqs[j] is link pos[j]
 	for i := range b.Links {
 		req, err := s.validateCreate(&b.Links[i])

@@ -10,13 +10,9 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
-
-// maxTTL bounds ttl and expires_at (100 years).
-const maxTTL = 100 * 365 * 24 * time.Hour
 
 // linkJSON is a link as the API shows it (DESIGN section 10).
 type linkJSON struct {
@@ -83,69 +79,61 @@ func field(name, reason string, sentinel error) error {
 	return &link.FieldError{Err: sentinel, Field: name, Reason: reason}
 }
 
-// parseExpiry checks an RFC 3339 expiry that must lie in the future.
-func (s *Server) parseExpiry(raw string) (time.Time, error) {
+// parseExpiry reads an RFC 3339 expiry (link.CreateRequest.Validate checks
+// that it lies in the future).
+func parseExpiry(raw string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, raw)
 	if err != nil {
 		return time.Time{}, field("expires_at", "must be an RFC 3339 time such as 2030-01-02T15:04:05Z", link.ErrInvalidInput)
 	}
-	now := s.now()
-	if !t.After(now) {
-		return time.Time{}, field("expires_at", "is in the past", link.ErrInvalidInput)
-	}
-	if t.Sub(now) > maxTTL {
-		return time.Time{}, field("expires_at", "is more than 100 years away", link.ErrInvalidInput)
-	}
-	return t.UTC(), nil
+	return t, nil
 }
 
-func (s *Server) validateCreate(b *createBody) (cluster.CreateRequest, error) {
-	var req cluster.CreateRequest
-	if b.URL == nil {
-		return req, field("url", "is required", link.ErrInvalidURL)
-	}
-	u, err := s.policy.NormalizeURL(*b.URL)
-	if err != nil {
-		return req, err
-	}
-	req.URL = u
-	if b.Alias != nil {
-		if err := link.ValidateAlias(*b.Alias); err != nil {
-			return req, err
+// validateCreate reads a create body into a request and validates it
+// (link.CreateRequest.Validate); what is checked here is only the JSON's
+// form: ttl, and max_visits given as 0.
+func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
+	var req link.CreateRequest
+	if b.URL != nil {
+		req.URL = *b.URL
+		if req.URL == "" {
+			return req, field("url", "is required", link.ErrInvalidURL)
 		}
+	}
+	if b.Alias != nil {
 		req.Alias = *b.Alias
+		if req.Alias == "" {
+			return req, link.ValidateAlias("")
+		}
 	}
 	if b.ExpiresAt != nil && b.TTL != nil {
 		return req, field("ttl", "give either expires_at or ttl, not both", link.ErrInvalidInput)
 	}
 	if b.ExpiresAt != nil {
-		if req.ExpiresAt, err = s.parseExpiry(*b.ExpiresAt); err != nil {
+		var err error
+		if req.ExpiresAt, err = parseExpiry(*b.ExpiresAt); err != nil {
 			return req, err
 		}
 	}
 	if b.TTL != nil {
-		if *b.TTL <= 0 || time.Duration(*b.TTL)*time.Second > maxTTL || *b.TTL > int64(maxTTL/time.Second) {
+		if *b.TTL <= 0 || time.Duration(*b.TTL)*time.Second > link.MaxTTL || *b.TTL > int64(link.MaxTTL/time.Second) {
 			return req, field("ttl", "must be a positive number of seconds, at most 100 years", link.ErrInvalidInput)
 		}
-		req.ExpiresAt = s.now().Add(time.Duration(*b.TTL) * time.Second).UTC()
+		req.ExpiresAt = s.now().Add(time.Duration(*b.TTL) * time.Second)
 	}
 	if b.Redirect != nil {
-		if err := link.CheckRedirect(*b.Redirect); err != nil {
-			return req, err
+		if req.Redirect = *b.Redirect; req.Redirect == 0 {
+			return req, link.ErrBadRedirect
 		}
-		req.Redirect = *b.Redirect
-	}
-	if err := link.ValidateTags(b.Tags); err != nil {
-		return req, err
 	}
 	req.Tags = b.Tags
 	if b.MaxVisits != nil {
-		if *b.MaxVisits < 1 || *b.MaxVisits > link.MaxVisitsLimit {
+		if *b.MaxVisits < 1 {
 			return req, field("max_visits", "must be 1 to "+strconv.FormatUint(link.MaxVisitsLimit, 10), link.ErrInvalidInput)
 		}
 		req.MaxVisits = *b.MaxVisits
 	}
-	return req, nil
+	return req, req.Validate(s.policy, s.now())
 }
 
 // handleCreate serves POST /api/v1/links.
@@ -243,7 +231,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var l *link.Link
-	if p == (cluster.Patch{}) {
+	if p.Empty() {
 		// An empty merge patch changes nothing.
 		l, err = s.svc.Get(r.Context(), code, false)
 	} else {
@@ -265,8 +253,8 @@ func decodeField(name string, m json.RawMessage, v any, kind string) error {
 	return nil
 }
 
-func (s *Server) validatePatch(raw map[string]json.RawMessage) (cluster.Patch, error) {
-	var p cluster.Patch
+func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, error) {
+	var p link.Patch
 	for k := range raw {
 		if !patchFields[k] {
 			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags)", k)).(*requestError)
@@ -282,11 +270,7 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (cluster.Patch, e
 		if err := decodeField("url", m, &u, "a string"); err != nil {
 			return p, err
 		}
-		norm, err := s.policy.NormalizeURL(u)
-		if err != nil {
-			return p, err
-		}
-		p.URL = &norm
+		p.URL = &u
 	}
 	if m, ok := raw["expires_at"]; ok {
 		var t time.Time
@@ -296,7 +280,7 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (cluster.Patch, e
 				return p, err
 			}
 			var err error
-			if t, err = s.parseExpiry(str); err != nil {
+			if t, err = parseExpiry(str); err != nil {
 				return p, err
 			}
 		}
@@ -308,9 +292,6 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (cluster.Patch, e
 			return p, link.ErrBadRedirect
 		}
 		if err := decodeField("redirect", m, &code, "an integer"); err != nil {
-			return p, err
-		}
-		if err := link.CheckRedirect(code); err != nil {
 			return p, err
 		}
 		p.Redirect = &code
@@ -331,13 +312,10 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (cluster.Patch, e
 			if err := decodeField("tags", m, &tags, "an array of strings"); err != nil {
 				return p, err
 			}
-			if err := link.ValidateTags(tags); err != nil {
-				return p, err
-			}
 		}
 		p.Tags = &tags
 	}
-	return p, nil
+	return p, p.Validate(s.policy, s.now())
 }
 
 // handleDelete serves DELETE /api/v1/links/{code}.

@@ -22,13 +22,13 @@ import (
 
 // Service is what the HTTP layer needs from the node.
 type Service interface {
-	Create(ctx context.Context, req cluster.CreateRequest) (*link.Link, error)
-	CreateMany(ctx context.Context, reqs []cluster.CreateRequest) []cluster.CreateResult
+	Create(ctx context.Context, req link.CreateRequest) (*link.Link, error)
+	CreateMany(ctx context.Context, reqs []link.CreateRequest) []cluster.CreateResult
 	Get(ctx context.Context, code string, consistent bool) (*link.Link, error)
 	Resolve(ctx context.Context, code string) (*link.Link, error)
 	// ResolveLocal answers from this node's state alone, never waiting.
 	ResolveLocal(code string) (*link.Link, bool)
-	Update(ctx context.Context, code string, p cluster.Patch) (*link.Link, error)
+	Update(ctx context.Context, code string, p link.Patch) (*link.Link, error)
 	Delete(ctx context.Context, code string) error
 	Status() cluster.Status
 	Ready(ctx context.Context) error

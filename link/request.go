@@ -1,0 +1,118 @@
+package link
+
+import (
+	"strconv"
+	"time"
+)
+
+// MaxTTL bounds how far in the future a link may expire (100 years).
+const MaxTTL = 100 * 365 * 24 * time.Hour
+
+// CreateRequest is a link to create, as a client asks for it. Validate
+// makes it one the cluster may store; the cluster adds the time, the nonce
+// and (without an alias) the code.
+type CreateRequest struct {
+	URL   string
+	Alias string // empty: the cluster generates a code
+	Owner string
+	// ExpiresAt, if set, must be in the future.
+	ExpiresAt time.Time
+	Redirect  int // 0: DefaultRedirect
+	MaxVisits uint64
+	Tags      []string
+}
+
+// Validate checks r at now under p and normalises it (the URL, the redirect
+// default, the expiry in UTC). Its errors are *FieldError. It is the one
+// check of a create's input; the FSM checks again only what reaches the
+// Raft log.
+func (r *CreateRequest) Validate(p URLPolicy, now time.Time) error {
+	if r.URL == "" {
+		return &FieldError{Err: ErrInvalidURL, Field: "url", Reason: "is required"}
+	}
+	u, err := p.NormalizeURL(r.URL)
+	if err != nil {
+		return err
+	}
+	r.URL = u
+	if r.Alias != "" {
+		if err := ValidateAlias(r.Alias); err != nil {
+			return err
+		}
+	}
+	if !r.ExpiresAt.IsZero() {
+		if err := checkExpiry(r.ExpiresAt, now); err != nil {
+			return err
+		}
+		r.ExpiresAt = r.ExpiresAt.UTC()
+	}
+	if r.Redirect == 0 {
+		r.Redirect = DefaultRedirect
+	}
+	if err := CheckRedirect(r.Redirect); err != nil {
+		return err
+	}
+	if err := ValidateTags(r.Tags); err != nil {
+		return err
+	}
+	if r.MaxVisits > MaxVisitsLimit {
+		return &FieldError{Err: ErrInvalidInput, Field: "max_visits", Reason: "must be 1 to " + strconv.FormatUint(MaxVisitsLimit, 10)}
+	}
+	return nil
+}
+
+// Patch is a partial update of a link; nil fields are left alone. A
+// non-nil ExpiresAt pointing at the zero time removes the expiry, a non-nil
+// Tags pointing at an empty list removes the tags.
+type Patch struct {
+	URL       *string
+	ExpiresAt *time.Time
+	Redirect  *int
+	Disabled  *bool
+	Tags      *[]string
+}
+
+// Empty reports whether p changes nothing.
+func (p *Patch) Empty() bool {
+	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil
+}
+
+// Validate checks p at now under policy and normalises its URL, as
+// CreateRequest.Validate.
+func (p *Patch) Validate(policy URLPolicy, now time.Time) error {
+	if p.URL != nil {
+		u, err := policy.NormalizeURL(*p.URL)
+		if err != nil {
+			return err
+		}
+		p.URL = &u
+	}
+	if p.ExpiresAt != nil && !p.ExpiresAt.IsZero() {
+		if err := checkExpiry(*p.ExpiresAt, now); err != nil {
+			return err
+		}
+		t := p.ExpiresAt.UTC()
+		p.ExpiresAt = &t
+	}
+	if p.Redirect != nil {
+		if err := CheckRedirect(*p.Redirect); err != nil {
+			return err
+		}
+	}
+	if p.Tags != nil {
+		if err := ValidateTags(*p.Tags); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkExpiry(t, now time.Time) error {
+	if !t.After(now) {
+		return &FieldError{Err: ErrInvalidInput, Field: "expires_at", Reason: "is in the past"}
+	}
+	if t.Sub(now) > MaxTTL {
+		return &FieldError{Err: ErrInvalidInput, Field: "expires_at", Reason: "is more than 100 years away"}
+	}
+	return nil
+}
