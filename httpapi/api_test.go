@@ -112,7 +112,7 @@ func TestLinkLifecycle(t *testing.T) {
 }
 
 func TestAliasExpiryAndRedirectCodes(t *testing.T) {
-	tn := startNode(t, link.URLPolicy{})
+	tn := startFake(t, link.URLPolicy{}, nil)
 	l := tn.create(t, `{"url":"https://example.com","alias":"My_Link-1","redirect":301}`)
 	if l["code"] != "My_Link-1" {
 		t.Fatalf("alias create = %v", l)
@@ -154,7 +154,7 @@ func TestAliasExpiryAndRedirectCodes(t *testing.T) {
 }
 
 func TestNotFoundPages(t *testing.T) {
-	tn := startNode(t, link.URLPolicy{})
+	tn := startFake(t, link.URLPolicy{}, nil)
 	r := tn.do(t, "GET", "/nope123", "", nil, "Accept", "text/html,application/xhtml+xml")
 	if r.status != 404 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(string(r.body), "Not Found") {
 		t.Fatalf("browser 404 = %d %v %s", r.status, r.header, r.body)

@@ -29,7 +29,7 @@ func bearer(secret string) string { return "Bearer " + secret }
 // without the route's scope, another owner's key and an admin key. A refused
 // request changes nothing stored.
 func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
-	tn := startNode(t, link.URLPolicy{})
+	tn := startFake(t, link.URLPolicy{}, nil)
 	_, aliceRW := tn.makeKey(t, "alice-rw", "alice", "links:read", "links:write", "stats:read")
 	_, aliceRO := tn.makeKey(t, "alice-ro", "alice", "links:read")
 	_, aliceStats := tn.makeKey(t, "alice-stats", "alice", "stats:read")
@@ -163,7 +163,7 @@ func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
 }
 
 func TestKeyInputIsChecked(t *testing.T) {
-	tn := startNode(t, link.URLPolicy{})
+	tn := startFake(t, link.URLPolicy{}, nil)
 	before := tn.do(t, "GET", "/api/v1/keys", "", nil).body
 	for _, body := range []string{
 		`{"owner":"a","scopes":["links:read"]}`,

@@ -77,7 +77,7 @@ func BenchmarkKeyCheck(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := tn.node.Authenticate(tn.key); err != nil {
+			if _, err := tn.svc.Authenticate(tn.key); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -21,10 +21,12 @@ import (
 	"github.com/linkraft/linkraft/raftgroup"
 )
 
-// testNode is a real single-node cluster (Raft, bbolt, peer port on
-// loopback) behind the real HTTP handler.
+// testNode is the real HTTP handler, served as linknode serves it, in front
+// of a real single-node cluster (Raft, bbolt, peer port on loopback) or, for
+// tests of the HTTP layer alone, of a fakeService.
 type testNode struct {
-	node    *cluster.Node
+	svc     httpapi.Service
+	node    *cluster.Node // nil in front of a fakeService
 	srv     *httptest.Server
 	admin   *httptest.Server // the admin listener
 	key     string           // the first admin key's secret
@@ -71,8 +73,29 @@ func startNodeAPI(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Con
 			tb.Errorf("close node: %v", err)
 		}
 	})
+	tn := serve(tb, n, secret, m, policy, apiOpt)
+	tn.node = n
+	tn.waitReady(tb)
+	return tn
+}
+
+// startFake serves the HTTP handler in front of a fakeService: no Raft, no
+// disk. apiOpt adjusts the HTTP configuration.
+func startFake(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Config)) *testNode {
+	tb.Helper()
+	secret, err := apikey.NewSecret()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return serve(tb, newFakeService(secret), secret, metrics.New(), policy, apiOpt)
+}
+
+// serve starts the public listener (fast path in front of net/http) and
+// the admin listener of an httpapi.Server over svc.
+func serve(tb testing.TB, svc httpapi.Service, secret string, m *metrics.Metrics, policy link.URLPolicy, apiOpt func(*httpapi.Config)) *testNode {
+	tb.Helper()
 	hcfg := httpapi.Config{
-		Service: n, PublicURL: "http://sho.rt", URLPolicy: policy, Metrics: m.Handler(), Recorder: m,
+		Service: svc, PublicURL: "http://sho.rt", URLPolicy: policy, Metrics: m.Handler(), Recorder: m,
 		KeyRate: httpapi.Rate{PerSecond: -1}, // limits have their own tests
 	}
 	if apiOpt != nil {
@@ -96,9 +119,7 @@ func startNodeAPI(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Con
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport:     &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128},
 	}
-	tn := &testNode{node: n, srv: srv, admin: admin, key: secret, fast: fast, client: client, metrics: m}
-	tn.waitReady(tb)
-	return tn
+	return &testNode{svc: svc, srv: srv, admin: admin, key: secret, fast: fast, client: client, metrics: m}
 }
 
 // waitKey waits until the node knows secret (the first admin key is made
@@ -107,7 +128,7 @@ func (tn *testNode) waitKey(tb testing.TB, secret string) {
 	tb.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := tn.node.Authenticate(secret); err == nil {
+		if _, err := tn.svc.Authenticate(secret); err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -210,11 +231,11 @@ func (tn *testNode) create(tb testing.TB, body string) map[string]any {
 }
 
 // storedState is every stored link (tombstones included) of the node, as
-// read straight from each shard's bbolt file.
+// read straight from each shard's bbolt file (or the fake's map).
 func (tn *testNode) storedState(tb testing.TB) string {
 	tb.Helper()
 	var sb strings.Builder
-	err := tn.node.ForEachLink(func(l *link.Link) bool {
+	err := tn.svc.ForEachLink(func(l *link.Link) bool {
 		b, _ := json.Marshal(l)
 		sb.Write(b)
 		sb.WriteByte('\n')

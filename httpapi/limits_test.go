@@ -14,7 +14,7 @@ import (
 )
 
 func TestRateLimitPerKey(t *testing.T) {
-	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.KeyRate = httpapi.Rate{PerSecond: 5, Burst: 10} })
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) { c.KeyRate = httpapi.Rate{PerSecond: 5, Burst: 10} })
 	_, k := tn.makeKey(t, "ci", "alice", "links:read", "links:write")
 	auth := bearer(k)
 	create := func() response {
@@ -74,11 +74,11 @@ func TestRateLimitPerKey(t *testing.T) {
 }
 
 func TestAnonymousCreatesAreOffByDefaultAndLimitedPerClient(t *testing.T) {
-	off := startNode(t, link.URLPolicy{})
+	off := startFake(t, link.URLPolicy{}, nil)
 	if r := off.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://example.com/a"}`), "Authorization", ""); r.status != 401 {
 		t.Fatalf("anonymous create with the default flags: %d", r.status)
 	}
-	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) {
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
 		c.AnonymousCreate = true
 		c.AnonymousRate = httpapi.Rate{PerSecond: 1.0 / 60, Burst: 3}
 	})
@@ -112,7 +112,7 @@ func (r *recorder) RecordOrphan(string)      {}
 
 func TestTrustedProxiesOnly(t *testing.T) {
 	rec := &recorder{clicks: make(chan link.Click, 16)}
-	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) {
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
 		c.Clicks = rec
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
 	})
@@ -133,7 +133,7 @@ func TestTrustedProxiesOnly(t *testing.T) {
 		}
 	}
 	// From a trusted loopback proxy, the rightmost untrusted hop counts.
-	trusting := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) {
+	trusting := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
 		c.Clicks = rec
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
 	})
@@ -153,7 +153,7 @@ func TestTrustedProxiesOnly(t *testing.T) {
 }
 
 func TestCORSOnlyForListedOrigins(t *testing.T) {
-	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.example"} })
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.example"} })
 	pre := func(origin string) response {
 		return tn.do(t, "OPTIONS", "/api/v1/links", "", nil, "Origin", origin, "Access-Control-Request-Method", "POST",
 			"Access-Control-Request-Headers", "authorization, content-type", "Authorization", "")
@@ -171,13 +171,13 @@ func TestCORSOnlyForListedOrigins(t *testing.T) {
 	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != "https://app.example" {
 		t.Fatalf("GET from a listed origin: %d %v", r.status, r.header)
 	}
-	if _, err := httpapi.New(httpapi.Config{Service: tn.node, CORSOrigins: []string{"app.example/x"}}); err == nil {
+	if _, err := httpapi.New(httpapi.Config{Service: tn.svc, CORSOrigins: []string{"app.example/x"}}); err == nil {
 		t.Fatal("a malformed origin was accepted")
 	}
 }
 
 func TestBlockedDestinationIsTakenDown(t *testing.T) {
-	tn := startNode(t, link.URLPolicy{})
+	tn := startFake(t, link.URLPolicy{}, nil)
 	_, k := tn.makeKey(t, "alice", "alice", "links:read", "links:write")
 	r := tn.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://phish.evil.example/login","alias":"bad-link"}`), "Authorization", bearer(k))
 	if r.status != 201 {
@@ -220,7 +220,7 @@ func TestBlockedDestinationIsTakenDown(t *testing.T) {
 func TestHugeUserAgentsCostNothing(t *testing.T) {
 	const redirects = 3000
 	rec := &recorder{clicks: make(chan link.Click, redirects)}
-	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.Clicks = rec })
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) { c.Clicks = rec })
 	tn.create(t, `{"url":"https://example.com/ua","alias":"ua-link"}`)
 	ua := strings.Repeat("Mozilla/5.0 (X11; Linux x86_64) ", 60<<10/32)
 	ref := "https://example.com/" + strings.Repeat("r", 60<<10)
@@ -249,14 +249,14 @@ func TestHugeUserAgentsCostNothing(t *testing.T) {
 }
 
 func TestRedirectRateLimitIsOffByDefaultAndPerClient(t *testing.T) {
-	off := startNode(t, link.URLPolicy{})
+	off := startFake(t, link.URLPolicy{}, nil)
 	off.create(t, `{"url":"https://example.com/r","alias":"hot-link"}`)
 	for i := 0; i < 200; i++ {
 		if r := off.do(t, "GET", "/hot-link", "", nil); r.status != 302 {
 			t.Fatalf("redirect %d without a limit: %d", i, r.status)
 		}
 	}
-	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.RedirectRate = httpapi.Rate{PerSecond: 1, Burst: 5} })
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) { c.RedirectRate = httpapi.Rate{PerSecond: 1, Burst: 5} })
 	tn.create(t, `{"url":"https://example.com/r","alias":"hot-link"}`)
 	got := map[int]int{}
 	var last response

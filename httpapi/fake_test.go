@@ -1,0 +1,296 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/link"
+)
+
+// fakeService is the node as the HTTP layer sees it, in memory: links with
+// tombstones, generated codes, keys and the blocklist. Handler tests that
+// put no cluster behaviour under test run against it instead of booting
+// Raft; what they check (status codes, problem documents, scopes, owners,
+// limits, headers) is the HTTP layer's alone.
+type fakeService struct {
+	mu      sync.Mutex
+	links   map[string]*link.Link
+	next    int
+	version uint64
+	keys    map[apikey.Hash]apikey.Key
+	blocked map[string]time.Time
+}
+
+var _ httpapi.Service = (*fakeService)(nil)
+
+// newFakeService holds one admin key, of secret.
+func newFakeService(secret string) *fakeService {
+	f := &fakeService{links: map[string]*link.Link{}, keys: map[apikey.Hash]apikey.Key{}, blocked: map[string]time.Time{}}
+	k := apikey.Key{ID: "0000000000000001", Name: "first", Owner: "admin", Scopes: apikey.Admin, CreatedAt: time.Now().UTC(), Hash: apikey.HashOf(secret)}
+	f.keys[k.Hash] = k
+	return f
+}
+
+func (f *fakeService) Create(_ context.Context, req link.CreateRequest) (*link.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.createLocked(req)
+}
+
+func (f *fakeService) createLocked(req link.CreateRequest) (*link.Link, error) {
+	code := req.Alias
+	if code == "" {
+		for code == "" || f.links[code] != nil || link.IsReserved(code) {
+			f.next++
+			code = fmt.Sprintf("g%05d", f.next)
+		}
+	} else if f.links[code] != nil {
+		return nil, link.ErrAliasTaken
+	}
+	if req.Redirect == 0 {
+		req.Redirect = link.DefaultRedirect
+	}
+	now := time.Now().UTC()
+	f.version++
+	l := &link.Link{Code: code, URL: req.URL, Owner: req.Owner, CreatedAt: now, UpdatedAt: now, ExpiresAt: req.ExpiresAt,
+		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Version: f.version}
+	f.links[code] = l
+	return l.Clone(), nil
+}
+
+func (f *fakeService) CreateMany(_ context.Context, reqs []link.CreateRequest) []cluster.CreateResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]cluster.CreateResult, len(reqs))
+	for i, r := range reqs {
+		out[i].Link, out[i].Err = f.createLocked(r)
+	}
+	return out
+}
+
+// lookup returns a copy of code's link, tombstones included.
+func (f *fakeService) lookup(code string) (*link.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.links[code]
+	if l == nil {
+		return nil, link.ErrNotFound
+	}
+	return l.Clone(), nil
+}
+
+func (f *fakeService) Get(_ context.Context, code string, _ bool) (*link.Link, error) {
+	l, err := f.lookup(code)
+	if err == nil && l.Deleted {
+		return nil, link.ErrNotFound
+	}
+	return l, err
+}
+
+func (f *fakeService) Resolve(_ context.Context, code string) (*link.Link, error) { return f.lookup(code) }
+
+func (f *fakeService) ResolveLocal(code string) (*link.Link, bool) {
+	l, err := f.lookup(code)
+	return l, err == nil
+}
+
+func (f *fakeService) Update(_ context.Context, code string, p link.Patch) (*link.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.links[code]
+	if l == nil || l.Deleted {
+		return nil, link.ErrNotFound
+	}
+	if p.URL != nil {
+		l.URL = *p.URL
+	}
+	if p.ExpiresAt != nil {
+		l.ExpiresAt = *p.ExpiresAt
+	}
+	if p.Redirect != nil {
+		l.Redirect = *p.Redirect
+	}
+	if p.Disabled != nil {
+		l.Disabled = *p.Disabled
+	}
+	if p.Tags != nil {
+		l.Tags = *p.Tags
+		if len(l.Tags) == 0 {
+			l.Tags = nil
+		}
+	}
+	f.version++
+	l.UpdatedAt, l.Version = time.Now().UTC(), f.version
+	return l.Clone(), nil
+}
+
+func (f *fakeService) Delete(_ context.Context, code string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.links[code]
+	if l == nil || l.Deleted {
+		return link.ErrNotFound
+	}
+	f.version++
+	f.links[code] = &link.Link{Code: code, Owner: l.Owner, CreatedAt: l.CreatedAt, UpdatedAt: time.Now().UTC(), Deleted: true, Version: f.version}
+	return nil
+}
+
+func (f *fakeService) ConsumeVisit(_ context.Context, code string) (*link.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.links[code]
+	if l == nil || l.Deleted {
+		return nil, link.ErrNotFound
+	}
+	if l.OutOfVisits() {
+		return nil, link.ErrGone
+	}
+	l.Visits++
+	return l.Clone(), nil
+}
+
+// ForEachLink visits the links in code order.
+func (f *fakeService) ForEachLink(fn func(l *link.Link) bool) error {
+	f.mu.Lock()
+	codes := make([]string, 0, len(f.links))
+	for c := range f.links {
+		codes = append(codes, c)
+	}
+	f.mu.Unlock()
+	sort.Strings(codes)
+	for _, c := range codes {
+		l, err := f.lookup(c)
+		if err == nil && !fn(l) {
+			break
+		}
+	}
+	return nil
+}
+
+func (f *fakeService) Status() cluster.Status {
+	return cluster.Status{NodeID: "fake", Nodes: []cluster.NodeInfo{}, Shards: []cluster.GroupInfo{}}
+}
+func (f *fakeService) Ready(context.Context) error              { return nil }
+func (f *fakeService) RemoveNode(context.Context, string) error { return cluster.ErrUnknownNode }
+func (f *fakeService) Leases() ([]cluster.Lease, error)         { return nil, nil }
+func (f *fakeService) Digests() ([]cluster.GroupDigest, error)  { return nil, nil }
+
+func (f *fakeService) Stats(_ context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error) {
+	l, err := f.lookup(code)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &link.Stats{Since: l.CreatedAt}
+	for t := q.From; t.Before(q.To); t = t.Add(q.Step) {
+		st.Series = append(st.Series, link.StatsPoint{Time: t})
+	}
+	return l, st, nil
+}
+
+func (f *fakeService) ClickCount(context.Context, string) (uint64, error) { return 0, nil }
+
+func (f *fakeService) Visits(context.Context, string, time.Time, time.Time, int) ([]link.Visit, cluster.Gathered, error) {
+	return []link.Visit{}, cluster.Gathered{}, nil
+}
+
+func (f *fakeService) Orphans(context.Context, int) (link.OrphanSummary, cluster.Gathered) {
+	return link.OrphanSummary{Top: []link.CodeCount{}}, cluster.Gathered{}
+}
+
+func (f *fakeService) Authenticate(secret string) (apikey.Key, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if k, ok := f.keys[apikey.HashOf(secret)]; ok {
+		return k, nil
+	}
+	return apikey.Key{}, cluster.ErrUnauthorized
+}
+
+func (f *fakeService) Keys() ([]apikey.Key, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]apikey.Key, 0, len(f.keys))
+	for _, k := range f.keys {
+		out = append(out, k)
+	}
+	apikey.Sort(out)
+	return out, nil
+}
+
+func (f *fakeService) CreateKey(_ context.Context, req cluster.KeyRequest) (string, apikey.Key, error) {
+	secret, err := apikey.NewSecret()
+	if err != nil {
+		return "", apikey.Key{}, err
+	}
+	id, err := apikey.NewID()
+	if err != nil {
+		return "", apikey.Key{}, err
+	}
+	k := apikey.Key{ID: id, Name: req.Name, Owner: req.Owner, Scopes: req.Scopes, RateLimit: req.RateLimit,
+		CreatedAt: time.Now().UTC(), Hash: apikey.HashOf(secret)}
+	f.mu.Lock()
+	f.keys[k.Hash] = k
+	f.mu.Unlock()
+	return secret, k, nil
+}
+
+func (f *fakeService) RevokeKey(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for h, k := range f.keys {
+		if k.ID == id {
+			delete(f.keys, h)
+			return nil
+		}
+	}
+	return cluster.ErrKeyNotFound
+}
+
+func (f *fakeService) SetBlocked(_ context.Context, domain string, blocked bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if blocked {
+		f.blocked[domain] = time.Now().UTC()
+	} else {
+		delete(f.blocked, domain)
+	}
+	return nil
+}
+
+func (f *fakeService) Blocklist() (map[string]time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]time.Time, len(f.blocked))
+	for d, t := range f.blocked {
+		out[d] = t
+	}
+	return out, nil
+}
+
+func (f *fakeService) Blocked(host string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return link.InDomains(f.blocked, host)
+}
+
+func (f *fakeService) BlockedURL(u string) bool {
+	host := u
+	if i := strings.Index(host, "://"); i >= 0 {
+		host = host[i+3:]
+	}
+	if i := strings.IndexAny(host, "/?#"); i >= 0 {
+		host = host[:i]
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	return f.Blocked(strings.ToLower(host))
+}
