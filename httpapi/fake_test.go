@@ -94,7 +94,9 @@ func (f *fakeService) Get(_ context.Context, code string, _ bool) (*link.Link, e
 	return l, err
 }
 
-func (f *fakeService) Resolve(_ context.Context, code string) (*link.Link, error) { return f.lookup(code) }
+func (f *fakeService) Resolve(_ context.Context, code string) (*link.Link, error) {
+	return f.lookup(code)
+}
 
 func (f *fakeService) ResolveLocal(code string) (*link.Link, bool) {
 	l, err := f.lookup(code)
