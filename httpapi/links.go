@@ -253,6 +253,23 @@ func decodeField(name string, m json.RawMessage, v any, kind string) error {
 	return nil
 }
 
+// patchValue decodes member name of a patch, nil if absent; null, which
+// would remove a value that cannot be removed, is answered with ifNull.
+func patchValue[T any](raw map[string]json.RawMessage, name, kind string, ifNull error) (*T, error) {
+	m, ok := raw[name]
+	if !ok {
+		return nil, nil
+	}
+	if isNull(m) {
+		return nil, ifNull
+	}
+	var v T
+	if err := decodeField(name, m, &v, kind); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, error) {
 	var p link.Patch
 	for k := range raw {
@@ -262,15 +279,9 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, erro
 			return p, re
 		}
 	}
-	if m, ok := raw["url"]; ok {
-		var u string
-		if isNull(m) {
-			return p, field("url", "cannot be removed", link.ErrInvalidURL)
-		}
-		if err := decodeField("url", m, &u, "a string"); err != nil {
-			return p, err
-		}
-		p.URL = &u
+	var err error
+	if p.URL, err = patchValue[string](raw, "url", "a string", field("url", "cannot be removed", link.ErrInvalidURL)); err != nil {
+		return p, err
 	}
 	if m, ok := raw["expires_at"]; ok {
 		var t time.Time
@@ -279,32 +290,17 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, erro
 			if err := decodeField("expires_at", m, &str, "an RFC 3339 time or null"); err != nil {
 				return p, err
 			}
-			var err error
 			if t, err = parseExpiry(str); err != nil {
 				return p, err
 			}
 		}
 		p.ExpiresAt = &t
 	}
-	if m, ok := raw["redirect"]; ok {
-		var code int
-		if isNull(m) {
-			return p, link.ErrBadRedirect
-		}
-		if err := decodeField("redirect", m, &code, "an integer"); err != nil {
-			return p, err
-		}
-		p.Redirect = &code
+	if p.Redirect, err = patchValue[int](raw, "redirect", "an integer", link.ErrBadRedirect); err != nil {
+		return p, err
 	}
-	if m, ok := raw["disabled"]; ok {
-		var d bool
-		if isNull(m) {
-			return p, field("disabled", "must be true or false", link.ErrInvalidInput)
-		}
-		if err := decodeField("disabled", m, &d, "true or false"); err != nil {
-			return p, err
-		}
-		p.Disabled = &d
+	if p.Disabled, err = patchValue[bool](raw, "disabled", "true or false", field("disabled", "must be true or false", link.ErrInvalidInput)); err != nil {
+		return p, err
 	}
 	if m, ok := raw["tags"]; ok {
 		tags := []string{}
