@@ -708,8 +708,8 @@ func decodeLink(b []byte) (*link.Link, error) {
 	return l, nil
 }
 
-// Decode parses a Raft entry into one of the command structs
-// (*CreateIfAbsent, *Update, *Delete, *SetSettings, *LeaseRange).
+// Decode parses a Raft entry into its command struct (*CreateIfAbsent,
+// *Update, *SetSettings, ...) without validating it (Check does).
 func Decode(data []byte) (any, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty entry", ErrDecode)
@@ -742,6 +742,14 @@ func Decode(data []byte) (any, error) {
 			return nil, err
 		}
 		return &SetPlacement{Placement: *p}, nil
+	case TypeRegisterNode:
+		return decodeRegisterNode(body)
+	case TypeCreateKey:
+		return decodeCreateKey(body)
+	case TypeRevokeKey:
+		return decodeRevokeKey(body)
+	case TypeSetBlocked:
+		return decodeSetBlocked(body)
 	}
 	return nil, fmt.Errorf("%w: unknown command type %d", ErrDecode, data[0])
 }
