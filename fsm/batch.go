@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // MaxCreateBatch bounds the creates in one CreateBatch entry, so that an
@@ -27,45 +26,23 @@ type BatchResult struct {
 	Results []Result
 }
 
+var createBatchCodec = newCodec(func(c *CreateBatch) error {
+	if len(c.Creates) == 0 {
+		return fmt.Errorf("%w: create batch without creates", ErrDecode)
+	}
+	return nil
+}, messagesField(fBatchCreate, createCodec, func(c *CreateBatch) *[]CreateIfAbsent { return &c.Creates }))
+
 // Encode returns the Raft entry for c.
 func (c *CreateBatch) Encode() []byte {
 	size := 1
 	for i := range c.Creates {
 		size += 80 + len(c.Creates[i].URL)
 	}
-	b := make([]byte, 0, size)
-	b = append(b, byte(TypeCreateBatch))
-	var body []byte
-	for i := range c.Creates {
-		body = c.Creates[i].appendBody(body[:0])
-		b = appendBytes(b, fBatchCreate, body)
-	}
-	return b
+	return createBatchCodec.append(append(make([]byte, 0, size), byte(TypeCreateBatch)), c)
 }
 
-func decodeCreateBatch(body []byte) (*CreateBatch, error) {
-	c := &CreateBatch{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fBatchCreate:
-			one, err := decodeCreate(r.bytes(typ, num))
-			if err != nil {
-				r.setErr(err)
-				return
-			}
-			c.Creates = append(c.Creates, *one)
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if len(c.Creates) == 0 {
-		return nil, fmt.Errorf("%w: create batch without creates", ErrDecode)
-	}
-	return c, nil
-}
+func decodeCreateBatch(body []byte) (*CreateBatch, error) { return createBatchCodec.decode(body) }
 
 // applyCreateBatch applies each create of the batch as applyCreate would
 // alone, inside the batch's one transaction.

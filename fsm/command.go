@@ -341,283 +341,126 @@ func smallInt(v uint64) int {
 	return int(v)
 }
 
+var createCodec = newCodec(func(c *CreateIfAbsent) error { return needCode("create", c.Code) },
+	strField(fCode, func(c *CreateIfAbsent) *string { return &c.Code }),
+	strField(fURL, func(c *CreateIfAbsent) *string { return &c.URL }),
+	strField(fOwner, func(c *CreateIfAbsent) *string { return &c.Owner }),
+	timeField(fCreated, func(c *CreateIfAbsent) *time.Time { return &c.Now }),
+	timeField(fExpires, func(c *CreateIfAbsent) *time.Time { return &c.ExpiresAt }),
+	intField(fRedirect, func(c *CreateIfAbsent) *int { return &c.Redirect }),
+	uintField(fMaxVisits, func(c *CreateIfAbsent) *uint64 { return &c.MaxVisits }),
+	stringsField(fTag, func(c *CreateIfAbsent) *[]string { return &c.Tags }),
+	uintField(fNonce, func(c *CreateIfAbsent) *uint64 { return &c.Nonce }),
+)
+
 // Encode returns the Raft entry for c.
 func (c *CreateIfAbsent) Encode() []byte {
-	b := make([]byte, 0, 64+len(c.URL))
-	b = append(b, byte(TypeCreateIfAbsent))
-	return c.appendBody(b)
+	return createCodec.append(append(make([]byte, 0, 64+len(c.URL)), byte(TypeCreateIfAbsent)), c)
 }
 
 // EncodedSize is the length of c's encoding inside a CreateBatch entry
 // (give or take a few bytes of framing).
-func (c *CreateIfAbsent) EncodedSize() int { return len(c.appendBody(nil)) + 4 }
+func (c *CreateIfAbsent) EncodedSize() int { return len(createCodec.append(nil, c)) + 4 }
 
-func (c *CreateIfAbsent) appendBody(b []byte) []byte {
-	b = appendString(b, fCode, c.Code)
-	b = appendString(b, fURL, c.URL)
-	b = appendString(b, fOwner, c.Owner)
-	b = appendTime(b, fCreated, c.Now)
-	b = appendTime(b, fExpires, c.ExpiresAt)
-	b = appendUint(b, fRedirect, uint64(c.Redirect))
-	b = appendUint(b, fMaxVisits, c.MaxVisits)
-	for _, t := range c.Tags {
-		b = protowire.AppendTag(b, fTag, protowire.BytesType)
-		b = protowire.AppendString(b, t)
-	}
-	b = appendUint(b, fNonce, c.Nonce)
-	return b
-}
+func decodeCreate(body []byte) (*CreateIfAbsent, error) { return createCodec.decode(body) }
 
-func decodeCreate(body []byte) (*CreateIfAbsent, error) {
-	c := &CreateIfAbsent{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fCode:
-			c.Code = r.str(typ, num)
-		case fURL:
-			c.URL = r.str(typ, num)
-		case fOwner:
-			c.Owner = r.str(typ, num)
-		case fCreated:
-			c.Now = r.time(typ, num)
-		case fExpires:
-			c.ExpiresAt = r.time(typ, num)
-		case fRedirect:
-			c.Redirect = smallInt(r.uint(typ, num))
-		case fMaxVisits:
-			c.MaxVisits = r.uint(typ, num)
-		case fTag:
-			c.Tags = append(c.Tags, r.str(typ, num))
-		case fNonce:
-			c.Nonce = r.uint(typ, num)
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if c.Code == "" {
-		return nil, fmt.Errorf("%w: create without a code", ErrDecode)
-	}
-	return c, nil
-}
+var updateCodec = newCodec(func(u *Update) error { return needCode("update", u.Code) },
+	strField(fCode, func(u *Update) *string { return &u.Code }),
+	timeField(fCreated, func(u *Update) *time.Time { return &u.Now }),
+	uintField(fMask, func(u *Update) *UpdateMask { return &u.Set }),
+	strField(fURL, func(u *Update) *string { return &u.URL }),
+	timeField(fExpires, func(u *Update) *time.Time { return &u.ExpiresAt }),
+	intField(fRedirect, func(u *Update) *int { return &u.Redirect }),
+	boolField(fDisabled, func(u *Update) *bool { return &u.Disabled }),
+	stringsField(fTag, func(u *Update) *[]string { return &u.Tags }),
+)
 
 // Encode returns the Raft entry for u.
 func (u *Update) Encode() []byte {
-	b := make([]byte, 0, 64+len(u.URL))
-	b = append(b, byte(TypeUpdate))
-	b = appendString(b, fCode, u.Code)
-	b = appendTime(b, fCreated, u.Now)
-	b = appendUint(b, fMask, uint64(u.Set))
-	b = appendString(b, fURL, u.URL)
-	b = appendTime(b, fExpires, u.ExpiresAt)
-	b = appendUint(b, fRedirect, uint64(u.Redirect))
-	b = appendBool(b, fDisabled, u.Disabled)
-	for _, t := range u.Tags {
-		b = protowire.AppendTag(b, fTag, protowire.BytesType)
-		b = protowire.AppendString(b, t)
-	}
-	return b
+	return updateCodec.append(append(make([]byte, 0, 64+len(u.URL)), byte(TypeUpdate)), u)
 }
 
-func decodeUpdate(body []byte) (*Update, error) {
-	u := &Update{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fCode:
-			u.Code = r.str(typ, num)
-		case fCreated:
-			u.Now = r.time(typ, num)
-		case fMask:
-			u.Set = UpdateMask(r.uint(typ, num))
-		case fURL:
-			u.URL = r.str(typ, num)
-		case fExpires:
-			u.ExpiresAt = r.time(typ, num)
-		case fRedirect:
-			u.Redirect = smallInt(r.uint(typ, num))
-		case fDisabled:
-			u.Disabled = r.uint(typ, num) != 0
-		case fTag:
-			u.Tags = append(u.Tags, r.str(typ, num))
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if u.Code == "" {
-		return nil, fmt.Errorf("%w: update without a code", ErrDecode)
-	}
-	return u, nil
-}
+func decodeUpdate(body []byte) (*Update, error) { return updateCodec.decode(body) }
+
+var deleteCodec = newCodec(func(d *Delete) error { return needCode("delete", d.Code) },
+	strField(fCode, func(d *Delete) *string { return &d.Code }),
+	timeField(fCreated, func(d *Delete) *time.Time { return &d.Now }),
+)
 
 // Encode returns the Raft entry for d.
-func (d *Delete) Encode() []byte {
-	b := make([]byte, 0, 32)
-	b = append(b, byte(TypeDelete))
-	b = appendString(b, fCode, d.Code)
-	b = appendTime(b, fCreated, d.Now)
-	return b
-}
+func (d *Delete) Encode() []byte { return deleteCodec.append([]byte{byte(TypeDelete)}, d) }
 
-func decodeDelete(body []byte) (*Delete, error) {
-	d := &Delete{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fCode:
-			d.Code = r.str(typ, num)
-		case fCreated:
-			d.Now = r.time(typ, num)
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if d.Code == "" {
-		return nil, fmt.Errorf("%w: delete without a code", ErrDecode)
-	}
-	return d, nil
-}
+func decodeDelete(body []byte) (*Delete, error) { return deleteCodec.decode(body) }
 
-func appendSettings(b []byte, s *Settings) []byte {
-	b = appendString(b, fSetCluster, s.ClusterID)
-	b = appendUint(b, fSetShards, uint64(s.Shards))
-	b = appendUint(b, fSetParts, uint64(s.PartitionCount))
-	b = appendUint(b, fSetRF, uint64(s.ReplicationFactor))
-	b = appendFloat(b, fSetLoad, s.Load)
-	b = appendString(b, fSetCodeMode, s.CodeMode)
-	b = appendBytes(b, fSetCodeKey, s.CodeKey)
-	b = appendTime(b, fSetCreatedAt, s.CreatedAt)
-	b = appendUint(b, fSetVNodes, uint64(s.RingVNodes))
-	b = appendString(b, fSetHasher, s.RingHasher)
-	return b
-}
+var settingsCodec = newCodec[Settings](nil,
+	strField(fSetCluster, func(s *Settings) *string { return &s.ClusterID }),
+	uintField(fSetShards, func(s *Settings) *uint32 { return &s.Shards }),
+	uintField(fSetParts, func(s *Settings) *uint32 { return &s.PartitionCount }),
+	uintField(fSetRF, func(s *Settings) *uint32 { return &s.ReplicationFactor }),
+	floatField(fSetLoad, func(s *Settings) *float64 { return &s.Load }),
+	strField(fSetCodeMode, func(s *Settings) *string { return &s.CodeMode }),
+	bytesField(fSetCodeKey, func(s *Settings) *[]byte { return &s.CodeKey }),
+	timeField(fSetCreatedAt, func(s *Settings) *time.Time { return &s.CreatedAt }),
+	uintField(fSetVNodes, func(s *Settings) *uint32 { return &s.RingVNodes }),
+	strField(fSetHasher, func(s *Settings) *string { return &s.RingHasher }),
+)
 
-func decodeSettings(body []byte) (*Settings, error) {
-	s := &Settings{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fSetCluster:
-			s.ClusterID = r.str(typ, num)
-		case fSetShards:
-			s.Shards = uint32(r.uint(typ, num))
-		case fSetParts:
-			s.PartitionCount = uint32(r.uint(typ, num))
-		case fSetRF:
-			s.ReplicationFactor = uint32(r.uint(typ, num))
-		case fSetLoad:
-			s.Load = r.float(typ, num)
-			if math.IsNaN(s.Load) || math.IsInf(s.Load, 0) {
-				r.setErr(fmt.Errorf("%w: load factor %v", ErrDecode, s.Load))
-				return
-			}
-		case fSetCodeMode:
-			s.CodeMode = r.str(typ, num)
-		case fSetCodeKey:
-			s.CodeKey = append([]byte(nil), r.bytes(typ, num)...)
-		case fSetCreatedAt:
-			s.CreatedAt = r.time(typ, num)
-		case fSetVNodes:
-			s.RingVNodes = uint32(r.uint(typ, num))
-		case fSetHasher:
-			s.RingHasher = r.str(typ, num)
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
+func decodeSettings(body []byte) (*Settings, error) { return settingsCodec.decode(body) }
 
 // Encode returns the Raft entry for s.
 func (s *SetSettings) Encode() []byte {
-	return appendSettings([]byte{byte(TypeSetSettings)}, &s.Settings)
+	return settingsCodec.append([]byte{byte(TypeSetSettings)}, &s.Settings)
 }
+
+var leaseCodec = newCodec[LeaseRange](nil,
+	strField(fLeaseNode, func(l *LeaseRange) *string { return &l.Node }),
+	uintField(fLeaseN, func(l *LeaseRange) *uint64 { return &l.N }),
+)
 
 // Encode returns the Raft entry for l.
-func (l *LeaseRange) Encode() []byte {
-	b := []byte{byte(TypeLeaseRange)}
-	b = appendString(b, fLeaseNode, l.Node)
-	b = appendUint(b, fLeaseN, l.N)
-	return b
-}
+func (l *LeaseRange) Encode() []byte { return leaseCodec.append([]byte{byte(TypeLeaseRange)}, l) }
 
-func decodeLease(body []byte) (*LeaseRange, error) {
-	l := &LeaseRange{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fLeaseNode:
-			l.Node = r.str(typ, num)
-		case fLeaseN:
-			l.N = r.uint(typ, num)
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
+func decodeLease(body []byte) (*LeaseRange, error) { return leaseCodec.decode(body) }
 
-func appendPlacement(b []byte, p *Placement) []byte {
-	b = appendUint(b, fPlaceVersion, p.Version)
-	for _, nodes := range p.Shards {
-		b = protowire.AppendTag(b, fPlaceShard, protowire.BytesType)
-		b = protowire.AppendString(b, strings.Join(nodes, ","))
-	}
-	for _, id := range p.Removed {
-		b = protowire.AppendTag(b, fPlaceRemoved, protowire.BytesType)
-		b = protowire.AppendString(b, id)
-	}
-	return b
-}
-
-func decodePlacement(body []byte) (*Placement, error) {
-	p := &Placement{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fPlaceVersion:
-			p.Version = r.uint(typ, num)
-		case fPlaceShard:
+// placementCodec writes each shard's replicas as one comma-joined string.
+var placementCodec = newCodec[Placement](nil,
+	uintField(fPlaceVersion, func(p *Placement) *uint64 { return &p.Version }),
+	field[Placement]{num: fPlaceShard,
+		put: func(b []byte, num protowire.Number, p *Placement) []byte {
+			for _, nodes := range p.Shards {
+				b = protowire.AppendTag(b, num, protowire.BytesType)
+				b = protowire.AppendString(b, strings.Join(nodes, ","))
+			}
+			return b
+		},
+		get: func(r fieldReader, typ protowire.Type, num protowire.Number, p *Placement) fieldReader {
 			var nodes []string
 			if s := r.str(typ, num); s != "" {
 				nodes = strings.Split(s, ",")
 			}
 			p.Shards = append(p.Shards, nodes)
-		case fPlaceRemoved:
-			p.Removed = append(p.Removed, r.str(typ, num))
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
+			return r
+		},
+	},
+	stringsField(fPlaceRemoved, func(p *Placement) *[]string { return &p.Removed }),
+)
+
+func decodePlacement(body []byte) (*Placement, error) { return placementCodec.decode(body) }
 
 // Encode returns the Raft entry for s.
 func (s *SetPlacement) Encode() []byte {
-	return appendPlacement([]byte{byte(TypeSetPlacement)}, &s.Placement)
+	return placementCodec.append([]byte{byte(TypeSetPlacement)}, &s.Placement)
 }
 
 // encodeLink is the wire form of a link (RPC answers): every field.
-func encodeLink(l *link.Link) []byte { return appendLink(make([]byte, 0, 80+len(l.URL)), l, false) }
+func encodeLink(l *link.Link) []byte { return linkCodec.append(make([]byte, 0, 80+len(l.URL)), l) }
 
 // encodeStoredLink is the form kept in the shard's bbolt file, under the
 // code as key: what the key or a default already says is left out (the
 // code, an UpdatedAt equal to CreatedAt, the default redirect), about 20 of
 // ~110 bytes for a 60-byte URL. decodeStoredLink puts them back.
 func encodeStoredLink(l *link.Link) []byte {
-	return appendLink(make([]byte, 0, 64+len(l.URL)), l, true)
+	return storedLinkCodec.append(make([]byte, 0, 64+len(l.URL)), l)
 }
 
 // decodeStoredLink parses a value of the links bucket stored under key;
@@ -639,74 +482,40 @@ func decodeStoredLink(key, v []byte) (*link.Link, error) {
 	return l, nil
 }
 
-func appendLink(b []byte, l *link.Link, stored bool) []byte {
-	if !stored {
-		b = appendString(b, fCode, l.Code)
+// linkFields are a link's fields in writing order; the stored form leaves
+// some out (encodeStoredLink).
+func linkFields(stored bool) []field[link.Link] {
+	always := func(*link.Link) bool { return true }
+	code, updated, redirect := always, always, always
+	if stored {
+		code = func(*link.Link) bool { return false }
+		updated = func(l *link.Link) bool { return !l.UpdatedAt.Equal(l.CreatedAt) }
+		redirect = func(l *link.Link) bool { return l.Redirect != link.DefaultRedirect }
 	}
-	b = appendString(b, fURL, l.URL)
-	b = appendString(b, fOwner, l.Owner)
-	b = appendTime(b, fCreated, l.CreatedAt)
-	if !stored || !l.UpdatedAt.Equal(l.CreatedAt) {
-		b = appendTime(b, fUpdated, l.UpdatedAt)
+	return []field[link.Link]{
+		only(strField(fCode, func(l *link.Link) *string { return &l.Code }), code),
+		strField(fURL, func(l *link.Link) *string { return &l.URL }),
+		strField(fOwner, func(l *link.Link) *string { return &l.Owner }),
+		timeField(fCreated, func(l *link.Link) *time.Time { return &l.CreatedAt }),
+		only(timeField(fUpdated, func(l *link.Link) *time.Time { return &l.UpdatedAt }), updated),
+		timeField(fExpires, func(l *link.Link) *time.Time { return &l.ExpiresAt }),
+		only(intField(fRedirect, func(l *link.Link) *int { return &l.Redirect }), redirect),
+		boolField(fDisabled, func(l *link.Link) *bool { return &l.Disabled }),
+		boolField(fDeleted, func(l *link.Link) *bool { return &l.Deleted }),
+		uintField(fMaxVisits, func(l *link.Link) *uint64 { return &l.MaxVisits }),
+		stringsField(fTag, func(l *link.Link) *[]string { return &l.Tags }),
+		uintField(fNonce, func(l *link.Link) *uint64 { return &l.Nonce }),
+		uintField(fVersion, func(l *link.Link) *uint64 { return &l.Version }),
+		uintField(fVisits, func(l *link.Link) *uint64 { return &l.Visits }),
 	}
-	b = appendTime(b, fExpires, l.ExpiresAt)
-	if !stored || l.Redirect != link.DefaultRedirect {
-		b = appendUint(b, fRedirect, uint64(l.Redirect))
-	}
-	b = appendBool(b, fDisabled, l.Disabled)
-	b = appendBool(b, fDeleted, l.Deleted)
-	b = appendUint(b, fMaxVisits, l.MaxVisits)
-	for _, t := range l.Tags {
-		b = protowire.AppendTag(b, fTag, protowire.BytesType)
-		b = protowire.AppendString(b, t)
-	}
-	b = appendUint(b, fNonce, l.Nonce)
-	b = appendUint(b, fVersion, l.Version)
-	b = appendUint(b, fVisits, l.Visits)
-	return b
 }
 
-func decodeLink(b []byte) (*link.Link, error) {
-	l := &link.Link{}
-	r := fieldReader{b: b}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fCode:
-			l.Code = r.str(typ, num)
-		case fURL:
-			l.URL = r.str(typ, num)
-		case fOwner:
-			l.Owner = r.str(typ, num)
-		case fCreated:
-			l.CreatedAt = r.time(typ, num)
-		case fUpdated:
-			l.UpdatedAt = r.time(typ, num)
-		case fExpires:
-			l.ExpiresAt = r.time(typ, num)
-		case fRedirect:
-			l.Redirect = smallInt(r.uint(typ, num))
-		case fDisabled:
-			l.Disabled = r.uint(typ, num) != 0
-		case fDeleted:
-			l.Deleted = r.uint(typ, num) != 0
-		case fMaxVisits:
-			l.MaxVisits = r.uint(typ, num)
-		case fTag:
-			l.Tags = append(l.Tags, r.str(typ, num))
-		case fNonce:
-			l.Nonce = r.uint(typ, num)
-		case fVersion:
-			l.Version = r.uint(typ, num)
-		case fVisits:
-			l.Visits = r.uint(typ, num)
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
+var (
+	linkCodec       = newCodec(nil, linkFields(false)...)
+	storedLinkCodec = newCodec(nil, linkFields(true)...)
+)
+
+func decodeLink(b []byte) (*link.Link, error) { return linkCodec.decode(b) }
 
 // Decode parses a Raft entry into its command struct (*CreateIfAbsent,
 // *Update, *SetSettings, ...) without validating it (Check does).
@@ -771,29 +580,14 @@ type ConsumeVisit struct {
 	Nonce uint64
 }
 
+var consumeVisitCodec = newCodec(func(c *ConsumeVisit) error { return needCode("consume-visit", c.Code) },
+	strField(fCode, func(c *ConsumeVisit) *string { return &c.Code }),
+	uintField(fNonce, func(c *ConsumeVisit) *uint64 { return &c.Nonce }),
+)
+
 // Encode returns the Raft entry for c.
 func (c *ConsumeVisit) Encode() []byte {
-	b := appendString([]byte{byte(TypeConsumeVisit)}, fCode, c.Code)
-	return appendUint(b, fNonce, c.Nonce)
+	return consumeVisitCodec.append([]byte{byte(TypeConsumeVisit)}, c)
 }
 
-func decodeConsumeVisit(body []byte) (*ConsumeVisit, error) {
-	c := &ConsumeVisit{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fCode:
-			c.Code = r.str(typ, num)
-		case fNonce:
-			c.Nonce = r.uint(typ, num)
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if c.Code == "" {
-		return nil, fmt.Errorf("%w: consume-visit without a code", ErrDecode)
-	}
-	return c, nil
-}
+func decodeConsumeVisit(body []byte) (*ConsumeVisit, error) { return consumeVisitCodec.decode(body) }

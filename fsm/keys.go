@@ -90,55 +90,36 @@ const (
 	maxBlockedDomain = 253
 )
 
-func appendKey(b []byte, k *apikey.Key) []byte {
-	b = appendString(b, fKeyID, k.ID)
-	b = appendString(b, fKeyName, k.Name)
-	b = appendString(b, fKeyOwner, k.Owner)
-	b = appendUint(b, fKeyScopes, uint64(k.Scopes))
-	b = appendUint(b, fKeyRate, uint64(k.RateLimit))
-	b = appendTime(b, fKeyCreated, k.CreatedAt)
-	return appendBytes(b, fKeyHash, k.Hash[:])
+// keyFields are an API key's fields; a CreateKey is the key and its First
+// flag, and the key record stored in the meta group is the same bytes.
+func keyFields() []field[CreateKey] {
+	return []field[CreateKey]{
+		strField(fKeyID, func(c *CreateKey) *string { return &c.Key.ID }),
+		strField(fKeyName, func(c *CreateKey) *string { return &c.Key.Name }),
+		strField(fKeyOwner, func(c *CreateKey) *string { return &c.Key.Owner }),
+		uintField(fKeyScopes, func(c *CreateKey) *apikey.Scope { return &c.Key.Scopes }),
+		uintField(fKeyRate, func(c *CreateKey) *uint32 { return &c.Key.RateLimit }),
+		timeField(fKeyCreated, func(c *CreateKey) *time.Time { return &c.Key.CreatedAt }),
+		{num: fKeyHash,
+			put: func(b []byte, num protowire.Number, c *CreateKey) []byte { return appendBytes(b, num, c.Key.Hash[:]) },
+			get: func(r fieldReader, typ protowire.Type, num protowire.Number, c *CreateKey) fieldReader {
+				h := r.bytes(typ, num)
+				if r.err == nil && len(h) != len(c.Key.Hash) {
+					r.setErr(invalid("key hash of %d bytes", len(h)))
+				}
+				copy(c.Key.Hash[:], h)
+				return r
+			}},
+		boolField(fKeyFirst, func(c *CreateKey) *bool { return &c.First }),
+	}
 }
+
+var createKeyCodec = newCodec(nil, keyFields()...)
 
 // Encode returns the Raft entry for c.
-func (c *CreateKey) Encode() []byte {
-	b := appendKey([]byte{byte(TypeCreateKey)}, &c.Key)
-	return appendBool(b, fKeyFirst, c.First)
-}
+func (c *CreateKey) Encode() []byte { return createKeyCodec.append([]byte{byte(TypeCreateKey)}, c) }
 
-func decodeCreateKey(body []byte) (*CreateKey, error) {
-	c := &CreateKey{}
-	fr := fieldReader{b: body}
-	if err := fr.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fKeyID:
-			c.Key.ID = fr.str(typ, num)
-		case fKeyName:
-			c.Key.Name = fr.str(typ, num)
-		case fKeyOwner:
-			c.Key.Owner = fr.str(typ, num)
-		case fKeyScopes:
-			c.Key.Scopes = apikey.Scope(fr.uint(typ, num))
-		case fKeyRate:
-			c.Key.RateLimit = uint32(min(fr.uint(typ, num), 1<<32-1))
-		case fKeyCreated:
-			c.Key.CreatedAt = fr.time(typ, num)
-		case fKeyHash:
-			h := fr.bytes(typ, num)
-			if fr.err == nil && len(h) != len(c.Key.Hash) {
-				fr.setErr(invalid("key hash of %d bytes", len(h)))
-			}
-			copy(c.Key.Hash[:], h)
-		case fKeyFirst:
-			c.First = fr.uint(typ, num) != 0
-		default:
-			fr.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
+func decodeCreateKey(body []byte) (*CreateKey, error) { return createKeyCodec.decode(body) }
 
 func (c *CreateKey) validate() error {
 	k := &c.Key
@@ -157,29 +138,15 @@ func (c *CreateKey) validate() error {
 	return nil
 }
 
-// Encode returns the Raft entry for r.
-func (r *RevokeKey) Encode() []byte {
-	b := appendString([]byte{byte(TypeRevokeKey)}, fRevokeID, r.ID)
-	return appendTime(b, fRevokeAt, r.At)
-}
+var revokeKeyCodec = newCodec[RevokeKey](nil,
+	strField(fRevokeID, func(r *RevokeKey) *string { return &r.ID }),
+	timeField(fRevokeAt, func(r *RevokeKey) *time.Time { return &r.At }),
+)
 
-func decodeRevokeKey(body []byte) (*RevokeKey, error) {
-	r := &RevokeKey{}
-	fr := fieldReader{b: body}
-	if err := fr.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fRevokeID:
-			r.ID = fr.str(typ, num)
-		case fRevokeAt:
-			r.At = fr.time(typ, num)
-		default:
-			fr.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
+// Encode returns the Raft entry for r.
+func (r *RevokeKey) Encode() []byte { return revokeKeyCodec.append([]byte{byte(TypeRevokeKey)}, r) }
+
+func decodeRevokeKey(body []byte) (*RevokeKey, error) { return revokeKeyCodec.decode(body) }
 
 func (r *RevokeKey) validate() error {
 	if !apikey.ValidID(r.ID) {
@@ -188,32 +155,16 @@ func (r *RevokeKey) validate() error {
 	return nil
 }
 
-// Encode returns the Raft entry for s.
-func (s *SetBlocked) Encode() []byte {
-	b := appendString([]byte{byte(TypeSetBlocked)}, fBlockDomain, s.Domain)
-	b = appendBool(b, fBlockOn, s.Blocked)
-	return appendTime(b, fBlockAt, s.At)
-}
+var setBlockedCodec = newCodec[SetBlocked](nil,
+	strField(fBlockDomain, func(s *SetBlocked) *string { return &s.Domain }),
+	boolField(fBlockOn, func(s *SetBlocked) *bool { return &s.Blocked }),
+	timeField(fBlockAt, func(s *SetBlocked) *time.Time { return &s.At }),
+)
 
-func decodeSetBlocked(body []byte) (*SetBlocked, error) {
-	s := &SetBlocked{}
-	fr := fieldReader{b: body}
-	if err := fr.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fBlockDomain:
-			s.Domain = fr.str(typ, num)
-		case fBlockOn:
-			s.Blocked = fr.uint(typ, num) != 0
-		case fBlockAt:
-			s.At = fr.time(typ, num)
-		default:
-			fr.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
+// Encode returns the Raft entry for s.
+func (s *SetBlocked) Encode() []byte { return setBlockedCodec.append([]byte{byte(TypeSetBlocked)}, s) }
+
+func decodeSetBlocked(body []byte) (*SetBlocked, error) { return setBlockedCodec.decode(body) }
 
 func (s *SetBlocked) validate() error {
 	if s.Domain == "" || len(s.Domain) > maxBlockedDomain || s.Domain != strings.ToLower(s.Domain) || strings.ContainsAny(s.Domain, " /:\x00") {
@@ -241,7 +192,7 @@ func (f *MetaFSM) applyCreateKey(tx *bolt.Tx, c *CreateKey) any {
 	if taken {
 		return &KeyResult{Err: fmt.Errorf("%w: that secret is in use", ErrKeyExists)}
 	}
-	if err := b.Put([]byte(c.Key.ID), appendKey(nil, &c.Key)); err != nil {
+	if err := b.Put([]byte(c.Key.ID), createKeyCodec.append(nil, &CreateKey{Key: c.Key})); err != nil {
 		panic(fmt.Sprintf("fsm %s: put key: %v", f.path, err))
 	}
 	if err := settings.Put(keyFirstKey, []byte{1}); err != nil {

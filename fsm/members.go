@@ -6,7 +6,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The meta group keeps a registry of the cluster's members: each node ID
@@ -40,33 +39,18 @@ const (
 	fRegAt   = 3
 )
 
+var registerNodeCodec = newCodec[RegisterNode](nil,
+	strField(fRegNode, func(r *RegisterNode) *string { return &r.Node }),
+	strField(fRegInc, func(r *RegisterNode) *string { return &r.Incarnation }),
+	timeField(fRegAt, func(r *RegisterNode) *time.Time { return &r.At }),
+)
+
 // Encode returns the Raft entry for r.
 func (r *RegisterNode) Encode() []byte {
-	b := []byte{byte(TypeRegisterNode)}
-	b = appendString(b, fRegNode, r.Node)
-	b = appendString(b, fRegInc, r.Incarnation)
-	return appendTime(b, fRegAt, r.At)
+	return registerNodeCodec.append([]byte{byte(TypeRegisterNode)}, r)
 }
 
-func decodeRegisterNode(body []byte) (*RegisterNode, error) {
-	r := &RegisterNode{}
-	fr := fieldReader{b: body}
-	if err := fr.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fRegNode:
-			r.Node = fr.str(typ, num)
-		case fRegInc:
-			r.Incarnation = fr.str(typ, num)
-		case fRegAt:
-			r.At = fr.time(typ, num)
-		default:
-			fr.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
+func decodeRegisterNode(body []byte) (*RegisterNode, error) { return registerNodeCodec.decode(body) }
 
 func (r *RegisterNode) validate() error {
 	if r.Node == "" || len(r.Node) > maxNodeID {

@@ -110,7 +110,7 @@ func (f *MetaFSM) applySetSettings(tx *bolt.Tx, s *Settings) any {
 		}
 		return &SettingsResult{Settings: old}
 	}
-	if err := b.Put(keyCluster, appendSettings(nil, s)); err != nil {
+	if err := b.Put(keyCluster, settingsCodec.append(nil, s)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put settings: %v", f.path, err))
 	}
 	return &SettingsResult{Settings: s}
@@ -244,7 +244,7 @@ func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *Placement, index uint64) any {
 	if p.Version != curVersion+1 {
 		return &PlacementResult{Placement: cur, Err: ErrStalePlacement}
 	}
-	if err := tx.Bucket(bucketSettings).Put(keyPlacement, appendPlacement(nil, p)); err != nil {
+	if err := tx.Bucket(bucketSettings).Put(keyPlacement, placementCodec.append(nil, p)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put placement: %v", f.path, err))
 	}
 	return &PlacementResult{Placement: p}
