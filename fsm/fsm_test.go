@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 
-	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/link"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
