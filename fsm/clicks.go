@@ -109,21 +109,15 @@ func appendMessage(b []byte, num protowire.Number, msg []byte) []byte {
 	return protowire.AppendBytes(b, msg)
 }
 
-func appendCounts(b []byte, c *Counts) []byte {
-	b = appendUint(b, fCountsTotal, c.Total)
-	var buf [32]string
-	for d, m := range [numDims]map[string]uint64{c.Countries, c.Devices, c.Browsers, c.OS, c.Referrers} {
-		keys := buf[:0]
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			b = appendPair(b, dimFields[d], k, m[k])
-		}
-	}
-	return appendBytes(b, fCountsVisitors, c.Visitors)
-}
+var countsCodec = newCodec[Counts](nil,
+	uintField(fCountsTotal, func(c *Counts) *uint64 { return &c.Total }),
+	countsField(fCountsCountry, func(c *Counts) *map[string]uint64 { return &c.Countries }),
+	countsField(fCountsDevice, func(c *Counts) *map[string]uint64 { return &c.Devices }),
+	countsField(fCountsBrowser, func(c *Counts) *map[string]uint64 { return &c.Browsers }),
+	countsField(fCountsOS, func(c *Counts) *map[string]uint64 { return &c.OS }),
+	countsField(fCountsReferrer, func(c *Counts) *map[string]uint64 { return &c.Referrers }),
+	bytesField(fCountsVisitors, func(c *Counts) *[]byte { return &c.Visitors }),
+)
 
 func sortedKeys(m map[string]uint64) []string {
 	keys := make([]string, 0, len(m))
@@ -134,201 +128,60 @@ func sortedKeys(m map[string]uint64) []string {
 	return keys
 }
 
-func decodeCounts(body []byte) (Counts, error) {
-	var c Counts
-	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
-		var m *map[string]uint64
-		switch num {
-		case fCountsTotal:
-			c.Total = r.uint(typ, num)
-			continue
-		case fCountsVisitors:
-			c.Visitors = append([]byte(nil), r.bytes(typ, num)...)
-			continue
-		case fCountsCountry:
-			m = &c.Countries
-		case fCountsDevice:
-			m = &c.Devices
-		case fCountsBrowser:
-			m = &c.Browsers
-		case fCountsOS:
-			m = &c.OS
-		case fCountsReferrer:
-			m = &c.Referrers
-		default:
-			r.skip(num, typ)
-			continue
-		}
-		pr := fieldReader{b: r.bytes(typ, num)}
-		var k string
-		var n uint64
-		for {
-			pn, pt, ok := pr.next()
-			if !ok {
-				break
-			}
-			switch pn {
-			case fPairKey:
-				k = pr.str(pt, pn)
-			case fPairN:
-				n = pr.uint(pt, pn)
-			default:
-				pr.skip(pn, pt)
-			}
-		}
-		if pr.err != nil {
-			return c, pr.err
-		}
-		if *m == nil {
-			*m = map[string]uint64{}
-		}
-		(*m)[k] += n
-	}
-	return c, r.err
-}
+// totalsCodec is a code's click totals: both audiences, each always
+// written.
+var totalsCodec = newCodec[ClickTotals](nil,
+	messageField(fTotalsHumans, countsCodec, func(t *ClickTotals) *Counts { return &t.Humans }),
+	messageField(fTotalsBots, countsCodec, func(t *ClickTotals) *Counts { return &t.Bots }),
+)
 
-func appendTotals(b []byte, t *ClickTotals) []byte {
-	b = appendMessage(b, fTotalsHumans, appendCounts(nil, &t.Humans))
-	return appendMessage(b, fTotalsBots, appendCounts(nil, &t.Bots))
-}
+func appendTotals(b []byte, t *ClickTotals) []byte { return totalsCodec.append(b, t) }
 
 func decodeTotals(body []byte) (ClickTotals, error) {
 	var t ClickTotals
-	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
-		var err error
-		switch num {
-		case fTotalsHumans:
-			t.Humans, err = decodeCounts(r.bytes(typ, num))
-		case fTotalsBots:
-			t.Bots, err = decodeCounts(r.bytes(typ, num))
-		default:
-			r.skip(num, typ)
-		}
-		if err != nil {
-			return t, err
-		}
-	}
-	return t, r.err
+	err := totalsCodec.decodeInto(body, &t)
+	return t, err
 }
 
-// Encode returns the Raft entry for b.
+var (
+	hourCodec = newCodec[HourCount](nil,
+		uintField(fHourHour, func(h *HourCount) *uint64 { return &h.Hour }),
+		uintField(fHourHumans, func(h *HourCount) *uint64 { return &h.Humans }),
+		uintField(fHourBots, func(h *HourCount) *uint64 { return &h.Bots }),
+	)
+	deltaCodec = newCodec[ClickDelta](nil,
+		strField(fDeltaCode, func(d *ClickDelta) *string { return &d.Code }),
+		messageField(fDeltaHumans, countsCodec, func(d *ClickDelta) *Counts { return &d.Delta.Humans }),
+		messageField(fDeltaBots, countsCodec, func(d *ClickDelta) *Counts { return &d.Delta.Bots }),
+		messagesField(fDeltaHour, hourCodec, func(d *ClickDelta) *[]HourCount { return &d.Hours }),
+	)
+	clickBatchCodec = newCodec(func(b *ClickBatch) error {
+		if b.Node == "" || b.Seq == 0 {
+			return fmt.Errorf("%w: click batch without node or seq", ErrDecode)
+		}
+		return nil
+	},
+		strField(fBatchNode, func(b *ClickBatch) *string { return &b.Node }),
+		uintField(fBatchSeq, func(b *ClickBatch) *uint64 { return &b.Seq }),
+		messagesField(fBatchDelta, deltaCodec, func(b *ClickBatch) *[]ClickDelta { return &b.Deltas }),
+	)
+)
+
+// Encode returns the Raft entry for b (the pipeline writes the same bytes
+// with BatchEncoder).
 func (b *ClickBatch) Encode() []byte {
-	out := make([]byte, 0, 32+len(b.Deltas)*128)
-	out = append(out, byte(TypeClickBatch))
-	out = appendString(out, fBatchNode, b.Node)
-	out = appendUint(out, fBatchSeq, b.Seq)
-	var m, counts []byte // scratch for the nested messages
-	for i := range b.Deltas {
-		d := &b.Deltas[i]
-		m = appendString(m[:0], fDeltaCode, d.Code)
-		counts = appendCounts(counts[:0], &d.Delta.Humans)
-		m = appendMessage(m, fDeltaHumans, counts)
-		counts = appendCounts(counts[:0], &d.Delta.Bots)
-		m = appendMessage(m, fDeltaBots, counts)
-		for _, h := range d.Hours {
-			var hb [32]byte
-			m = appendMessage(m, fDeltaHour, appendHour(hb[:0], h))
-		}
-		out = appendMessage(out, fBatchDelta, m)
-	}
-	return out
+	return clickBatchCodec.append(append(make([]byte, 0, 32+len(b.Deltas)*128), byte(TypeClickBatch)), b)
 }
 
-func appendHour(b []byte, h HourCount) []byte {
-	b = appendUint(b, fHourHour, h.Hour)
-	b = appendUint(b, fHourHumans, h.Humans)
-	return appendUint(b, fHourBots, h.Bots)
-}
+func appendHour(b []byte, h HourCount) []byte { return hourCodec.append(b, &h) }
 
 func decodeHour(body []byte) (HourCount, error) {
 	var h HourCount
-	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
-		switch num {
-		case fHourHour:
-			h.Hour = r.uint(typ, num)
-		case fHourHumans:
-			h.Humans = r.uint(typ, num)
-		case fHourBots:
-			h.Bots = r.uint(typ, num)
-		default:
-			r.skip(num, typ)
-		}
-	}
-	return h, r.err
+	err := hourCodec.decodeInto(body, &h)
+	return h, err
 }
 
-func decodeClickBatch(body []byte) (*ClickBatch, error) {
-	b := &ClickBatch{}
-	r := fieldReader{b: body}
-	if err := r.each(func(num protowire.Number, typ protowire.Type) {
-		switch num {
-		case fBatchNode:
-			b.Node = r.str(typ, num)
-		case fBatchSeq:
-			b.Seq = r.uint(typ, num)
-		case fBatchDelta:
-			d, err := decodeDelta(r.bytes(typ, num))
-			if err != nil {
-				r.setErr(err)
-				return
-			}
-			b.Deltas = append(b.Deltas, d)
-		default:
-			r.skip(num, typ)
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if b.Node == "" || b.Seq == 0 {
-		return nil, fmt.Errorf("%w: click batch without node or seq", ErrDecode)
-	}
-	return b, nil
-}
-
-func decodeDelta(body []byte) (ClickDelta, error) {
-	var d ClickDelta
-	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
-		var err error
-		switch num {
-		case fDeltaCode:
-			d.Code = r.str(typ, num)
-		case fDeltaHumans:
-			d.Delta.Humans, err = decodeCounts(r.bytes(typ, num))
-		case fDeltaBots:
-			d.Delta.Bots, err = decodeCounts(r.bytes(typ, num))
-		case fDeltaHour:
-			var h HourCount
-			h, err = decodeHour(r.bytes(typ, num))
-			d.Hours = append(d.Hours, h)
-		default:
-			r.skip(num, typ)
-		}
-		if err != nil {
-			return d, err
-		}
-	}
-	return d, r.err
-}
+func decodeClickBatch(body []byte) (*ClickBatch, error) { return clickBatchCodec.decode(body) }
 
 // mergeCounts adds d to c, bounding every breakdown.
 func mergeCounts(c *Counts, d *Counts) error {
@@ -429,41 +282,17 @@ func (f *ShardFSM) Clicks(code string, from, to time.Time) (*ClickStats, error) 
 	return st, err
 }
 
+// clickStatsCodec carries ClickStats between nodes.
+var clickStatsCodec = newCodec[ClickStats](nil,
+	messageField(1, totalsCodec, func(s *ClickStats) *ClickTotals { return &s.Totals }),
+	messagesField(2, hourCodec, func(s *ClickStats) *[]HourCount { return &s.Hours }),
+)
+
 // EncodeClickStats and DecodeClickStats carry ClickStats between nodes.
-func EncodeClickStats(s *ClickStats) []byte {
-	b := appendMessage(nil, 1, appendTotals(nil, &s.Totals))
-	for _, h := range s.Hours {
-		b = appendMessage(b, 2, appendHour(nil, h))
-	}
-	return b
-}
+func EncodeClickStats(s *ClickStats) []byte { return clickStatsCodec.append(nil, s) }
 
 // DecodeClickStats parses what EncodeClickStats returned.
-func DecodeClickStats(body []byte) (*ClickStats, error) {
-	s := &ClickStats{}
-	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
-		var err error
-		switch num {
-		case 1:
-			s.Totals, err = decodeTotals(r.bytes(typ, num))
-		case 2:
-			var h HourCount
-			h, err = decodeHour(r.bytes(typ, num))
-			s.Hours = append(s.Hours, h)
-		default:
-			r.skip(num, typ)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return s, r.err
-}
+func DecodeClickStats(body []byte) (*ClickStats, error) { return clickStatsCodec.decode(body) }
 
 // Breakdown dimensions of a DeltaEntry, in the order Counts lists them.
 const (

@@ -20,6 +20,170 @@ import (
 // clickmerge.go): it is applied field by field from the entry without
 // building the batch.
 
+// The primitives: proto3 field writers (zero values left out) and a
+// reader of fields.
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+func appendUint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func appendBool(b []byte, num protowire.Number, v bool) []byte {
+	if !v {
+		return b
+	}
+	return appendUint(b, num, 1)
+}
+
+// appendTime stores unix nanoseconds; the zero time is omitted.
+func appendTime(b []byte, num protowire.Number, t time.Time) []byte {
+	if t.IsZero() {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, protowire.EncodeZigZag(t.UnixNano()))
+}
+
+func appendFloat(b []byte, num protowire.Number, f float64) []byte {
+	if f == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, math.Float64bits(f))
+}
+
+// fieldReader walks the fields of a protowire body.
+type fieldReader struct {
+	b   []byte
+	err error
+}
+
+// next returns the next field number and type; ok is false at the end or on
+// error (check r.err).
+func (r *fieldReader) next() (protowire.Number, protowire.Type, bool) {
+	if r.err != nil || len(r.b) == 0 {
+		return 0, 0, false
+	}
+	num, typ, n := protowire.ConsumeTag(r.b)
+	if n < 0 {
+		r.err = fmt.Errorf("%w: %v", ErrDecode, protowire.ParseError(n))
+		return 0, 0, false
+	}
+	r.b = r.b[n:]
+	return num, typ, true
+}
+
+// setErr stops the walk with err (a field that read well but is invalid),
+// unless it already failed.
+func (r *fieldReader) setErr(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *fieldReader) fail(n int) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %v", ErrDecode, protowire.ParseError(n))
+	}
+}
+
+func (r *fieldReader) want(got, want protowire.Type, num protowire.Number) bool {
+	if got != want {
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: field %d has wire type %d, want %d", ErrDecode, num, got, want)
+		}
+		return false
+	}
+	return true
+}
+
+func (r *fieldReader) bytes(typ protowire.Type, num protowire.Number) []byte {
+	if !r.want(typ, protowire.BytesType, num) {
+		return nil
+	}
+	v, n := protowire.ConsumeBytes(r.b)
+	if n < 0 {
+		r.fail(n)
+		return nil
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *fieldReader) str(typ protowire.Type, num protowire.Number) string {
+	return string(r.bytes(typ, num))
+}
+
+func (r *fieldReader) uint(typ protowire.Type, num protowire.Number) uint64 {
+	if !r.want(typ, protowire.VarintType, num) {
+		return 0
+	}
+	v, n := protowire.ConsumeVarint(r.b)
+	if n < 0 {
+		r.fail(n)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *fieldReader) time(typ protowire.Type, num protowire.Number) time.Time {
+	v := r.uint(typ, num)
+	if r.err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, protowire.DecodeZigZag(v)).UTC()
+}
+
+func (r *fieldReader) float(typ protowire.Type, num protowire.Number) float64 {
+	if !r.want(typ, protowire.Fixed64Type, num) {
+		return 0
+	}
+	v, n := protowire.ConsumeFixed64(r.b)
+	if n < 0 {
+		r.fail(n)
+		return 0
+	}
+	r.b = r.b[n:]
+	return math.Float64frombits(v)
+}
+
+// skip consumes a field this version does not know (forward compatibility).
+func (r *fieldReader) skip(num protowire.Number, typ protowire.Type) {
+	n := protowire.ConsumeFieldValue(num, typ, r.b)
+	if n < 0 {
+		r.fail(n)
+		return
+	}
+	r.b = r.b[n:]
+}
+
+func smallInt(v uint64) int {
+	if v > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(v)
+}
+
 // field is one field of message M.
 type field[M any] struct {
 	num protowire.Number
@@ -254,3 +418,63 @@ func only[M any](f field[M], write func(*M) bool) field[M] {
 	}
 	return f
 }
+
+// messageField is one nested message of codec sub, always written (an
+// empty message too).
+func messageField[M, S any](num protowire.Number, sub *codec[S], p func(*M) *S) field[M] {
+	return field[M]{num: num,
+		put: func(b []byte, num protowire.Number, m *M) []byte {
+			return appendMessage(b, num, sub.append(nil, p(m)))
+		},
+		get: func(r fieldReader, typ protowire.Type, num protowire.Number, m *M) fieldReader {
+			body := r.bytes(typ, num)
+			if r.err == nil {
+				if err := sub.decodeInto(body, p(m)); err != nil {
+					r.setErr(err)
+				}
+			}
+			return r
+		},
+	}
+}
+
+// countsField is a breakdown (key → count) as one {key, n} pair message
+// per key, in key order; a key read twice counts the sum.
+func countsField[M any](num protowire.Number, p func(*M) *map[string]uint64) field[M] {
+	return field[M]{num: num,
+		put: func(b []byte, num protowire.Number, m *M) []byte {
+			mp := *p(m)
+			for _, k := range sortedKeys(mp) {
+				b = appendPair(b, num, k, mp[k])
+			}
+			return b
+		},
+		get: func(r fieldReader, typ protowire.Type, num protowire.Number, m *M) fieldReader {
+			body := r.bytes(typ, num)
+			if r.err != nil {
+				return r
+			}
+			var kv breakdownPair
+			if err := pairCodec.decodeInto(body, &kv); err != nil {
+				r.setErr(err)
+				return r
+			}
+			if *p(m) == nil {
+				*p(m) = map[string]uint64{}
+			}
+			(*p(m))[kv.key] += kv.n
+			return r
+		},
+	}
+}
+
+// breakdownPair is one entry of a breakdown as countsField reads it.
+type breakdownPair struct {
+	key string
+	n   uint64
+}
+
+var pairCodec = newCodec[breakdownPair](nil,
+	strField(fPairKey, func(kv *breakdownPair) *string { return &kv.key }),
+	uintField(fPairN, func(kv *breakdownPair) *uint64 { return &kv.n }),
+)
