@@ -396,12 +396,13 @@ func messagesField[M, S any](num protowire.Number, sub *codec[S], p func(*M) *[]
 			if r.err != nil {
 				return r
 			}
-			var v S
-			if err := sub.decodeInto(body, &v); err != nil {
+			// Decoded in place: a local value would escape to the heap
+			// through the field table, one allocation per element.
+			var zero S
+			*p(m) = append(*p(m), zero)
+			if err := sub.decodeInto(body, &(*p(m))[len(*p(m))-1]); err != nil {
 				r.setErr(err)
-				return r
 			}
-			*p(m) = append(*p(m), v)
 			return r
 		},
 	}
@@ -454,27 +455,35 @@ func countsField[M any](num protowire.Number, p func(*M) *map[string]uint64) fie
 			if r.err != nil {
 				return r
 			}
-			var kv breakdownPair
-			if err := pairCodec.decodeInto(body, &kv); err != nil {
-				r.setErr(err)
+			// The pair is read here, not through a codec: a message
+			// decoded through the field table escapes to the heap, and a
+			// breakdown holds hundreds of pairs.
+			pr := fieldReader{b: body}
+			var key string
+			var n uint64
+			for {
+				pn, pt, ok := pr.next()
+				if !ok {
+					break
+				}
+				switch pn {
+				case fPairKey:
+					key = pr.str(pt, pn)
+				case fPairN:
+					n = pr.uint(pt, pn)
+				default:
+					pr.skip(pn, pt)
+				}
+			}
+			if pr.err != nil {
+				r.setErr(pr.err)
 				return r
 			}
 			if *p(m) == nil {
 				*p(m) = map[string]uint64{}
 			}
-			(*p(m))[kv.key] += kv.n
+			(*p(m))[key] += n
 			return r
 		},
 	}
 }
-
-// breakdownPair is one entry of a breakdown as countsField reads it.
-type breakdownPair struct {
-	key string
-	n   uint64
-}
-
-var pairCodec = newCodec[breakdownPair](nil,
-	strField(fPairKey, func(kv *breakdownPair) *string { return &kv.key }),
-	uintField(fPairN, func(kv *breakdownPair) *uint64 { return &kv.n }),
-)
