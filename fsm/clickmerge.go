@@ -75,24 +75,10 @@ func (v *countsView) parse(body []byte) error {
 			r.skip(num, typ)
 			continue
 		}
-		pr := fieldReader{b: r.bytes(typ, num)}
 		var p pair
-		for {
-			pn, pt, ok := pr.next()
-			if !ok {
-				break
-			}
-			switch pn {
-			case fPairKey:
-				p.key = pr.bytes(pt, pn)
-			case fPairN:
-				p.n = pr.uint(pt, pn)
-			default:
-				pr.skip(pn, pt)
-			}
-		}
-		if pr.err != nil {
-			return pr.err
+		var err error
+		if p.key, p.n, err = readPair(r.bytes(typ, num)); err != nil {
+			return err
 		}
 		v.dims[d] = append(v.dims[d], p)
 	}
@@ -183,7 +169,28 @@ func mergePairs(dst, cur, add []pair) []pair {
 	return slices.Insert(dst, start+at, pair{otherKey, toOther})
 }
 
-// appendPair appends one breakdown entry as appendCounts writes it.
+// readPair reads one breakdown entry (as appendPair writes it); key is a
+// view of body.
+func readPair(body []byte) (key []byte, n uint64, err error) {
+	r := fieldReader{b: body}
+	for {
+		num, typ, ok := r.next()
+		if !ok {
+			break
+		}
+		switch num {
+		case fPairKey:
+			key = r.bytes(typ, num)
+		case fPairN:
+			n = r.uint(typ, num)
+		default:
+			r.skip(num, typ)
+		}
+	}
+	return key, n, r.err
+}
+
+// appendPair appends one breakdown entry as countsField writes it.
 func appendPair[K string | []byte](b []byte, num protowire.Number, key K, n uint64) []byte {
 	size := 0
 	if len(key) > 0 {

@@ -455,34 +455,15 @@ func countsField[M any](num protowire.Number, p func(*M) *map[string]uint64) fie
 			if r.err != nil {
 				return r
 			}
-			// The pair is read here, not through a codec: a message
-			// decoded through the field table escapes to the heap, and a
-			// breakdown holds hundreds of pairs.
-			pr := fieldReader{b: body}
-			var key string
-			var n uint64
-			for {
-				pn, pt, ok := pr.next()
-				if !ok {
-					break
-				}
-				switch pn {
-				case fPairKey:
-					key = pr.str(pt, pn)
-				case fPairN:
-					n = pr.uint(pt, pn)
-				default:
-					pr.skip(pn, pt)
-				}
-			}
-			if pr.err != nil {
-				r.setErr(pr.err)
+			key, n, err := readPair(body)
+			if err != nil {
+				r.setErr(err)
 				return r
 			}
 			if *p(m) == nil {
 				*p(m) = map[string]uint64{}
 			}
-			(*p(m))[key] += n
+			(*p(m))[string(key)] += n
 			return r
 		},
 	}
