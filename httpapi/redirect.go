@@ -9,17 +9,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/linkraft/linkraft/link"
 )
 
 func (s *Server) registerRedirectRoutes() {
 	// ServeHTTP serves GET and HEAD /{code} for valid codes before the
-	// router; the route stays for the rest (invalid codes get their 404
-	// page, other methods their 405 and Allow).
+	// router (redirectCode), so this route sees only strings that cannot
+	// be a code: their 404 page, counted against the redirect limit as an
+	// unknown code is. Other methods get their 405 and Allow.
 	s.router.HandleFunc("/{code}", func(w http.ResponseWriter, r *http.Request) {
-		s.handleRedirect(w, r, mux.Vars(r)["code"])
+		start := time.Now()
+		status := http.StatusTooManyRequests
+		if s.limitRedirect(w, r) {
+			status = s.redirectError(w, r, link.ErrNotFound)
+		}
+		s.rec.Redirect(status, time.Since(start))
 	}).Methods(http.MethodGet, http.MethodHead)
 }
 
@@ -62,12 +66,11 @@ func (s *Server) handleRedirect(w http.ResponseWriter, r *http.Request, code str
 	s.rec.Redirect(status, time.Since(start))
 }
 
+// redirect answers GET or HEAD of code, a valid code (redirectCode), and
+// returns the status it wrote.
 func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) int {
 	if !s.limitRedirect(w, r) {
 		return http.StatusTooManyRequests
-	}
-	if !link.ValidCode(code) {
-		return s.redirectError(w, r, link.ErrNotFound)
 	}
 	l, err := s.svc.Resolve(r.Context(), code)
 	if err != nil {
