@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -61,7 +62,7 @@ func TestFormationIsOneClusterInAnyOrder(t *testing.T) {
 		if len(ids) != 1 {
 			t.Fatalf("round %d (order %v, delays %v): %d clusters formed: %v", round, order, delays, len(ids), ids)
 		}
-		waitFor(t, 20*time.Second, "all five in one meta group", func() bool {
+		testcluster.WaitFor(t, 20*time.Second, "all five in one meta group", func() bool {
 			addrs, err := tc.nodes[0].metaAddresses()
 			return err == nil && len(addrs) == size
 		})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -81,7 +82,7 @@ func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
 	tc.cfgs[2].BootstrapExpect = 1
 	tc.start(2)
 	n3 := tc.nodes[2]
-	waitFor(t, 15*time.Second, "n3 told it was refused", func() bool { return n3.Refusal() != "" })
+	testcluster.WaitFor(t, 15*time.Second, "n3 told it was refused", func() bool { return n3.Refusal() != "" })
 	if r := n3.Refusal(); !strings.Contains(r, "another cluster's data dir") {
 		t.Fatalf("refusal %q", r)
 	}

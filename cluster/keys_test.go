@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -56,7 +57,7 @@ func TestKeysAndBlocklistTakeEffectOnEveryNodeWithinASecond(t *testing.T) {
 	// The first admin key: made once, by the meta leader, into its data
 	// dir's admin.key, and known to every node.
 	var first string
-	waitFor(t, 20*time.Second, "the first admin key", func() bool {
+	testcluster.WaitFor(t, 20*time.Second, "the first admin key", func() bool {
 		for _, n := range nodes {
 			if s, err := apikey.LoadSecret(filepath.Join(n.cfg.DataDir, "admin.key")); err == nil {
 				first = s

@@ -16,6 +16,7 @@ import (
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 )
@@ -141,23 +142,11 @@ func (tc *testCluster) live() []*Node {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitReplicated waits until every live node hosts every shard with all
 // replicas in the group and a leader, and is ready.
 func (tc *testCluster) waitReplicated(replicas int) {
 	tc.tb.Helper()
-	waitFor(tc.tb, 30*time.Second, "full replication", func() bool {
+	testcluster.WaitFor(tc.tb, 30*time.Second, "full replication", func() bool {
 		for _, n := range tc.live() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err := n.Ready(ctx)
@@ -268,7 +257,7 @@ func TestUpdateAndDeleteVisibleEverywhere(t *testing.T) {
 		if got, err := n.Get(ctx(t), l.Code, true); err != nil || got.URL != v2 {
 			t.Fatalf("consistent read on %s after update: %+v, %v", n.ID(), got, err)
 		}
-		waitFor(t, 5*time.Second, "update on "+n.ID(), func() bool {
+		testcluster.WaitFor(t, 5*time.Second, "update on "+n.ID(), func() bool {
 			got, err := n.Resolve(ctx(t), l.Code)
 			return err == nil && got.URL == v2
 		})
@@ -280,7 +269,7 @@ func TestUpdateAndDeleteVisibleEverywhere(t *testing.T) {
 		if _, err := n.Get(ctx(t), l.Code, true); !errors.Is(err, link.ErrNotFound) {
 			t.Fatalf("consistent read on %s after delete: %v", n.ID(), err)
 		}
-		waitFor(t, 5*time.Second, "delete on "+n.ID(), func() bool {
+		testcluster.WaitFor(t, 5*time.Second, "delete on "+n.ID(), func() bool {
 			got, err := n.Resolve(ctx(t), l.Code)
 			return err == nil && got.Deleted
 		})
@@ -324,7 +313,7 @@ func TestAliasRacedFromAllNodesHasOneWinner(t *testing.T) {
 // shards (rounded up).
 func (tc *testCluster) waitBalanced() {
 	tc.tb.Helper()
-	waitFor(tc.tb, 30*time.Second, "balanced shard leaders", func() bool {
+	testcluster.WaitFor(tc.tb, 30*time.Second, "balanced shard leaders", func() bool {
 		live := tc.live()
 		share := (4 + len(live) - 1) / len(live)
 		for _, n := range live {
@@ -432,7 +421,7 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 	}
 	tc.start(3) // joins through the first three; replicas = 3, so it hosts no shard
 	late := tc.nodes[3]
-	waitFor(t, 20*time.Second, "late node in the meta group", func() bool {
+	testcluster.WaitFor(t, 20*time.Second, "late node in the meta group", func() bool {
 		return len(tc.nodes[0].Status().Meta.Replicas) == 4
 	})
 	if got, err := late.Resolve(ctx(t), l.Code); err != nil || got.URL != "https://early.example" {
@@ -459,7 +448,7 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 	if _, err := tc.nodes[1].Update(ctx(t), l.Code, link.Patch{URL: &v2}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the update on the late node", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "the update on the late node", func() bool {
 		got, err := late.Resolve(ctx(t), l.Code)
 		return err == nil && got.URL == v2
 	})
@@ -525,7 +514,7 @@ func TestJoinFillsUnderReplicatedShards(t *testing.T) {
 		t.Fatalf("the joining node hosts %d shards", len(third.localShards()))
 	}
 	s := third.localShard(third.ring.Locate(l.Code))
-	waitFor(t, 20*time.Second, "the new replica has the old link", func() bool {
+	testcluster.WaitFor(t, 20*time.Second, "the new replica has the old link", func() bool {
 		got, err := s.FSM().Get(l.Code)
 		return err == nil && got.URL == "https://two.example"
 	})
@@ -552,7 +541,7 @@ func TestCatchUpBySnapshot(t *testing.T) {
 	}
 	// Wait until every shard has snapshotted and truncated its log past
 	// what the stopped node has.
-	waitFor(t, 20*time.Second, "snapshots on the survivors", func() bool {
+	testcluster.WaitFor(t, 20*time.Second, "snapshots on the survivors", func() bool {
 		for _, s := range tc.nodes[0].localShards() {
 			if s.Group().Stats()["last_snapshot_index"] == "0" {
 				return false
@@ -616,7 +605,7 @@ func TestCreateRetriedAcrossLeaderChange(t *testing.T) {
 		return -1
 	}
 	var first int
-	waitFor(t, 10*time.Second, "a leader", func() bool { first = leaderIdx(); return first >= 0 })
+	testcluster.WaitFor(t, 10*time.Second, "a leader", func() bool { first = leaderIdx(); return first >= 0 })
 	l1, err := tc.nodes[first].applyCreateCmd(ctx(t), code, 4242, "https://moving.example")
 	if err != nil {
 		t.Fatal(err)
@@ -625,7 +614,7 @@ func TestCreateRetriedAcrossLeaderChange(t *testing.T) {
 	if err := tc.nodes[first].localShard(sid).Group().TransferLeadership(ctx(t), "", ""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a new leader", func() bool { i := leaderIdx(); return i >= 0 && i != first })
+	testcluster.WaitFor(t, 10*time.Second, "a new leader", func() bool { i := leaderIdx(); return i >= 0 && i != first })
 	// The retry goes through the old leader, which now forwards it.
 	l2, err := tc.nodes[first].applyCreateCmd(ctx(t), code, 4242, "https://moving.example")
 	if err != nil {
@@ -689,7 +678,7 @@ func TestRemoveNode(t *testing.T) {
 		t.Fatalf("unknown node: %v", err)
 	}
 	tc.waitReplicated(2)
-	waitFor(t, 10*time.Second, "n3 out of the meta group", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "n3 out of the meta group", func() bool {
 		return len(tc.nodes[0].Status().Meta.Replicas) == 2
 	})
 	l, err := tc.nodes[1].Create(ctx(t), link.CreateRequest{URL: "https://after-removal.example"})
@@ -756,7 +745,7 @@ func TestConcurrentCreatesAcrossNodesAreDistinct(t *testing.T) {
 	}
 	// Once quiet, every replica of every group sums up the same, and every
 	// node holds the same lease history, without overlaps.
-	waitFor(t, 30*time.Second, "replicas with equal digests", func() bool {
+	testcluster.WaitFor(t, 30*time.Second, "replicas with equal digests", func() bool {
 		var ref []GroupDigest
 		for _, n := range tc.nodes {
 			ds, err := n.Digests()
@@ -793,7 +782,7 @@ func TestConcurrentCreatesAcrossNodesAreDistinct(t *testing.T) {
 // forwarded read) hold every link with its URL.
 func waitHoldsLocally(tb testing.TB, n *Node, links []*link.Link, what string) {
 	tb.Helper()
-	waitFor(tb, 30*time.Second, what, func() bool {
+	testcluster.WaitFor(tb, 30*time.Second, what, func() bool {
 		for _, l := range links {
 			s := n.localShard(n.ring.Locate(l.Code))
 			if s == nil {
@@ -905,7 +894,7 @@ func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
 	}
 	// Shard 0's replicas, in placement order, and the node without one.
 	var reps []string
-	waitFor(t, 30*time.Second, "shard 0 placed on two nodes with a leader", func() bool {
+	testcluster.WaitFor(t, 30*time.Second, "shard 0 placed on two nodes with a leader", func() bool {
 		p, err := tc.nodes[0].metaFSM.Placement()
 		if err != nil || p == nil || len(p.Shards[0]) != 2 {
 			return false
@@ -931,7 +920,7 @@ func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
 	// The leader must be the second replica, so that asking the replicas
 	// in order reaches a follower first.
 	first, second := byID[reps[0]], byID[reps[1]]
-	waitFor(t, 30*time.Second, "shard 0 led by its second replica", func() bool {
+	testcluster.WaitFor(t, 30*time.Second, "shard 0 led by its second replica", func() bool {
 		if second.localShard(0).Group().LeaderReady() {
 			return true
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -60,7 +61,7 @@ func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
 		t.Fatalf("the damaged file was not kept aside: %v", err)
 	}
 	tc.start(2)
-	waitFor(t, 30*time.Second, "n3's shard 0 to match the others", func() bool {
+	testcluster.WaitFor(t, 30*time.Second, "n3's shard 0 to match the others", func() bool {
 		var sums []string
 		for _, n := range tc.live() {
 			s := n.localShard(0)

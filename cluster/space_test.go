@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/internal/tmpfs"
 	"github.com/linkraft/linkraft/link"
 )
@@ -32,9 +33,9 @@ func TestStorageAlarmRefusesWritesAndClears(t *testing.T) {
 		t.Fatal(err)
 	}
 	filler := tmpfs.Fill(t, disk, 16<<20)
-	waitFor(t, 10*time.Second, "n3's alarm", func() bool { return tc.nodes[2].Storage().Alarm })
+	testcluster.WaitFor(t, 10*time.Second, "n3's alarm", func() bool { return tc.nodes[2].Storage().Alarm })
 	for _, n := range tc.live() {
-		waitFor(t, 10*time.Second, n.ID()+" to hear of n3's alarm", func() bool { return n.gossip.fullNodes()["n3"] || n.ID() == "n3" })
+		testcluster.WaitFor(t, 10*time.Second, n.ID()+" to hear of n3's alarm", func() bool { return n.gossip.fullNodes()["n3"] || n.ID() == "n3" })
 	}
 	for _, n := range tc.live() {
 		if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://refused.example/"}); !errors.Is(err, link.ErrInsufficientStorage) {
@@ -53,7 +54,7 @@ func TestStorageAlarmRefusesWritesAndClears(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "creates to resume", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "creates to resume", func() bool {
 		_, err := tc.nodes[1].Create(ctx(t), link.CreateRequest{URL: "https://after.example/"})
 		return err == nil
 	})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/peertls"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/transport"
 )
@@ -194,7 +195,7 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 	// the balancer spreads leaders: try again then).
 	var out any
 	var index uint64
-	waitFor(t, 20*time.Second, "the pill committed on shard 0's leader", func() bool {
+	testcluster.WaitFor(t, 20*time.Second, "the pill committed on shard 0's leader", func() bool {
 		for _, n := range tc.live() {
 			if s := n.localShard(sid); s != nil && s.Group().IsLeader() {
 				out, index, err = s.Group().Apply(ctx(t), pill)
@@ -210,7 +211,7 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 		t.Fatalf("apply answered %T %v, want a rejection at %d", out, out, index)
 	}
 	for _, n := range tc.live() {
-		waitFor(t, 10*time.Second, n.ID()+" applies past the pill", func() bool {
+		testcluster.WaitFor(t, 10*time.Second, n.ID()+" applies past the pill", func() bool {
 			s := n.localShard(sid)
 			return s != nil && s.FSM().AppliedIndex() >= index
 		})
@@ -287,7 +288,7 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 	defer cancel()
 	_ = again.Open(c) // shard 0 may never report caught up
 	defer again.Close()
-	waitFor(t, 10*time.Second, "the halt after a restart", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "the halt after a restart", func() bool {
 		s := again.localShard(0)
 		return s != nil && s.FSM().Halted() != nil && s.FSM().Halted().Index == h.Index
 	})

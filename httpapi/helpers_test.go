@@ -16,6 +16,7 @@ import (
 	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -126,32 +127,16 @@ func serve(tb testing.TB, svc httpapi.Service, secret string, m *metrics.Metrics
 // by the meta leader's loop after the settings).
 func (tn *testNode) waitKey(tb testing.TB, secret string) {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := tn.svc.Authenticate(secret); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the node never knew the key")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testcluster.WaitFor(tb, 20*time.Second, "the node to know the key", func() bool {
+		_, err := tn.svc.Authenticate(secret)
+		return err == nil
+	})
 }
 
 func (tn *testNode) waitReady(tb testing.TB) {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp := tn.do(tb, "GET", "/readyz", "", nil)
-		if resp.status == 200 {
-			tn.waitKey(tb, tn.key)
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("node not ready: %s", resp.body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testcluster.WaitFor(tb, 20*time.Second, "/readyz 200", func() bool { return tn.do(tb, "GET", "/readyz", "", nil).status == 200 })
+	tn.waitKey(tb, tn.key)
 }
 
 type response struct {

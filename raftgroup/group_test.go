@@ -58,19 +58,14 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leader *Group
-	electing := testcluster.Context(t, 15*time.Second)
-	for leader == nil {
+	testcluster.WaitFor(t, 15*time.Second, "a ready leader", func() bool {
 		for _, s := range groups {
 			if s.LeaderReady() {
 				leader = s
 			}
 		}
-		select {
-		case <-electing.Done():
-			t.Fatal("no ready leader")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return leader != nil
+	})
 	g := leader
 	if err := g.ConfirmLeader(testcluster.Context(t, 5*time.Second)); err != nil {
 		t.Fatalf("leader cannot confirm: %v", err)
@@ -99,14 +94,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 			s.Close()
 		}
 	}
-	expiring := testcluster.Context(t, 5*time.Second)
-	for g.leaseValid() {
-		select {
-		case <-expiring.Done():
-			t.Fatal("lease never ran out")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	testcluster.WaitFor(t, 5*time.Second, "the lease to run out", func() bool { return !g.leaseValid() })
 	if err := g.ConfirmLeader(testcluster.Context(t, 3*time.Second)); err == nil {
 		t.Fatal("a leader without a quorum confirmed itself after its lease")
 	}

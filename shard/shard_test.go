@@ -127,18 +127,14 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 	}
 	for _, set := range [][]*Shard{shards, others} {
 		var leader *Shard
-		deadline := time.Now().Add(15 * time.Second)
-		for leader == nil {
+		testcluster.WaitFor(t, 15*time.Second, "a leader", func() bool {
 			for _, s := range set {
 				if s.Group().IsLeader() {
 					leader = s
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("no leader elected")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return leader != nil
+		})
 		if err := leader.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
@@ -157,13 +153,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 				t.Fatalf("follower consistent read err = %v", err)
 			}
 			// Followers apply the entry: poll their local state.
-			deadline := time.Now().Add(10 * time.Second)
-			for s.FSM().AppliedIndex() < l.Version {
-				if time.Now().After(deadline) {
-					t.Fatal("follower never applied the create")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testcluster.WaitFor(t, 10*time.Second, "the follower to apply the create", func() bool { return s.FSM().AppliedIndex() >= l.Version })
 			if got, err := s.Lookup("rep", false); err != nil || got.URL != "https://r.example" {
 				t.Fatalf("follower lookup = %+v, %v", got, err)
 			}

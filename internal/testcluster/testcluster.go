@@ -1,6 +1,6 @@
-// Package testcluster holds what tests of the Raft layers share: a peer
-// port on loopback and deadlines tied to the test. It is imported only by
-// _test files.
+// Package testcluster holds what the tests of several packages share: a
+// peer port on loopback, deadlines tied to the test, and polling for a
+// condition. It is imported only by _test files.
 package testcluster
 
 import (
@@ -35,4 +35,17 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	tb.Cleanup(cancel)
 	return ctx
+}
+
+// WaitFor polls cond every 10 ms until it holds, and fails the test with
+// what if d passes first. Tests wait on conditions, never on sleeps.
+func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
