@@ -69,12 +69,12 @@ type fsmSubmit struct {
 	calls    int
 }
 
-func (s *fsmSubmit) submit(_ context.Context, _ int, entry []byte) error {
+func (s *fsmSubmit) submit(_ context.Context, _ int, b *fsm.ClickBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	s.index++
-	s.f.Apply(&raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand, Data: entry})
+	s.f.Apply(&raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand, Data: b.Encode()})
 	if s.loseAcks > 0 {
 		s.loseAcks--
 		return errors.New("timeout: outcome unknown")
@@ -170,7 +170,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 	obs := &countObs{}
 	p, err := New(Config{Node: "n1", Capacity: 4, FlushInterval: time.Hour, Observer: obs,
 		Shard:  func(string) int { <-block; return 0 }, // the worker is stuck on its first click
-		Submit: func(context.Context, int, []byte) error { return nil }})
+		Submit: func(context.Context, int, *fsm.ClickBatch) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package analytics
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -38,10 +37,10 @@ type Config struct {
 	Node string
 	// Shard maps a code to its shard.
 	Shard func(code string) int
-	// Submit proposes a batch (an encoded fsm.ClickBatch, the Raft entry)
-	// through the shard's Raft group. An error means the outcome is
-	// unknown: the same batch is submitted again.
-	Submit func(ctx context.Context, shard int, entry []byte) error
+	// Submit proposes a batch through the shard's Raft group. An error
+	// means the outcome is unknown: the same batch (same node and sequence
+	// number) is submitted again.
+	Submit func(ctx context.Context, shard int, b *fsm.ClickBatch) error
 	// Salt returns the visitor-hash salt of a UTC day; the same on every
 	// node, so a visitor seen by two nodes counts once. Nil: no uniques.
 	Salt func(day time.Time) []byte
@@ -107,9 +106,6 @@ type Pipeline struct {
 	visitsAt time.Time // last write of raw visits
 	refMemo  map[string]string
 	free     []*agg // aggs of past batches, for reuse
-	enc      fsm.BatchEncoder
-	humans   fsm.DeltaCounts // scratch of batch
-	bots     fsm.DeltaCounts
 	codes    []string
 
 	orphanMu    sync.Mutex
@@ -127,7 +123,7 @@ type Pipeline struct {
 type shardState struct {
 	acc        map[string]*agg
 	accN       int
-	pending    []byte // encoded batch
+	pending    *fsm.ClickBatch
 	pendingSeq uint64
 	pendingN   int
 	inFlight   bool
@@ -144,9 +140,13 @@ type agg struct {
 	sketch  [2]*hyperloglog.Sketch
 }
 
+// aggEntry is one breakdown count: clicks of humans or bots under key in
+// dimension Dim (fsm.DimCountry ...).
 type aggEntry struct {
 	bot bool
-	fsm.DeltaEntry
+	Dim int
+	Key string
+	N   uint64
 }
 
 type aggKey struct {
@@ -169,7 +169,7 @@ func (g *agg) count(bot bool, dim int, key string) {
 				return
 			}
 		}
-		g.entries = append(g.entries, aggEntry{bot, fsm.DeltaEntry{Dim: dim, Key: key, N: 1}})
+		g.entries = append(g.entries, aggEntry{bot: bot, Dim: dim, Key: key, N: 1})
 		if len(g.entries) > linearEntries {
 			g.index = make(map[aggKey]int, 2*len(g.entries))
 			for i, e := range g.entries {
@@ -184,7 +184,7 @@ func (g *agg) count(bot bool, dim int, key string) {
 		return
 	}
 	g.index[k] = len(g.entries)
-	g.entries = append(g.entries, aggEntry{bot, fsm.DeltaEntry{Dim: dim, Key: key, N: 1}})
+	g.entries = append(g.entries, aggEntry{bot: bot, Dim: dim, Key: key, N: 1})
 }
 
 func (g *agg) hour(h uint64, bot bool) {
@@ -465,7 +465,7 @@ func (p *Pipeline) flush(wait bool) {
 	}
 }
 
-func (p *Pipeline) submit(shard int, st *shardState, b []byte, seq uint64, n int) {
+func (p *Pipeline) submit(shard int, st *shardState, b *fsm.ClickBatch, seq uint64, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.SubmitTimeout)
 	err := p.cfg.Submit(ctx, shard, b)
 	cancel()
@@ -485,45 +485,43 @@ func (p *Pipeline) submit(shard int, st *shardState, b []byte, seq uint64, n int
 	}
 }
 
-// batch encodes a shard's aggregates as ClickBatch seq (codes in order,
+// batch turns a shard's aggregates into ClickBatch seq (codes in order,
 // for locality in the replicas' B+trees) and empties them. Called under mu.
-func (p *Pipeline) batch(st *shardState, seq uint64) []byte {
-	p.enc.Begin(p.cfg.Node, seq)
+func (p *Pipeline) batch(st *shardState, seq uint64) *fsm.ClickBatch {
 	p.codes = p.codes[:0]
 	for code := range st.acc {
 		p.codes = append(p.codes, code)
 	}
 	slices.Sort(p.codes)
-	for _, code := range p.codes {
+	b := &fsm.ClickBatch{Node: p.cfg.Node, Seq: seq, Deltas: make([]fsm.ClickDelta, len(p.codes))}
+	for i, code := range p.codes {
 		g := st.acc[code]
-		slices.SortFunc(g.entries, func(a, b aggEntry) int {
-			return cmp.Or(cmp.Compare(a.Dim, b.Dim), strings.Compare(a.Key, b.Key))
-		})
-		p.humans = fsm.DeltaCounts{Total: g.total[0], Entries: p.humans.Entries[:0]}
-		p.bots = fsm.DeltaCounts{Total: g.total[1], Entries: p.bots.Entries[:0]}
+		d := &b.Deltas[i]
+		d.Code = code
+		d.Delta.Humans.Total, d.Delta.Bots.Total = g.total[0], g.total[1]
 		for _, e := range g.entries {
+			c := &d.Delta.Humans
 			if e.bot {
-				p.bots.Entries = append(p.bots.Entries, e.DeltaEntry)
-			} else {
-				p.humans.Entries = append(p.humans.Entries, e.DeltaEntry)
+				c = &d.Delta.Bots
 			}
+			c.Add(e.Dim, e.Key, e.N)
 		}
-		for i, dc := range []*fsm.DeltaCounts{&p.humans, &p.bots} {
+		for i, c := range []*fsm.Counts{&d.Delta.Humans, &d.Delta.Bots} {
 			if sk := g.sketch[i]; sk != nil {
 				if v, err := sk.MarshalBinary(); err == nil {
-					dc.Visitors = v
+					c.Visitors = v
 				}
 			}
 		}
 		slices.SortFunc(g.hours, func(a, b fsm.HourCount) int { return cmp.Compare(a.Hour, b.Hour) })
-		p.enc.Add(code, &p.humans, &p.bots, g.hours)
+		d.Hours = slices.Clone(g.hours)
 		g.reset()
 		if len(p.free) < maxFreeAggs {
 			p.free = append(p.free, g)
 		}
 	}
 	clear(st.acc)
-	return bytes.Clone(p.enc.Bytes())
+	return b
 }
 
 // Pending reports how many clicks are not yet acknowledged (queued,

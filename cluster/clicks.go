@@ -14,21 +14,18 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-// submitClicks proposes a click batch (an encoded fsm.ClickBatch) through
-// shard s's Raft group (on its leader, forwarded if need be). An error
-// means the outcome is unknown; the caller resends the same batch, which
-// the FSM applies at most once.
-func (n *Node) submitClicks(ctx context.Context, s int, entry []byte) error {
+// submitClicks proposes a click batch through shard s's Raft group (on
+// its leader, forwarded if need be). An error means the outcome is unknown;
+// the caller resends the same batch, which the FSM applies at most once.
+func (n *Node) submitClicks(ctx context.Context, s int, b *fsm.ClickBatch) error {
 	if bugs.Every(bugs.DropClickBatch, 3) {
 		return nil // "committed", never proposed
 	}
-	_, err := n.applyGroup(ctx, shardGroupID(s), entry, 0)
+	_, err := n.applyGroup(ctx, shardGroupID(s), b.Encode(), 0)
 	if err == nil && bugs.On(bugs.ClickDouble) {
-		cmd, derr := fsm.Decode(entry)
-		if b, ok := cmd.(*fsm.ClickBatch); derr == nil && ok {
-			b.Node += "#dup"
-			_, err = n.applyGroup(ctx, shardGroupID(s), b.Encode(), 0)
-		}
+		dup := *b
+		dup.Node += "#dup"
+		_, err = n.applyGroup(ctx, shardGroupID(s), dup.Encode(), 0)
 	}
 	return err
 }

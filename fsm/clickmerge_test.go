@@ -96,32 +96,3 @@ func TestMergePairsNormalises(t *testing.T) {
 		t.Fatalf("normalizePairs = %v (%s)", ps, d)
 	}
 }
-
-// TestBatchEncoderMatchesEncode: a batch written in list form is byte for
-// byte the batch in map form.
-func TestBatchEncoderMatchesEncode(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	list := func(c Counts) *DeltaCounts {
-		dc := &DeltaCounts{Total: c.Total, Visitors: c.Visitors}
-		for d, m := range []map[string]uint64{c.Countries, c.Devices, c.Browsers, c.OS, c.Referrers} {
-			for _, k := range sortedKeys(m) {
-				dc.Entries = append(dc.Entries, DeltaEntry{Dim: d, Key: k, N: m[k]})
-			}
-		}
-		return dc
-	}
-	var e BatchEncoder
-	for round := range 5 {
-		b := &ClickBatch{Node: "n1", Seq: uint64(round + 1)}
-		e.Begin(b.Node, b.Seq)
-		for i := range 20 {
-			d := ClickDelta{Code: fmt.Sprintf("c%d", i), Delta: ClickTotals{Humans: randomCounts(t, rng, 8), Bots: randomCounts(t, rng, 3)},
-				Hours: []HourCount{{Hour: 1, Humans: 2}, {Hour: 2, Bots: 1}}}
-			b.Deltas = append(b.Deltas, d)
-			e.Add(d.Code, list(d.Delta.Humans), list(d.Delta.Bots), d.Hours)
-		}
-		if d := cmp.Diff(b.Encode(), e.Bytes()); d != "" {
-			t.Fatalf("round %d: BatchEncoder differs from Encode:\n%s", round, d)
-		}
-	}
-}

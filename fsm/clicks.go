@@ -167,8 +167,7 @@ var (
 	)
 )
 
-// Encode returns the Raft entry for b (the pipeline writes the same bytes
-// with BatchEncoder).
+// Encode returns the Raft entry for b.
 func (b *ClickBatch) Encode() []byte {
 	return clickBatchCodec.append(append(make([]byte, 0, 32+len(b.Deltas)*128), byte(TypeClickBatch)), b)
 }
@@ -313,7 +312,31 @@ func EncodeClickStats(s *ClickStats) []byte { return clickStatsCodec.append(nil,
 // DecodeClickStats parses what EncodeClickStats returned.
 func DecodeClickStats(body []byte) (*ClickStats, error) { return clickStatsCodec.decode(body) }
 
-// Breakdown dimensions of a DeltaEntry, in the order Counts lists them.
+// Add counts n clicks under key in breakdown dim (DimCountry ...
+// DimReferrer).
+func (c *Counts) Add(dim int, key string, n uint64) {
+	var m *map[string]uint64
+	switch dim {
+	case DimCountry:
+		m = &c.Countries
+	case DimDevice:
+		m = &c.Devices
+	case DimBrowser:
+		m = &c.Browsers
+	case DimOS:
+		m = &c.OS
+	case DimReferrer:
+		m = &c.Referrers
+	default:
+		return
+	}
+	if *m == nil {
+		*m = map[string]uint64{}
+	}
+	(*m)[key] += n
+}
+
+// Breakdown dimensions, in the order Counts lists them (Counts.Add).
 const (
 	DimCountry = iota
 	DimDevice
@@ -321,57 +344,3 @@ const (
 	DimOS
 	DimReferrer
 )
-
-// DeltaEntry is one breakdown count of a delta in list form.
-type DeltaEntry struct {
-	Dim int // DimCountry ... DimReferrer
-	Key string
-	N   uint64
-}
-
-// DeltaCounts is one audience's part of a delta in list form: what Counts
-// holds in maps, as a list sorted by Dim, then Key, with no pair twice. It
-// lets a node build a batch without a map per code.
-type DeltaCounts struct {
-	Total    uint64
-	Entries  []DeltaEntry
-	Visitors []byte
-}
-
-// BatchEncoder writes a ClickBatch's Raft entry delta by delta from list
-// form; the bytes are those ClickBatch.Encode gives for the same batch in
-// map form. The zero value is ready; Begin starts a batch.
-type BatchEncoder struct {
-	out, m, counts []byte
-}
-
-// Begin starts the entry of batch (node, seq), dropping what was written.
-func (e *BatchEncoder) Begin(node string, seq uint64) {
-	e.out = append(e.out[:0], byte(TypeClickBatch))
-	e.out = appendString(e.out, fBatchNode, node)
-	e.out = appendUint(e.out, fBatchSeq, seq)
-}
-
-// Add appends code's delta: the two audiences and the hourly counts.
-func (e *BatchEncoder) Add(code string, humans, bots *DeltaCounts, hours []HourCount) {
-	e.m = appendString(e.m[:0], fDeltaCode, code)
-	for _, c := range []struct {
-		num protowire.Number
-		c   *DeltaCounts
-	}{{fDeltaHumans, humans}, {fDeltaBots, bots}} {
-		e.counts = appendUint(e.counts[:0], fCountsTotal, c.c.Total)
-		for _, en := range c.c.Entries {
-			e.counts = appendPair(e.counts, dimFields[en.Dim], en.Key, en.N)
-		}
-		e.counts = appendBytes(e.counts, fCountsVisitors, c.c.Visitors)
-		e.m = appendMessage(e.m, c.num, e.counts)
-	}
-	for _, h := range hours {
-		var hb [32]byte
-		e.m = appendMessage(e.m, fDeltaHour, appendHour(hb[:0], h))
-	}
-	e.out = appendMessage(e.out, fBatchDelta, e.m)
-}
-
-// Bytes returns the entry written so far (valid until the next Begin).
-func (e *BatchEncoder) Bytes() []byte { return e.out }
