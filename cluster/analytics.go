@@ -27,21 +27,26 @@ type AnalyticsConfig struct {
 	Observer analytics.Observer
 }
 
+// withDefaults returns a copy of c with its defaults filled in.
+func (c AnalyticsConfig) withDefaults() *AnalyticsConfig {
+	if c.VisitRetention <= 0 {
+		c.VisitRetention = 30 * 24 * time.Hour
+	}
+	if c.CloseTimeout <= 0 {
+		c.CloseTimeout = 5 * time.Second
+	}
+	return &c
+}
+
 // openAnalytics starts the pipeline (and the visit store) if configured.
 // The pipeline asks for a click's shard and the day's salt only when it
 // aggregates a click, and clicks arrive only once Open has returned and
 // the HTTP server runs, by when the ring and the settings are known.
 func (n *Node) openAnalytics() error {
 	n.enricher = analytics.NewEnricher()
-	cfg := n.cfg.Analytics
+	cfg := n.cfg.Analytics // a copy with defaults, made by New
 	if cfg == nil {
 		return nil
-	}
-	if cfg.VisitRetention <= 0 {
-		cfg.VisitRetention = 30 * 24 * time.Hour
-	}
-	if cfg.CloseTimeout <= 0 {
-		cfg.CloseTimeout = 5 * time.Second
 	}
 	log := n.log.With("component", "analytics")
 	if cfg.Visits {

@@ -260,6 +260,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Analytics != nil {
+		cfg.Analytics = cfg.Analytics.withDefaults()
+	}
 	for _, c := range cfg.NodeID {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
 			return nil, fmt.Errorf("cluster: node id %q may contain only A-Z a-z 0-9 - _ .", cfg.NodeID)
