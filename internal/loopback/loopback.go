@@ -8,6 +8,12 @@
 // here come from below the ephemeral range instead, where the kernel never
 // assigns on its own, and are checked free for both TCP and UDP (memberlist
 // binds both).
+//
+// Test binaries of several packages draw from that range at once, and a
+// port is only checked, not held, until its process binds it. So each test
+// process draws from its own slice of the range (by process ID), and never
+// hands out the same port twice: two processes collide only when their
+// slices are the same and then one time in thousands.
 package loopback
 
 import (
@@ -17,8 +23,20 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
+
+// slices is how many parts the range is cut into, one per test process
+// (by process ID modulo slices).
+const slices = 8
+
+// handedOut holds the ports this process has given out; a test helper's
+// memory, shared by the tests of one binary.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // lowestPort is the bottom of the range handed out; well clear of the
 // well-known ports.
@@ -46,8 +64,16 @@ func Addr(tb testing.TB) string {
 	if high-lowestPort < 1000 {
 		tb.Fatalf("loopback: ephemeral range starts at %d, leaving no room below it", high)
 	}
+	span := (high - lowestPort) / slices
+	base := lowestPort + (os.Getpid()%slices)*span
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for i := 0; i < 200; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", lowestPort+rand.IntN(high-lowestPort))
+		port := base + rand.IntN(span)
+		if handedOut.ports[port] {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
@@ -58,6 +84,7 @@ func Addr(tb testing.TB) string {
 			continue
 		}
 		pc.Close()
+		handedOut.ports[port] = true
 		return addr
 	}
 	tb.Fatal("loopback: no free port below the ephemeral range")
