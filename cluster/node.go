@@ -558,7 +558,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		// The last click batches go out while every group still runs.
 		errs := []error{n.closeAnalytics()}
-		// Leave gossip first, so peers see this node go and stop choosing
+		// Then leave gossip, so peers see this node go and stop choosing
 		// it as the target of leader balancing.
 		if n.gossip != nil {
 			errs = append(errs, n.gossip.close())
