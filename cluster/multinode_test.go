@@ -961,4 +961,13 @@ func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
 			t.Fatalf("%s: %v", code, err)
 		}
 	}
+	// An answer naming an address that is no replica of the shard (a
+	// hostile or confused peer) is not followed.
+	if h := outsider.leaderHints.get(shardGroupID(0)); h != first.RaftAddr() && h != second.RaftAddr() {
+		t.Fatalf("hint %q names neither replica (%s, %s)", h, first.RaftAddr(), second.RaftAddr())
+	}
+	outsider.rememberLeader(shardGroupID(0), "203.0.113.9:7000")
+	if got := outsider.leaderHints.get(shardGroupID(0)); got != "" {
+		t.Fatalf("a leader hint outside the shard's replicas was kept: %q", got)
+	}
 }

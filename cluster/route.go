@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -136,7 +137,7 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 		res, err := n.remoteApply(ctx, hint, group, cmd, hops)
 		switch {
 		case err == nil:
-			n.leaderHints.set(group, res.leader)
+			n.rememberLeader(group, res.leader)
 			return res, nil
 		case errors.Is(err, errDial) || errors.Is(err, link.ErrNotLeader):
 			// Nothing was applied: forget the hint, ask the replicas.
@@ -156,9 +157,22 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 		return n.remoteApply(ctx, addr, group, cmd, hops)
 	})
 	if err == nil && hops == 0 {
-		n.leaderHints.set(group, res.leader)
+		n.rememberLeader(group, res.leader)
 	}
 	return res, err
+}
+
+// rememberLeader keeps addr as the leader hint of group if it is the peer
+// address of a replica of the shard in this node's placement: an answer
+// naming any other address (a peer's bug, or a hostile one) is not
+// followed. An empty addr forgets the hint.
+func (n *Node) rememberLeader(group uint64, addr string) {
+	if addr != "" {
+		if addrs, err := n.replicaAddrs(int(group) - 1); err != nil || !slices.Contains(addrs, addr) {
+			addr = ""
+		}
+	}
+	n.leaderHints.set(group, addr)
 }
 
 // leaderHints remembers, per group this node does not host, the peer

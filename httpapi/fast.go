@@ -45,7 +45,7 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 	if bugs.Once(bugs.PanicOnce) {
 		panic("jepsen bug panic-once")
 	}
-	a := fastpath.Answer{Status: lk.Redirect, Location: lk.URL}
+	a := fastpath.Answer{Status: lk.Redirect, Location: lk.URL, ID: lk.Code}
 	if lk.Redirect == http.StatusFound || lk.Redirect == http.StatusTemporaryRedirect {
 		a.CacheControl = privateMaxAge90[0]
 	}
@@ -56,7 +56,7 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 func (h fastHandler) Served(r *fastpath.Request, a fastpath.Answer, start time.Time) {
 	s := h.s
 	if s.clicks != nil && !r.Head {
-		s.recordClick(string(r.Segment), s.fastClientIP(r), unsafeString(clipBytes(r.UserAgent, MaxUserAgent)),
+		s.recordClick(a.ID, s.fastClientIP(r), unsafeString(clipBytes(r.UserAgent, MaxUserAgent)),
 			unsafeString(clipBytes(r.Referer, MaxReferer)), r.Private)
 	}
 	s.rec.Redirect(a.Status, time.Since(start))

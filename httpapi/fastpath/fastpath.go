@@ -39,6 +39,9 @@ type Answer struct {
 	Location string
 	// CacheControl, if set, is sent as Cache-Control.
 	CacheControl string
+	// ID names what was answered, for the Handler's own use in Served
+	// (the fast path does not read it).
+	ID string
 }
 
 // Handler decides the fast path's answers. Both methods run on the
