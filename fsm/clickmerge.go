@@ -48,11 +48,7 @@ func (v *countsView) parse(body []byte) error {
 		v.dims[i] = v.dims[i][:0]
 	}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		d := -1
 		switch num {
 		case fCountsTotal:
@@ -173,11 +169,7 @@ func mergePairs(dst, cur, add []pair) []pair {
 // view of body.
 func readPair(body []byte) (key []byte, n uint64, err error) {
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		switch num {
 		case fPairKey:
 			key = r.bytes(typ, num)
@@ -275,11 +267,7 @@ func mergeSketches(cur, add []byte) []byte {
 // runs each delta's body through delta (nil: skipped).
 func clickBatchHeader(body []byte, delta func([]byte) error) (node []byte, seq uint64, err error) {
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		switch num {
 		case fBatchNode:
 			node = r.bytes(typ, num)
@@ -317,11 +305,7 @@ func checkClickBatch(body []byte) error {
 // code's delta decodes.
 func checkClickDelta(v *countsView, body []byte) error {
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		switch num {
 		case fDeltaHumans, fDeltaBots:
 			if err := v.parse(r.bytes(typ, num)); err != nil {
@@ -359,11 +343,7 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body []byte) any {
 	links, totals, hours := tx.Bucket(bucketLinks), tx.Bucket(bucketClicks), tx.Bucket(bucketClickHours)
 	m := clickMerger{links: links.Cursor(), totals: totals.Cursor(), hours: hours.Cursor()}
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		if num != fBatchDelta {
 			r.skip(num, typ)
 			continue
@@ -385,11 +365,7 @@ func (f *ShardFSM) applyClickDelta(m *clickMerger, totals, hours *bolt.Bucket, b
 	// First pass: the code and the counts, and every hour checked; the
 	// hours are applied in a second pass once the code is known to count.
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		switch num {
 		case fDeltaCode:
 			code = r.bytes(typ, num)
@@ -438,11 +414,7 @@ func (f *ShardFSM) applyClickDelta(m *clickMerger, totals, hours *bolt.Bucket, b
 		panic(fmt.Sprintf("fsm %s: put clicks: %v", f.path, err))
 	}
 	r = fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		if num != fDeltaHour {
 			r.skip(num, typ)
 			continue
@@ -469,11 +441,7 @@ func (f *ShardFSM) applyClickDelta(m *clickMerger, totals, hours *bolt.Bucket, b
 // parseTotals reads a stored ClickTotals into m.cur.
 func (m *clickMerger) parseTotals(v []byte) error {
 	r := fieldReader{b: v}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		var err error
 		switch num {
 		case fTotalsHumans:

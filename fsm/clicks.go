@@ -180,11 +180,7 @@ func appendHour(b []byte, h HourCount) []byte { return hourCodec.append(b, &h) }
 func decodeHour(body []byte) (HourCount, error) {
 	var h HourCount
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		switch num {
 		case fHourHour:
 			h.Hour = r.uint(typ, num)

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"time"
 
@@ -90,6 +91,20 @@ func (r *fieldReader) next() (protowire.Number, protowire.Type, bool) {
 	}
 	r.b = r.b[n:]
 	return num, typ, true
+}
+
+// fields walks the fields of the body: the loop body reads each (r.str,
+// r.uint, ...) or skips it. The walk ends at the end of the body or at the
+// first failure, which r.err holds.
+func (r *fieldReader) fields() iter.Seq2[protowire.Number, protowire.Type] {
+	return func(yield func(protowire.Number, protowire.Type) bool) {
+		for {
+			num, typ, ok := r.next()
+			if !ok || !yield(num, typ) {
+				return
+			}
+		}
+	}
 }
 
 // setErr stops the walk with err (a field that read well but is invalid),
@@ -245,11 +260,7 @@ func (c *codec[M]) append(b []byte, m *M) []byte {
 // decodeInto reads body into m.
 func (c *codec[M]) decodeInto(body []byte, m *M) error {
 	r := fieldReader{b: body}
-	for {
-		num, typ, ok := r.next()
-		if !ok {
-			break
-		}
+	for num, typ := range r.fields() {
 		if f := c.field(num); f != nil {
 			r = f.get(r, typ, num, m)
 		} else {
