@@ -179,12 +179,6 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 			asciiHost = strings.ToLower(host)
 		}
 	} else {
-		if numericLastLabel(host) {
-			// Browsers read "2130706433", "0x7f.1" or "127.1" as IPv4
-			// addresses; only the dotted-quad form is accepted, so host
-			// checks cannot be dodged.
-			return "", bad("has a numeric host that is not a dotted-quad IPv4 address")
-		}
 		if !utf8.ValidString(host) {
 			// A percent-escaped byte that is no UTF-8 ("%80"): idna would
 			// map it to U+FFFD and return a name it refuses itself.
@@ -199,6 +193,17 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 		if again, err := idna.Lookup.ToASCII(asciiHost); err != nil || again != asciiHost {
 			// What is stored must read back as itself.
 			return "", bad("has an invalid host name")
+		}
+		// Checked after the mapping: IDNA turns other digits and dots
+		// into ASCII ones ("１２７．０．０．１" is 127.0.0.1, "¹" is 1).
+		if numericLastLabel(asciiHost) {
+			// Browsers read "2130706433", "0x7f.1" or "127.1" as IPv4
+			// addresses; only the dotted-quad form is accepted, and it is
+			// an address like any other, so host checks cannot be dodged.
+			if ip = net.ParseIP(asciiHost); ip == nil || ip.To4() == nil {
+				return "", bad("has a numeric host that is not a dotted-quad IPv4 address")
+			}
+			asciiHost = ip.String()
 		}
 	}
 	if (ip != nil && (ip.IsLoopback() || ip.IsUnspecified())) || asciiHost == "localhost" || strings.HasSuffix(asciiHost, ".localhost") {

@@ -33,6 +33,7 @@ func TestNormalizeURL(t *testing.T) {
 		"https://" + strings.Repeat("a", DefaultMaxURLLength) + ".com/",
 		"http://127.0.0.1:8080/", "http://[::1]/", "http://localhost/", "http://app.localhost/", "http://0.0.0.0/",
 		"http://2130706433/", "http://0x7f.1/", "http://127.1/", "http://1.2.3.0x4/",
+		"http://¹", "http://１２７．０．０．１/", "http://１０．０．０．１/", "http://２１３０７０６４３３/", // digits IDNA maps to ASCII (found by FuzzNormalizeURL)
 		"http://..", "http://./", "https://.example.com/", "https://a..b.example/", // empty labels (found by FuzzNormalizeURL)
 		"https://0ü0000%80000000", "https://example%FF.com/", // an escaped byte that is no UTF-8 in the host (found by FuzzNormalizeURL)
 		"https://xn--bcher-kva.example/", "https://bücher.example/", "https://198.51.100.7/", "https://203.0.113.9/",
