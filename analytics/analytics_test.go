@@ -12,6 +12,7 @@ import (
 	"github.com/axiomhq/hyperloglog"
 	"github.com/hashicorp/raft"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/link"
 )
@@ -69,7 +70,7 @@ type fsmSubmit struct {
 	calls    int
 }
 
-func (s *fsmSubmit) submit(_ context.Context, _ int, b *fsm.ClickBatch) error {
+func (s *fsmSubmit) submit(_ context.Context, _ int, b *command.ClickBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -94,7 +95,7 @@ func newFSM(tb testing.TB, codes ...string) *fsmSubmit {
 	for _, c := range codes {
 		s.index++
 		logs = append(logs, &raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand,
-			Data: (&fsm.CreateIfAbsent{Code: c, URL: "https://e.example/" + c, Now: time.Now()}).Encode()})
+			Data: (&command.CreateIfAbsent{Code: c, URL: "https://e.example/" + c, Now: time.Now()}).Encode()})
 	}
 	f.ApplyBatch(logs)
 	return s
@@ -170,7 +171,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 	obs := &countObs{}
 	p, err := New(Config{Node: "n1", Capacity: 4, FlushInterval: time.Hour, Observer: obs,
 		Shard:  func(string) int { <-block; return 0 }, // the worker is stuck on its first click
-		Submit: func(context.Context, int, *fsm.ClickBatch) error { return nil }})
+		Submit: func(context.Context, int, *command.ClickBatch) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

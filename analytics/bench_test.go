@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -26,7 +26,7 @@ func BenchmarkRecordAndAggregate(b *testing.B) {
 		return m.Sum(nil)
 	}
 	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Salt: saltFn, FlushInterval: time.Hour,
-		Submit: func(context.Context, int, *fsm.ClickBatch) error { return nil }})
+		Submit: func(context.Context, int, *command.ClickBatch) error { return nil }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func BenchmarkRecordAndAggregate(b *testing.B) {
 
 func BenchmarkRecordOnly(b *testing.B) {
 	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Capacity: 1 << 20, FlushInterval: time.Hour,
-		Submit: func(context.Context, int, *fsm.ClickBatch) error { return nil }})
+		Submit: func(context.Context, int, *command.ClickBatch) error { return nil }})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // handler hands each click to a bounded per-node pipeline and never waits.
 // The pipeline enriches clicks (country, device, browser, OS, bot, referrer
 // host), aggregates them per shard and code, and about once a second
-// submits one fsm.ClickBatch per shard through the shard's Raft group. The
+// submits one command.ClickBatch per shard through the shard's Raft group. The
 // FSM applies a node's batches only in increasing sequence, so a batch
 // retried after an unknown outcome never counts twice.
 //

@@ -17,7 +17,7 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -40,7 +40,7 @@ type Config struct {
 	// Submit proposes a batch through the shard's Raft group. An error
 	// means the outcome is unknown: the same batch (same node and sequence
 	// number) is submitted again.
-	Submit func(ctx context.Context, shard int, b *fsm.ClickBatch) error
+	Submit func(ctx context.Context, shard int, b *command.ClickBatch) error
 	// Salt returns the visitor-hash salt of a UTC day; the same on every
 	// node, so a visitor seen by two nodes counts once. Nil: no uniques.
 	Salt func(day time.Time) []byte
@@ -123,7 +123,7 @@ type Pipeline struct {
 type shardState struct {
 	acc        map[string]*agg
 	accN       int
-	pending    *fsm.ClickBatch
+	pending    *command.ClickBatch
 	pendingSeq uint64
 	pendingN   int
 	inFlight   bool
@@ -136,12 +136,12 @@ type agg struct {
 	total   [2]uint64 // humans, bots
 	entries []aggEntry
 	index   map[aggKey]int
-	hours   []fsm.HourCount
+	hours   []command.HourCount
 	sketch  [2]*hyperloglog.Sketch
 }
 
 // aggEntry is one breakdown count: clicks of humans or bots under key in
-// dimension Dim (fsm.DimCountry ...).
+// dimension Dim (command.DimCountry ...).
 type aggEntry struct {
 	bot bool
 	Dim int
@@ -192,7 +192,7 @@ func (g *agg) hour(h uint64, bot bool) {
 	for ; i >= 0 && g.hours[i].Hour != h; i-- {
 	}
 	if i < 0 {
-		g.hours = append(g.hours, fsm.HourCount{Hour: h})
+		g.hours = append(g.hours, command.HourCount{Hour: h})
 		i = len(g.hours) - 1
 	}
 	if bot {
@@ -399,11 +399,11 @@ func (p *Pipeline) add(c *link.Click) {
 		aud = 1
 	}
 	g.total[aud]++
-	g.count(a.Bot, fsm.DimCountry, country)
-	g.count(a.Bot, fsm.DimDevice, a.Device)
-	g.count(a.Bot, fsm.DimBrowser, a.Browser)
-	g.count(a.Bot, fsm.DimOS, a.OS)
-	g.count(a.Bot, fsm.DimReferrer, ref)
+	g.count(a.Bot, command.DimCountry, country)
+	g.count(a.Bot, command.DimDevice, a.Device)
+	g.count(a.Bot, command.DimBrowser, a.Browser)
+	g.count(a.Bot, command.DimOS, a.OS)
+	g.count(a.Bot, command.DimReferrer, ref)
 	g.hour(uint64(max(c.Time.Unix(), 0))/3600, a.Bot)
 	if p.cfg.Visits != nil && !c.Private && p.visitBuf.Len() < p.cfg.VisitBuffer {
 		p.visitBuf.Append(&link.Visit{
@@ -465,7 +465,7 @@ func (p *Pipeline) flush(wait bool) {
 	}
 }
 
-func (p *Pipeline) submit(shard int, st *shardState, b *fsm.ClickBatch, seq uint64, n int) {
+func (p *Pipeline) submit(shard int, st *shardState, b *command.ClickBatch, seq uint64, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.SubmitTimeout)
 	err := p.cfg.Submit(ctx, shard, b)
 	cancel()
@@ -487,13 +487,13 @@ func (p *Pipeline) submit(shard int, st *shardState, b *fsm.ClickBatch, seq uint
 
 // batch turns a shard's aggregates into ClickBatch seq (codes in order,
 // for locality in the replicas' B+trees) and empties them. Called under mu.
-func (p *Pipeline) batch(st *shardState, seq uint64) *fsm.ClickBatch {
+func (p *Pipeline) batch(st *shardState, seq uint64) *command.ClickBatch {
 	p.codes = p.codes[:0]
 	for code := range st.acc {
 		p.codes = append(p.codes, code)
 	}
 	slices.Sort(p.codes)
-	b := &fsm.ClickBatch{Node: p.cfg.Node, Seq: seq, Deltas: make([]fsm.ClickDelta, len(p.codes))}
+	b := &command.ClickBatch{Node: p.cfg.Node, Seq: seq, Deltas: make([]command.ClickDelta, len(p.codes))}
 	for i, code := range p.codes {
 		g := st.acc[code]
 		d := &b.Deltas[i]
@@ -506,14 +506,14 @@ func (p *Pipeline) batch(st *shardState, seq uint64) *fsm.ClickBatch {
 			}
 			c.Add(e.Dim, e.Key, e.N)
 		}
-		for i, c := range []*fsm.Counts{&d.Delta.Humans, &d.Delta.Bots} {
+		for i, c := range []*command.Counts{&d.Delta.Humans, &d.Delta.Bots} {
 			if sk := g.sketch[i]; sk != nil {
 				if v, err := sk.MarshalBinary(); err == nil {
 					c.Visitors = v
 				}
 			}
 		}
-		slices.SortFunc(g.hours, func(a, b fsm.HourCount) int { return cmp.Compare(a.Hour, b.Hour) })
+		slices.SortFunc(g.hours, func(a, b command.HourCount) int { return cmp.Compare(a.Hour, b.Hour) })
 		d.Hours = slices.Clone(g.hours)
 		g.reset()
 		if len(p.free) < maxFreeAggs {
@@ -621,7 +621,7 @@ func (p *Pipeline) RecordOrphan(code string) {
 	if _, ok := p.orphans[code]; ok || len(p.orphans) < maxOrphanCodes {
 		p.orphans[code]++
 	} else {
-		p.orphans[fsm.OtherKey]++
+		p.orphans[command.OtherKey]++
 	}
 	p.orphanMu.Unlock()
 	if o := p.cfg.Observer; o != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -14,7 +14,7 @@ import (
 // the statistics q asks for: the period's counts and series from the hourly
 // counts, the selected audience's unique-visitor estimate and its top
 // breakdowns.
-func Summarize(st *fsm.ClickStats, q link.StatsQuery, since time.Time) *link.Stats {
+func Summarize(st *command.ClickStats, q link.StatsQuery, since time.Time) *link.Stats {
 	out := &link.Stats{Since: since.UTC()}
 	byStep := map[int64]*link.StatsPoint{}
 	for _, h := range st.Hours {
@@ -41,17 +41,16 @@ func Summarize(st *fsm.ClickStats, q link.StatsQuery, since time.Time) *link.Sta
 		}
 		out.Series = append(out.Series, p)
 	}
-	var c fsm.Counts
+	var c command.Counts
 	switch q.Bots {
 	case link.BotsOnly:
 		c = st.Totals.Bots
 	case link.BotsInclude:
-		both := fsm.ClickTotals{Humans: st.Totals.Humans}
-		if err := fsm.MergeTotals(&both, &fsm.ClickTotals{Humans: st.Totals.Bots}); err == nil {
-			c = both.Humans
-		} else {
-			c = st.Totals.Humans
-		}
+		// Summed into fresh maps: st's own are left as they are.
+		var both command.ClickTotals
+		command.MergeTotals(&both, &command.ClickTotals{Humans: st.Totals.Humans})
+		command.MergeTotals(&both, &command.ClickTotals{Humans: st.Totals.Bots})
+		c = both.Humans
 	default:
 		c = st.Totals.Humans
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -28,12 +28,12 @@ func sketchOf(tb testing.TB, hashes ...uint64) []byte {
 func TestSummarizeBucketsFiltersAndMerges(t *testing.T) {
 	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	hour := func(t time.Time) uint64 { return uint64(t.Unix() / 3600) }
-	st := &fsm.ClickStats{
-		Totals: fsm.ClickTotals{
-			Humans: fsm.Counts{Total: 5, Countries: map[string]uint64{"DE": 3, "FR": 2, "US": 2}, Visitors: sketchOf(t, 1, 2, 3)},
-			Bots:   fsm.Counts{Total: 2, Countries: map[string]uint64{"US": 2}, Visitors: sketchOf(t, 3, 4)},
+	st := &command.ClickStats{
+		Totals: command.ClickTotals{
+			Humans: command.Counts{Total: 5, Countries: map[string]uint64{"DE": 3, "FR": 2, "US": 2}, Visitors: sketchOf(t, 1, 2, 3)},
+			Bots:   command.Counts{Total: 2, Countries: map[string]uint64{"US": 2}, Visitors: sketchOf(t, 3, 4)},
 		},
-		Hours: []fsm.HourCount{
+		Hours: []command.HourCount{
 			{Hour: hour(from.Add(-time.Hour)), Humans: 100}, // before the period
 			{Hour: hour(from.Add(time.Hour)), Humans: 3, Bots: 1},
 			{Hour: hour(from.Add(25 * time.Hour)), Humans: 2, Bots: 1},

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/link"
 )
@@ -26,7 +27,7 @@ const maxBatchBytes = 256 << 10
 // CreateMany stores many links at once. Each request succeeds or fails on
 // its own, exactly as Create would answer it; the difference is the cost:
 // the creates are grouped by shard and each group is proposed as one
-// fsm.CreateBatch entry (up to fsm.MaxCreateBatch creates), so a thousand
+// command.CreateBatch entry (up to command.MaxCreateBatch creates), so a thousand
 // links cost each shard one Raft commit instead of a thousand. Shards are
 // written in parallel. Results are in request order.
 //
@@ -38,7 +39,7 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out := make([]CreateResult, len(reqs))
-	cmds := make([]fsm.CreateIfAbsent, len(reqs))
+	cmds := make([]command.CreateIfAbsent, len(reqs))
 	generated := make([]bool, len(reqs))
 	now := time.Now().UTC()
 	need := 0
@@ -72,12 +73,12 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 	var wg sync.WaitGroup
 	for s, idx := range byShard {
 		for len(idx) > 0 {
-			// Up to fsm.MaxCreateBatch creates and maxBatchBytes of
+			// Up to command.MaxCreateBatch creates and maxBatchBytes of
 			// encoded creates (URL, tags, owner and all), so that the
 			// entry and a forwarded call's answer stay well inside the
 			// RPC frame.
 			end, size := 0, 0
-			for end < len(idx) && end < fsm.MaxCreateBatch {
+			for end < len(idx) && end < command.MaxCreateBatch {
 				next := cmds[idx[end]].EncodedSize()
 				if end > 0 && size+next > maxBatchBytes {
 					break
@@ -90,7 +91,7 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				batch := &fsm.CreateBatch{Creates: make([]fsm.CreateIfAbsent, len(chunk))}
+				batch := &command.CreateBatch{Creates: make([]command.CreateIfAbsent, len(chunk))}
 				for j, i := range chunk {
 					batch.Creates[j] = cmds[i]
 				}
@@ -118,7 +119,7 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 
 // applyCreateBatch proposes batch on group's leader, retrying an unknown
 // outcome with the same entry until ctx ends (see applyCreate).
-func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *fsm.CreateBatch) ([]fsm.Result, error) {
+func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *command.CreateBatch) ([]fsm.Result, error) {
 	r, err := n.retryUnknown(ctx, group, batch.Encode())
 	if err != nil {
 		return nil, err
@@ -134,7 +135,7 @@ func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *fsm.Cr
 func (n *Node) leaseCodes(ctx context.Context, count int) ([]string, error) {
 	codes := make([]string, 0, count)
 	for len(codes) < count {
-		start, end, err := n.leaseRange(ctx, uint64(min(count-len(codes), fsm.MaxLease)))
+		start, end, err := n.leaseRange(ctx, uint64(min(count-len(codes), command.MaxLease)))
 		if err != nil {
 			return nil, fmt.Errorf("%w: lease ids: %w", link.ErrUnavailable, err)
 		}

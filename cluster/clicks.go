@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/analytics"
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
@@ -17,7 +17,7 @@ import (
 // submitClicks proposes a click batch through shard s's Raft group (on
 // its leader, forwarded if need be). An error means the outcome is unknown;
 // the caller resends the same batch, which the FSM applies at most once.
-func (n *Node) submitClicks(ctx context.Context, s int, b *fsm.ClickBatch) error {
+func (n *Node) submitClicks(ctx context.Context, s int, b *command.ClickBatch) error {
 	if bugs.Every(bugs.DropClickBatch, 3) {
 		return nil // "committed", never proposed
 	}
@@ -65,7 +65,7 @@ func (n *Node) ClickCount(ctx context.Context, code string) (uint64, error) {
 
 // clickState reads code's click totals and its hourly counts in
 // [from, to) from a replica of its shard, this node's first.
-func (n *Node) clickState(ctx context.Context, code string, from, to time.Time) (*fsm.ClickStats, error) {
+func (n *Node) clickState(ctx context.Context, code string, from, to time.Time) (*command.ClickStats, error) {
 	s := n.ring.Locate(code)
 	if sh := n.localShard(s); sh != nil {
 		return sh.FSM().Clicks(code, from, to)
@@ -81,7 +81,11 @@ func (n *Node) clickState(ctx context.Context, code string, from, to time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	return fsm.DecodeClickStats(raw)
+	st := new(command.ClickStats)
+	if err := st.Unmarshal(raw); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // visitorSalt is the salt of visitor hashes on a UTC day: an HMAC of the
@@ -103,7 +107,7 @@ func (n *Node) visitorSalt(day time.Time) []byte {
 func (n *Node) ConsumeVisit(ctx context.Context, code string) (*link.Link, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cmd := (&fsm.ConsumeVisit{Code: code, Nonce: newNonce()}).Encode()
+	cmd := (&command.ConsumeVisit{Code: code, Nonce: newNonce()}).Encode()
 	group := shardGroupID(n.ring.Locate(code))
 	r, err := n.retryUnknown(ctx, group, cmd)
 	if err != nil {

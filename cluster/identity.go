@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 )
 
@@ -139,7 +140,7 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 		}
 		return nil
 	}
-	out, _, err := n.meta.Apply(ctx, (&fsm.RegisterNode{Node: m.ID, Incarnation: m.Incarnation, At: time.Now().UTC()}).Encode())
+	out, _, err := n.meta.Apply(ctx, (&command.RegisterNode{Node: m.ID, Incarnation: m.Incarnation, At: time.Now().UTC()}).Encode())
 	if err != nil {
 		return err
 	}

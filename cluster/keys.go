@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
@@ -136,7 +137,7 @@ func (n *Node) CreateKey(ctx context.Context, req KeyRequest) (string, apikey.Ke
 		CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Hash: apikey.HashOf(secret)}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := n.applyGroup(ctx, metaGroupID, (&fsm.CreateKey{Key: k}).Encode(), 0); err != nil {
+	if _, err := n.applyGroup(ctx, metaGroupID, (&command.CreateKey{Key: k}).Encode(), 0); err != nil {
 		return "", apikey.Key{}, err
 	}
 	n.log.Info("api key created", "key_id", k.ID, "name", k.Name, "owner", k.Owner, "scopes", k.Scopes.String())
@@ -156,7 +157,7 @@ func (n *Node) RevokeKey(ctx context.Context, id string) error {
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := n.applyGroup(ctx, metaGroupID, (&fsm.RevokeKey{ID: id, At: time.Now().UTC()}).Encode(), 0); err != nil {
+	if _, err := n.applyGroup(ctx, metaGroupID, (&command.RevokeKey{ID: id, At: time.Now().UTC()}).Encode(), 0); err != nil {
 		return err
 	}
 	n.log.Info("api key revoked", "key_id", id)
@@ -179,7 +180,7 @@ func (n *Node) SetBlocked(ctx context.Context, domain string, blocked bool) erro
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := n.applyGroup(ctx, metaGroupID, (&fsm.SetBlocked{Domain: domain, Blocked: blocked, At: time.Now().UTC()}).Encode(), 0)
+	_, err := n.applyGroup(ctx, metaGroupID, (&command.SetBlocked{Domain: domain, Blocked: blocked, At: time.Now().UTC()}).Encode(), 0)
 	if err != nil {
 		return err
 	}
@@ -252,7 +253,7 @@ func (n *Node) ensureFirstKey(ctx context.Context) error {
 	}
 	k := apikey.Key{ID: id, Name: "first-admin-key", Owner: apikey.OwnerAdmin, Scopes: apikey.Admin,
 		CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Hash: apikey.HashOf(secret)}
-	out, _, err := n.meta.Apply(ctx, (&fsm.CreateKey{Key: k, First: true}).Encode())
+	out, _, err := n.meta.Apply(ctx, (&command.CreateKey{Key: k, First: true}).Encode())
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/link"
@@ -188,7 +189,7 @@ func (n *Node) ensureSettings(ctx context.Context) error {
 	if _, err := rand.Read(cid[:]); err != nil {
 		return err
 	}
-	want := fsm.Settings{
+	want := command.Settings{
 		ClusterID:         hex.EncodeToString(cid[:]),
 		Shards:            uint32(n.cfg.Shards),
 		PartitionCount:    DefaultPartitionCount,
@@ -200,7 +201,7 @@ func (n *Node) ensureSettings(ctx context.Context) error {
 		RingVNodes:        DefaultVNodes,
 		RingHasher:        DefaultHasher,
 	}
-	if _, _, err := n.meta.Apply(ctx, (&fsm.SetSettings{Settings: want}).Encode()); err != nil {
+	if _, _, err := n.meta.Apply(ctx, (&command.SetSettings{Settings: want}).Encode()); err != nil {
 		return err
 	}
 	n.log.Info("cluster settings written", "cluster_id", want.ClusterID, "shards", want.Shards, "code_mode", want.CodeMode)
@@ -308,7 +309,7 @@ func (n *Node) reconcilePlacement(ctx context.Context) error {
 	if next == nil {
 		return nil
 	}
-	r, err := n.applyGroup(ctx, metaGroupID, (&fsm.SetPlacement{Placement: *next}).Encode(), 0)
+	r, err := n.applyGroup(ctx, metaGroupID, (&command.SetPlacement{Placement: *next}).Encode(), 0)
 	if err != nil {
 		if errors.Is(err, fsm.ErrStalePlacement) {
 			return nil // someone else changed it; the next round re-plans
@@ -323,13 +324,13 @@ func (n *Node) reconcilePlacement(ctx context.Context) error {
 // The first placement puts shard i on nodes i, i+1, … (mod the node count),
 // so shards and their first replicas spread evenly. Later, a shard with
 // fewer replicas than wanted gets the least loaded nodes it lacks.
-func planPlacement(cur *fsm.Placement, nodes []string, shards, replicas int) *fsm.Placement {
+func planPlacement(cur *command.Placement, nodes []string, shards, replicas int) *command.Placement {
 	if len(nodes) == 0 {
 		return nil
 	}
 	want := min(replicas, len(nodes))
 	if cur == nil {
-		p := &fsm.Placement{Version: 1, Shards: make([][]string, shards)}
+		p := &command.Placement{Version: 1, Shards: make([][]string, shards)}
 		for i := range p.Shards {
 			for k := 0; k < want; k++ {
 				p.Shards[i] = append(p.Shards[i], nodes[(i+k)%len(nodes)])
@@ -346,7 +347,7 @@ func planPlacement(cur *fsm.Placement, nodes []string, shards, replicas int) *fs
 			load[id]++
 		}
 	}
-	next := &fsm.Placement{Version: cur.Version + 1, Shards: make([][]string, len(cur.Shards)), Removed: cur.Removed}
+	next := &command.Placement{Version: cur.Version + 1, Shards: make([][]string, len(cur.Shards)), Removed: cur.Removed}
 	changed := false
 	for i, reps := range cur.Shards {
 		next.Shards[i] = slices.Clone(reps)
@@ -470,11 +471,11 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 		if _, ok := addrs[id]; !ok {
 			return fmt.Errorf("%w: %q", ErrUnknownNode, id)
 		}
-		next := &fsm.Placement{Version: cur.Version + 1, Removed: append(slices.Clone(cur.Removed), id)}
+		next := &command.Placement{Version: cur.Version + 1, Removed: append(slices.Clone(cur.Removed), id)}
 		for _, reps := range cur.Shards {
 			next.Shards = append(next.Shards, slices.DeleteFunc(slices.Clone(reps), func(r string) bool { return r == id }))
 		}
-		_, err = n.applyGroup(ctx, metaGroupID, (&fsm.SetPlacement{Placement: *next}).Encode(), 0)
+		_, err = n.applyGroup(ctx, metaGroupID, (&command.SetPlacement{Placement: *next}).Encode(), 0)
 		if err == nil {
 			n.log.Info("node removed by operator", "member", id)
 			return nil

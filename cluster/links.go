@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
@@ -48,13 +48,13 @@ func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, 
 
 // newCreate builds the command of a validated request
 // (link.CreateRequest.Validate); Code is the alias, or empty for a code the
-// node generates. The leader's fsm.Check still refuses what the log must
+// node generates. The leader's command.Check still refuses what the log must
 // never hold.
-func newCreate(req link.CreateRequest, now time.Time) fsm.CreateIfAbsent {
+func newCreate(req link.CreateRequest, now time.Time) command.CreateIfAbsent {
 	if req.Redirect == 0 {
 		req.Redirect = link.DefaultRedirect
 	}
-	return fsm.CreateIfAbsent{
+	return command.CreateIfAbsent{
 		Code: req.Alias, URL: req.URL, Owner: req.Owner, Now: now, ExpiresAt: req.ExpiresAt,
 		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(),
 	}
@@ -83,7 +83,7 @@ func (n *Node) nextCode(ctx context.Context) (string, error) {
 // it idempotent, so a create whose outcome is unknown (the leader failed,
 // the forwarded call timed out) is retried with the same code and nonce until
 // ctx ends: the retry returns the link the first attempt made, or makes it.
-func (n *Node) applyCreate(ctx context.Context, cmd *fsm.CreateIfAbsent) (*link.Link, error) {
+func (n *Node) applyCreate(ctx context.Context, cmd *command.CreateIfAbsent) (*link.Link, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
 	data := cmd.Encode()
@@ -159,25 +159,25 @@ func (n *Node) ResolveLocal(code string) (*link.Link, bool) {
 // Update applies a patch (one that passed link.Patch.Validate) to a live
 // link.
 func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Link, error) {
-	u := fsm.Update{Code: code, Now: time.Now().UTC()}
+	u := command.Update{Code: code, Now: time.Now().UTC()}
 	if p.URL != nil {
-		u.Set |= fsm.SetURL
+		u.Set |= command.SetURL
 		u.URL = *p.URL
 	}
 	if p.ExpiresAt != nil {
-		u.Set |= fsm.SetExpiresAt
+		u.Set |= command.SetExpiresAt
 		u.ExpiresAt = *p.ExpiresAt
 	}
 	if p.Redirect != nil {
-		u.Set |= fsm.SetRedirect
+		u.Set |= command.SetRedirect
 		u.Redirect = *p.Redirect
 	}
 	if p.Disabled != nil {
-		u.Set |= fsm.SetDisabled
+		u.Set |= command.SetDisabled
 		u.Disabled = *p.Disabled
 	}
 	if p.Tags != nil {
-		u.Set |= fsm.SetTags
+		u.Set |= command.SetTags
 		u.Tags = *p.Tags
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
@@ -194,7 +194,7 @@ func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Lin
 func (n *Node) Delete(ctx context.Context, code string) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r, err := n.applyGroup(ctx, shardGroupID(n.ring.Locate(code)), (&fsm.Delete{Code: code, Now: time.Now().UTC()}).Encode(), 0)
+	r, err := n.applyGroup(ctx, shardGroupID(n.ring.Locate(code)), (&command.Delete{Code: code, Now: time.Now().UTC()}).Encode(), 0)
 	if err != nil {
 		return err
 	}

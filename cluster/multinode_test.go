@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
 	"github.com/linkraft/linkraft/internal/testcluster"
@@ -474,7 +474,7 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 // applyCreateCmd proposes a create with a fixed code and nonce (tests of
 // retry idempotence).
 func (n *Node) applyCreateCmd(ctx context.Context, code string, nonce uint64, url string) (*link.Link, error) {
-	return n.applyCreate(ctx, &fsm.CreateIfAbsent{Code: code, URL: url, Now: time.Now().UTC(), Redirect: link.DefaultRedirect, Nonce: nonce})
+	return n.applyCreate(ctx, &command.CreateIfAbsent{Code: code, URL: url, Now: time.Now().UTC(), Redirect: link.DefaultRedirect, Nonce: nonce})
 }
 
 func TestPlanPlacement(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/maypok86/otter/v2"
 
 	"github.com/linkraft/linkraft/analytics"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/atomicfile"
@@ -152,7 +153,7 @@ type Node struct {
 
 	meta     *raftgroup.Group
 	metaFSM  *fsm.MetaFSM
-	settings *fsm.Settings
+	settings *command.Settings
 	ring     *Ring
 	coder    *idrange.Coder
 	alloc    *idrange.Allocator
@@ -532,7 +533,7 @@ func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, er
 	// A lease whose outcome is unknown (the meta leader lost leadership
 	// while committing it) is asked for again: a grant is always a fresh
 	// range, so a lost one only leaves IDs unused, never issued twice.
-	r, err := n.retryUnknown(ctx, metaGroupID, (&fsm.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode())
+	r, err := n.retryUnknown(ctx, metaGroupID, (&command.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -547,7 +548,7 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 func (n *Node) RaftAddr() string { return n.mux.Addr() }
 
 // Settings returns the cluster settings.
-func (n *Node) Settings() fsm.Settings { return *n.settings }
+func (n *Node) Settings() command.Settings { return *n.settings }
 
 // shardOf returns the shard id of code.
 func (n *Node) shardOf(code string) int { return n.ring.Locate(code) }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
@@ -21,7 +22,7 @@ import (
 type applyResult struct {
 	link                 *link.Link
 	leaseStart, leaseEnd uint64
-	placement            *fsm.Placement
+	placement            *command.Placement
 	batch                []fsm.Result // a CreateBatch's answers, in order
 	// leader is the peer address of the leader that applied the command.
 	leader string
@@ -43,14 +44,14 @@ const retryPause = 25 * time.Millisecond
 // link.ErrUnavailable.
 //
 // The command is decoded and validated first, by the same registry that
-// apply uses (fsm.Check): nothing that apply would reject is proposed, and
+// apply uses (command.Check): nothing that apply would reject is proposed, and
 // a forwarded command is checked again by the node that proposes it.
 func (n *Node) applyGroup(ctx context.Context, group uint64, cmd []byte, hops int) (*applyResult, error) {
-	kind := fsm.GroupShard
+	kind := command.GroupShard
 	if group == metaGroupID {
-		kind = fsm.GroupMeta
+		kind = command.GroupMeta
 	}
-	if err := fsm.Check(kind, cmd); err != nil {
+	if err := command.Check(kind, cmd); err != nil {
 		return nil, err
 	}
 	for {
@@ -81,7 +82,7 @@ func (n *Node) retryUnknown(ctx context.Context, group uint64, cmd []byte) (*app
 		if err == nil || !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
 			return r, err
 		}
-		n.log.Debug("outcome unknown; proposing the same entry again", "group", group, "command", fsm.CommandName(fsm.CommandType(cmd[0])), "err", err)
+		n.log.Debug("outcome unknown; proposing the same entry again", "group", group, "command", command.Name(command.Type(cmd[0])), "err", err)
 		select {
 		case <-ctx.Done():
 			return nil, err
@@ -236,7 +237,7 @@ func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd [
 	}
 	res := &applyResult{leaseStart: resp.LeaseStart, leaseEnd: resp.LeaseEnd, placement: resp.Placement, leader: resp.Leader}
 	if resp.Link != nil {
-		l, err := fsm.DecodeLink(resp.Link)
+		l, err := command.DecodeLink(resp.Link)
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +250,7 @@ func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd [
 				res.batch[i].Err = errFromWire(item.Err, item.Detail)
 				continue
 			}
-			l, err := fsm.DecodeLink(item.Link)
+			l, err := command.DecodeLink(item.Link)
 			if err != nil {
 				return nil, err
 			}
@@ -422,5 +423,5 @@ func (n *Node) remoteLookup(ctx context.Context, addr string, s int, code string
 	if err := errFromWire(resp.Err, resp.Detail); err != nil {
 		return nil, err
 	}
-	return fsm.DecodeLink(resp.Link)
+	return command.DecodeLink(resp.Link)
 }

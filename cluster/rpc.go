@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/link"
@@ -59,7 +60,7 @@ type rpcResponse struct {
 	Detail     string              `json:"detail,omitempty"`
 	LeaseStart uint64              `json:"lease_start,omitempty"`
 	LeaseEnd   uint64              `json:"lease_end,omitempty"`
-	Placement  *fsm.Placement      `json:"placement,omitempty"`
+	Placement  *command.Placement  `json:"placement,omitempty"`
 	Clicks     []byte              `json:"clicks,omitempty"`
 	Visits     []link.Visit        `json:"visits,omitempty"`
 	Orphans    *link.OrphanSummary `json:"orphans,omitempty"`
@@ -221,7 +222,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 		}
 		resp.LeaseStart, resp.LeaseEnd, resp.Leader = r.leaseStart, r.leaseEnd, r.leader
 		if r.link != nil {
-			resp.Link = fsm.EncodeLink(r.link)
+			resp.Link = command.EncodeLink(r.link)
 		}
 		if r.batch != nil {
 			resp.Batch = make([]rpcItem, len(r.batch))
@@ -229,7 +230,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 				if res.Err != nil {
 					resp.Batch[i].Err, resp.Batch[i].Detail = errToWire(res.Err)
 				} else {
-					resp.Batch[i].Link = fsm.EncodeLink(res.Link)
+					resp.Batch[i].Link = command.EncodeLink(res.Link)
 				}
 			}
 		}
@@ -238,7 +239,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 		if err != nil {
 			return fail(err)
 		}
-		resp.Link = fsm.EncodeLink(l)
+		resp.Link = command.EncodeLink(l)
 	case opClicks:
 		sh := n.localShard(int(req.Group))
 		if sh == nil {
@@ -248,7 +249,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 		if err != nil {
 			return fail(err)
 		}
-		resp.Clicks = fsm.EncodeClickStats(st)
+		resp.Clicks = st.AppendTo(nil)
 	case opVisits:
 		v, err := n.localVisits(req.Code, time.Unix(0, req.From), time.Unix(0, req.To), req.Limit)
 		if err != nil {
@@ -401,13 +402,13 @@ func forwardable(group uint64, cmd []byte) error {
 	if group != metaGroupID || len(cmd) == 0 {
 		return nil
 	}
-	switch t := fsm.CommandType(cmd[0]); t {
-	case fsm.TypeSetSettings, fsm.TypeRegisterNode:
-		return fmt.Errorf("%w: %s commands are not taken over the RPC", link.ErrInvalidInput, fsm.CommandName(t))
-	case fsm.TypeCreateKey:
+	switch t := command.Type(cmd[0]); t {
+	case command.TypeSetSettings, command.TypeRegisterNode:
+		return fmt.Errorf("%w: %s commands are not taken over the RPC", link.ErrInvalidInput, command.Name(t))
+	case command.TypeCreateKey:
 		// Keys made through the API may be forwarded; the first admin
 		// key is made by the meta leader itself.
-		if fsm.IsFirstKey(cmd) {
+		if command.IsFirstKey(cmd) {
 			return fmt.Errorf("%w: the first admin key is not taken over the RPC", link.ErrInvalidInput)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -108,8 +108,8 @@ func grows(cmd []byte) bool {
 	if len(cmd) == 0 {
 		return false
 	}
-	switch fsm.CommandType(cmd[0]) {
-	case fsm.TypeCreateIfAbsent, fsm.TypeCreateBatch, fsm.TypeUpdate:
+	switch command.Type(cmd[0]) {
+	case command.TypeCreateIfAbsent, command.TypeCreateBatch, command.TypeUpdate:
 		return true
 	}
 	return false

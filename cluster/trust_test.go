@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/internal/testcluster"
@@ -27,7 +28,7 @@ import (
 // forgedApply is the attack of issue 13: the internal RPC's apply with raw
 // command bytes that store a javascript: link the HTTP API refuses.
 func forgedApply(code string) *rpcRequest {
-	cmd := (&fsm.CreateIfAbsent{Code: code, URL: "javascript:alert(document.cookie)", Now: time.Now()}).Encode()
+	cmd := (&command.CreateIfAbsent{Code: code, URL: "javascript:alert(document.cookie)", Now: time.Now()}).Encode()
 	return &rpcRequest{Op: opApply, Group: 1, Cmd: cmd}
 }
 
@@ -181,7 +182,7 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 	tc := newTestCluster(t, 3, 3)
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
-	pill := []byte{byte(fsm.TypeClickBatch), 0xff, 0xff, 0xff, 0xff}
+	pill := []byte{byte(command.TypeClickBatch), 0xff, 0xff, 0xff, 0xff}
 	const sid = 0
 	// Through the RPC, from a member: refused by the receiving node.
 	resp, err := tc.nodes[1].rpc.call(ctx(t), tc.nodes[0].RaftAddr(), &rpcRequest{Op: opApply, Group: shardGroupID(sid), Cmd: pill})
@@ -303,8 +304,8 @@ func TestSettingsAndRegistryAreNotTakenOverTheRPC(t *testing.T) {
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
 	for _, cmd := range [][]byte{
-		(&fsm.SetSettings{Settings: fsm.Settings{ClusterID: "evil", Shards: 1, ReplicationFactor: 1}}).Encode(),
-		(&fsm.RegisterNode{Node: "n9", Incarnation: "feed", At: time.Now()}).Encode(),
+		(&command.SetSettings{Settings: command.Settings{ClusterID: "evil", Shards: 1, ReplicationFactor: 1}}).Encode(),
+		(&command.RegisterNode{Node: "n9", Incarnation: "feed", At: time.Now()}).Encode(),
 	} {
 		for _, target := range tc.nodes {
 			resp, err := tc.nodes[1].rpc.call(ctx(t), target.RaftAddr(), &rpcRequest{Op: opApply, Group: metaGroupID, Cmd: cmd})
@@ -312,7 +313,7 @@ func TestSettingsAndRegistryAreNotTakenOverTheRPC(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := errFromWire(resp.Err, resp.Detail); !errors.Is(err, link.ErrInvalidInput) {
-				t.Fatalf("%s over the RPC to %s: %v", fsm.CommandName(fsm.CommandType(cmd[0])), target.ID(), err)
+				t.Fatalf("%s over the RPC to %s: %v", command.Name(command.Type(cmd[0])), target.ID(), err)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -14,10 +15,10 @@ import (
 func TestCreateBatchAppliesEachCreateAlone(t *testing.T) {
 	var changed []string
 	f := mustShard(t, ShardConfig{OnChange: func(l *link.Link) { changed = append(changed, l.Code) }})
-	if r := result(t, applyAt(t, f, 1, (&CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0, Nonce: 7}).Encode())); r.Err != nil {
+	if r := result(t, applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0, Nonce: 7}).Encode())); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	batch := &CreateBatch{Creates: []CreateIfAbsent{
+	batch := &command.CreateBatch{Creates: []command.CreateIfAbsent{
 		{Code: "a1", URL: "https://a.example/1", Now: t0, Nonce: 11, Tags: []string{"x"}},
 		{Code: "old", URL: "https://taken.example", Now: t0, Nonce: 12}, // taken before
 		{Code: "old", URL: "https://old.example", Now: t0, Nonce: 7},    // the earlier create, retried
@@ -52,11 +53,5 @@ func TestCreateBatchAppliesEachCreateAlone(t *testing.T) {
 	}
 	if len(changed) != 3 { // old (index 1), a1, a2
 		t.Errorf("change notifications %v", changed)
-	}
-}
-
-func TestCreateBatchDecodeRejectsEmpty(t *testing.T) {
-	if _, err := Decode([]byte{byte(TypeCreateBatch)}); !errors.Is(err, ErrDecode) {
-		t.Fatalf("empty batch decoded: %v", err)
 	}
 }

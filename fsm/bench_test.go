@@ -5,46 +5,13 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/linkraft/linkraft/command"
 )
 
-var sinkAny any
-
-func benchCreate(i int) *CreateIfAbsent {
-	return &CreateIfAbsent{Code: fmt.Sprintf("b%06d", i), URL: "https://www.example.com/some/path/of/a/typical/length?utm_source=x",
+func benchCreate(i int) *command.CreateIfAbsent {
+	return &command.CreateIfAbsent{Code: fmt.Sprintf("b%06d", i), URL: "https://www.example.com/some/path/of/a/typical/length?utm_source=x",
 		Owner: "alice", Now: t0, Redirect: 302, Nonce: uint64(i) + 1}
-}
-
-func BenchmarkCreateEncode(b *testing.B) {
-	c := benchCreate(1)
-	b.ReportAllocs()
-	for range b.N {
-		sinkAny = c.Encode()
-	}
-}
-
-func BenchmarkCreateDecode(b *testing.B) {
-	data := benchCreate(1).Encode()
-	b.ReportAllocs()
-	for range b.N {
-		v, err := Decode(data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sinkAny = v
-	}
-}
-
-func BenchmarkLinkDecode(b *testing.B) {
-	l := result(b, applyAt(b, mustShard(b, ShardConfig{}), 1, benchCreate(1).Encode())).Link
-	data := EncodeLink(l)
-	b.ReportAllocs()
-	for range b.N {
-		v, err := DecodeLink(data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sinkAny = v
-	}
 }
 
 // BenchmarkCreateBatchApply applies Raft batches of new links as the shard

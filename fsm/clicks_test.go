@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -40,20 +41,20 @@ func uniques(tb testing.TB, b []byte) uint64 {
 
 func TestClickBatchesCountOnceAndMerge(t *testing.T) {
 	f := mustShard(t, ShardConfig{})
-	if r := result(t, applyAt(t, f, 1, (&CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())); r.Err != nil {
+	if r := result(t, applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	hour := uint64(t0.Unix() / 3600)
 	batch := func(node string, seq uint64, humans, bots uint64, visitors ...string) []byte {
-		b := &ClickBatch{Node: node, Seq: seq, Deltas: []ClickDelta{
-			{Code: "abc", Delta: ClickTotals{
-				Humans: Counts{Total: humans, Countries: map[string]uint64{"DE": humans}, Browsers: map[string]uint64{"Firefox": humans}, Visitors: sketch(t, visitors...)},
-				Bots:   Counts{Total: bots, Devices: map[string]uint64{"Bot": bots}},
-			}, Hours: []HourCount{{Hour: hour, Humans: humans, Bots: bots}}},
-			{Code: "nope", Delta: ClickTotals{Humans: Counts{Total: 99}}}, // no such link: ignored
+		b := &command.ClickBatch{Node: node, Seq: seq, Deltas: []command.ClickDelta{
+			{Code: "abc", Delta: command.ClickTotals{
+				Humans: command.Counts{Total: humans, Countries: map[string]uint64{"DE": humans}, Browsers: map[string]uint64{"Firefox": humans}, Visitors: sketch(t, visitors...)},
+				Bots:   command.Counts{Total: bots, Devices: map[string]uint64{"Bot": bots}},
+			}, Hours: []command.HourCount{{Hour: hour, Humans: humans, Bots: bots}}},
+			{Code: "nope", Delta: command.ClickTotals{Humans: command.Counts{Total: 99}}}, // no such link: ignored
 		}}
 		// The wire form survives the round trip.
-		back, err := Decode(b.Encode())
+		back, err := command.Decode(b.Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,7 @@ func TestClickBatchesCountOnceAndMerge(t *testing.T) {
 	if u := uniques(t, h.Visitors); u != 4 {
 		t.Fatalf("uniques = %d, want 4 (a, b, c, d)", u)
 	}
-	if len(st.Hours) != 1 || st.Hours[0] != (HourCount{Hour: hour, Humans: 6, Bots: 1}) {
+	if len(st.Hours) != 1 || st.Hours[0] != (command.HourCount{Hour: hour, Humans: 6, Bots: 1}) {
 		t.Fatalf("hours = %+v", st.Hours)
 	}
 	// Outside the range: no hours, same totals.
@@ -97,34 +98,34 @@ func TestClickBatchesCountOnceAndMerge(t *testing.T) {
 	}
 	// Round trip of what the stats RPC carries.
 	st, _ = f.Clicks("abc", t0.Add(-time.Hour), t0.Add(time.Hour))
-	back, err := DecodeClickStats(EncodeClickStats(st))
-	if err != nil || back.Totals.Humans.Total != 6 || len(back.Hours) != 1 {
+	var back command.ClickStats
+	if err := back.Unmarshal(st.AppendTo(nil)); err != nil || back.Totals.Humans.Total != 6 || len(back.Hours) != 1 {
 		t.Fatalf("stats round trip = %+v, %v", back, err)
 	}
 }
 
 func TestBreakdownsAreBounded(t *testing.T) {
 	f := mustShard(t, ShardConfig{})
-	applyAt(t, f, 1, (&CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())
+	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())
 	refs := map[string]uint64{}
-	for i := range MaxBreakdownKeys + 20 {
+	for i := range command.MaxBreakdownKeys + 20 {
 		refs[fmt.Sprintf("r%04d.example", i)] = 1
 	}
-	b := &ClickBatch{Node: "n1", Seq: 1, Deltas: []ClickDelta{{Code: "abc", Delta: ClickTotals{Humans: Counts{Total: uint64(len(refs)), Referrers: refs}}}}}
+	b := &command.ClickBatch{Node: "n1", Seq: 1, Deltas: []command.ClickDelta{{Code: "abc", Delta: command.ClickTotals{Humans: command.Counts{Total: uint64(len(refs)), Referrers: refs}}}}}
 	applyAt(t, f, 2, b.Encode())
 	st, _ := f.Clicks("abc", t0, t0)
 	r := st.Totals.Humans.Referrers
-	if len(r) != MaxBreakdownKeys+1 || r[OtherKey] != 20 {
-		t.Fatalf("%d referrer keys, other = %d", len(r), r[OtherKey])
+	if len(r) != command.MaxBreakdownKeys+1 || r[command.OtherKey] != 20 {
+		t.Fatalf("%d referrer keys, other = %d", len(r), r[command.OtherKey])
 	}
 }
 
 func TestConsumeVisitIsExactAndIdempotent(t *testing.T) {
 	f := mustShard(t, ShardConfig{})
-	applyAt(t, f, 1, (&CreateIfAbsent{Code: "once", URL: "https://e.example", Now: t0, MaxVisits: 2}).Encode())
-	applyAt(t, f, 2, (&CreateIfAbsent{Code: "free", URL: "https://e.example", Now: t0}).Encode())
+	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "once", URL: "https://e.example", Now: t0, MaxVisits: 2}).Encode())
+	applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "free", URL: "https://e.example", Now: t0}).Encode())
 	consume := func(index uint64, code string, nonce uint64) *Result {
-		return result(t, applyAt(t, f, index, (&ConsumeVisit{Code: code, Nonce: nonce}).Encode()))
+		return result(t, applyAt(t, f, index, (&command.ConsumeVisit{Code: code, Nonce: nonce}).Encode()))
 	}
 	if r := consume(3, "once", 7); r.Err != nil || r.Link.Visits != 1 {
 		t.Fatalf("first visit = %+v", r)
@@ -162,16 +163,16 @@ func BenchmarkClickBatchApply(b *testing.B) {
 	var idx uint64
 	for i := range codes {
 		idx++
-		f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: fmt.Sprintf("c%05d", i), URL: "https://e.example", Now: t0}).Encode()})
+		f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: fmt.Sprintf("c%05d", i), URL: "https://e.example", Now: t0}).Encode()})
 	}
 	hour := uint64(t0.Unix() / 3600)
 	mk := func(seq uint64) []byte {
-		bt := &ClickBatch{Node: "n1", Seq: seq}
+		bt := &command.ClickBatch{Node: "n1", Seq: seq}
 		for i := range codes {
-			bt.Deltas = append(bt.Deltas, ClickDelta{Code: fmt.Sprintf("c%05d", i), Delta: ClickTotals{Humans: Counts{Total: 1,
+			bt.Deltas = append(bt.Deltas, command.ClickDelta{Code: fmt.Sprintf("c%05d", i), Delta: command.ClickTotals{Humans: command.Counts{Total: 1,
 				Countries: map[string]uint64{"DE": 1}, Devices: map[string]uint64{"Desktop": 1}, Browsers: map[string]uint64{"Firefox": 1},
 				OS: map[string]uint64{"Linux": 1}, Referrers: map[string]uint64{"news.example": 1}, Visitors: sketch(b, "v")}},
-				Hours: []HourCount{{Hour: hour, Humans: 1}}})
+				Hours: []command.HourCount{{Hour: hour, Humans: 1}}})
 		}
 		return bt.Encode()
 	}
@@ -193,7 +194,7 @@ func BenchmarkClickBatchApply(b *testing.B) {
 // aggregates are bounded, so the cost does not grow with the clicks.
 func BenchmarkClicksQuery(b *testing.B) {
 	f := mustShard(b, ShardConfig{})
-	applyAt(b, f, 1, (&CreateIfAbsent{Code: "hot", URL: "https://e.example", Now: t0}).Encode())
+	applyAt(b, f, 1, (&command.CreateIfAbsent{Code: "hot", URL: "https://e.example", Now: t0}).Encode())
 	big := func(n int, prefix string) map[string]uint64 {
 		m := map[string]uint64{}
 		for i := range n {
@@ -207,13 +208,13 @@ func BenchmarkClicksQuery(b *testing.B) {
 	}
 	vis, _ := sk.MarshalBinary()
 	start := uint64(t0.Unix() / 3600)
-	var hours []HourCount
+	var hours []command.HourCount
 	for h := range 720 {
-		hours = append(hours, HourCount{Hour: start + uint64(h), Humans: 400_000, Bots: 16_000})
+		hours = append(hours, command.HourCount{Hour: start + uint64(h), Humans: 400_000, Bots: 16_000})
 	}
-	batch := &ClickBatch{Node: "n1", Seq: 1, Deltas: []ClickDelta{{Code: "hot", Delta: ClickTotals{
-		Humans: Counts{Total: 288_000_000, Countries: big(250, "C"), Devices: big(5, "D"), Browsers: big(40, "B"), OS: big(20, "O"), Referrers: big(500, "r"), Visitors: vis},
-		Bots:   Counts{Total: 11_520_000, Devices: big(1, "Bot")},
+	batch := &command.ClickBatch{Node: "n1", Seq: 1, Deltas: []command.ClickDelta{{Code: "hot", Delta: command.ClickTotals{
+		Humans: command.Counts{Total: 288_000_000, Countries: big(250, "C"), Devices: big(5, "D"), Browsers: big(40, "B"), OS: big(20, "O"), Referrers: big(500, "r"), Visitors: vis},
+		Bots:   command.Counts{Total: 11_520_000, Devices: big(1, "Bot")},
 	}, Hours: hours}}}
 	applyAt(b, f, 2, batch.Encode())
 	from, to := t0, t0.Add(30*24*time.Hour)

@@ -8,6 +8,8 @@ import (
 	"hash"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/command"
 )
 
 // Digest sums up a replica's state as of one applied index, read in one
@@ -50,7 +52,7 @@ func (f *ShardFSM) Digest() (Digest, error) {
 	return f.digest(func(tx *bolt.Tx, h hash.Hash) (int, error) {
 		n := 0
 		err := tx.Bucket(bucketLinks).ForEach(func(k, v []byte) error {
-			l, err := decodeStoredLink(k, v)
+			l, err := command.DecodeRecord(k, v)
 			if err != nil {
 				return fmt.Errorf("stored link %q: %w", k, err)
 			}

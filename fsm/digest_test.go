@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/command"
 )
 
 // Two replicas that apply the same entries have the same digest at the same
@@ -14,10 +16,10 @@ import (
 func TestShardDigestComparesReplicas(t *testing.T) {
 	a, b := mustShard(t, ShardConfig{}), mustShard(t, ShardConfig{})
 	entries := [][]byte{
-		(&CreateIfAbsent{Code: "abc", URL: "https://example.com/a", Now: t0, Nonce: 1}).Encode(),
-		(&CreateIfAbsent{Code: "abd", URL: "https://example.com/b", Now: t0, Nonce: 2}).Encode(),
-		(&Update{Code: "abc", Now: t0, Set: SetURL, URL: "https://example.com/a2"}).Encode(),
-		(&Delete{Code: "abd", Now: t0}).Encode(),
+		(&command.CreateIfAbsent{Code: "abc", URL: "https://example.com/a", Now: t0, Nonce: 1}).Encode(),
+		(&command.CreateIfAbsent{Code: "abd", URL: "https://example.com/b", Now: t0, Nonce: 2}).Encode(),
+		(&command.Update{Code: "abc", Now: t0, Set: command.SetURL, URL: "https://example.com/a2"}).Encode(),
+		(&command.Delete{Code: "abd", Now: t0}).Encode(),
 	}
 	for i, e := range entries {
 		applyAt(t, a, uint64(i+1), e)
@@ -42,7 +44,7 @@ func TestShardDigestComparesReplicas(t *testing.T) {
 		t.Fatalf("a lost tombstone does not change the digest: %+v vs %+v", da, db)
 	}
 	// An update applied on one side only changes it too.
-	applyAt(t, a, 5, (&Update{Code: "abc", Now: t0, Set: SetURL, URL: "https://example.com/a3"}).Encode())
+	applyAt(t, a, 5, (&command.Update{Code: "abc", Now: t0, Set: command.SetURL, URL: "https://example.com/a3"}).Encode())
 	if d2, _ := a.Digest(); d2.Sum == da.Sum || d2.AppliedIndex != 5 {
 		t.Fatalf("digest after an update: %+v (was %+v)", d2, da)
 	}
@@ -68,8 +70,8 @@ func TestLeaseHistoryKeepsEveryGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyAt(t, m, 7, (&LeaseRange{Node: "n1", N: 100}).Encode())
-	applyAt(t, m, 9, (&LeaseRange{Node: "n2", N: 50}).Encode())
+	applyAt(t, m, 7, (&command.LeaseRange{Node: "n1", N: 100}).Encode())
+	applyAt(t, m, 9, (&command.LeaseRange{Node: "n2", N: 50}).Encode())
 	got, err := m.Leases()
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +84,7 @@ func TestLeaseHistoryKeepsEveryGrant(t *testing.T) {
 	if err != nil || d1.Items != 3 || d1.AppliedIndex != 9 {
 		t.Fatalf("meta digest %+v, %v", d1, err)
 	}
-	applyAt(t, m, 10, (&LeaseRange{Node: "n1", N: 1}).Encode())
+	applyAt(t, m, 10, (&command.LeaseRange{Node: "n1", N: 1}).Encode())
 	if d2, _ := m.Digest(); d2.Sum == d1.Sum || d2.Items != 4 {
 		t.Fatalf("a new grant does not change the meta digest: %+v", d2)
 	}

@@ -3,7 +3,6 @@ package fsm
 import (
 	"bytes"
 	"errors"
-	bolt "go.etcd.io/bbolt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -12,8 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 
-	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -51,7 +51,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	var changes []string
 	f := mustShard(t, ShardConfig{OnChange: func(l *link.Link) { changes = append(changes, l.Code) }})
 
-	create := &CreateIfAbsent{Code: "abc", URL: "https://example.com/a", Owner: "o1", Now: t0,
+	create := &command.CreateIfAbsent{Code: "abc", URL: "https://example.com/a", Owner: "o1", Now: t0,
 		ExpiresAt: t0.Add(time.Hour), Redirect: 301, MaxVisits: 5, Tags: []string{"x", "y"}, Nonce: 42}
 	r := result(t, applyAt(t, f, 1, create.Encode()))
 	if r.Err != nil {
@@ -68,7 +68,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	}
 
 	// Same code, other nonce: taken. Same nonce: the retry gets the link.
-	r = result(t, applyAt(t, f, 2, (&CreateIfAbsent{Code: "abc", URL: "https://other.example", Now: t0, Nonce: 7}).Encode()))
+	r = result(t, applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "abc", URL: "https://other.example", Now: t0, Nonce: 7}).Encode()))
 	if !errors.Is(r.Err, link.ErrAliasTaken) {
 		t.Fatalf("duplicate create err = %v", r.Err)
 	}
@@ -78,7 +78,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	}
 
 	t1 := t0.Add(time.Minute)
-	upd := &Update{Code: "abc", Now: t1, Set: SetURL | SetExpiresAt | SetRedirect | SetDisabled | SetTags,
+	upd := &command.Update{Code: "abc", Now: t1, Set: command.SetURL | command.SetExpiresAt | command.SetRedirect | command.SetDisabled | command.SetTags,
 		URL: "https://example.com/b", Redirect: 307, Disabled: true}
 	r = result(t, applyAt(t, f, 4, upd.Encode()))
 	if r.Err != nil {
@@ -92,12 +92,12 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	}
 
 	// A partial update leaves other fields alone.
-	r = result(t, applyAt(t, f, 5, (&Update{Code: "abc", Now: t1, Set: SetDisabled, Disabled: false}).Encode()))
+	r = result(t, applyAt(t, f, 5, (&command.Update{Code: "abc", Now: t1, Set: command.SetDisabled, Disabled: false}).Encode()))
 	if r.Err != nil || r.Link.Disabled || r.Link.URL != "https://example.com/b" || r.Link.Redirect != 307 {
 		t.Fatalf("partial update = %+v", r.Link)
 	}
 
-	r = result(t, applyAt(t, f, 6, (&Delete{Code: "abc", Now: t1}).Encode()))
+	r = result(t, applyAt(t, f, 6, (&command.Delete{Code: "abc", Now: t1}).Encode()))
 	if r.Err != nil || !r.Link.Deleted {
 		t.Fatalf("delete = %+v", r)
 	}
@@ -106,12 +106,12 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 		t.Fatalf("tombstone = %+v", got)
 	}
 	// Tombstone: no update, no second delete, no re-create.
-	for i, cmd := range [][]byte{upd.Encode(), (&Delete{Code: "abc", Now: t1}).Encode()} {
+	for i, cmd := range [][]byte{upd.Encode(), (&command.Delete{Code: "abc", Now: t1}).Encode()} {
 		if r := result(t, applyAt(t, f, uint64(7+i), cmd)); !errors.Is(r.Err, link.ErrNotFound) {
 			t.Fatalf("command %d on tombstone: err = %v", i, r.Err)
 		}
 	}
-	other := &CreateIfAbsent{Code: "abc", URL: "https://example.com/new", Now: t1, Nonce: 43}
+	other := &command.CreateIfAbsent{Code: "abc", URL: "https://example.com/new", Now: t1, Nonce: 43}
 	if r := result(t, applyAt(t, f, 9, other.Encode())); !errors.Is(r.Err, link.ErrAliasTaken) {
 		t.Fatalf("re-create of tombstone: err = %v", r.Err)
 	}
@@ -124,7 +124,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 		t.Fatalf("tombstone after late retry = %+v", got)
 	}
 	// Unknown codes.
-	if r := result(t, applyAt(t, f, 11, (&Update{Code: "nope", Now: t1, Set: SetURL, URL: "https://x.example"}).Encode())); !errors.Is(r.Err, link.ErrNotFound) {
+	if r := result(t, applyAt(t, f, 11, (&command.Update{Code: "nope", Now: t1, Set: command.SetURL, URL: "https://x.example"}).Encode())); !errors.Is(r.Err, link.ErrNotFound) {
 		t.Fatalf("update unknown: %v", r.Err)
 	}
 	if _, err := f.Get("nope"); !errors.Is(err, link.ErrNotFound) {
@@ -146,8 +146,8 @@ func TestReplayIsSkippedAfterReopen(t *testing.T) {
 	}
 	logs := []*raft.Log{
 		{Index: 1, Type: raft.LogConfiguration},
-		{Index: 2, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: "aaa", URL: "https://a.example", Now: t0}).Encode()},
-		{Index: 3, Type: raft.LogCommand, Data: (&Update{Code: "aaa", Now: t0, Set: SetURL, URL: "https://b.example"}).Encode()},
+		{Index: 2, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "aaa", URL: "https://a.example", Now: t0}).Encode()},
+		{Index: 3, Type: raft.LogCommand, Data: (&command.Update{Code: "aaa", Now: t0, Set: command.SetURL, URL: "https://b.example"}).Encode()},
 	}
 	f.ApplyBatch(logs)
 	if err := f.Close(); err != nil {
@@ -165,7 +165,7 @@ func TestReplayIsSkippedAfterReopen(t *testing.T) {
 	// would answer "alias taken" and index 3 would re-run; both must be
 	// skipped (nil response), and 4 applied.
 	out := f.ApplyBatch(append(logs, &raft.Log{Index: 4, Type: raft.LogCommand,
-		Data: (&Update{Code: "aaa", Now: t0, Set: SetRedirect, Redirect: 308}).Encode()}))
+		Data: (&command.Update{Code: "aaa", Now: t0, Set: command.SetRedirect, Redirect: 308}).Encode()}))
 	for i := 0; i < 3; i++ {
 		if out[i] != nil {
 			t.Fatalf("replayed entry %d answered %v", i+1, out[i])
@@ -188,14 +188,14 @@ func (s *memSink) Close() error  { s.closed = true; return nil }
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	src := mustShard(t, ShardConfig{})
 	for i, code := range []string{"a01", "a02", "a03"} {
-		applyAt(t, src, uint64(i+1), (&CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
+		applyAt(t, src, uint64(i+1), (&command.CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
 	}
 	snap, err := src.StateSnapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Writes after Snapshot() must not leak into the persisted snapshot.
-	applyAt(t, src, 4, (&CreateIfAbsent{Code: "late", URL: "https://late.example", Now: t0}).Encode())
+	applyAt(t, src, 4, (&command.CreateIfAbsent{Code: "late", URL: "https://late.example", Now: t0}).Encode())
 	sink := &memSink{}
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 
 	restored := false
 	dst := mustShard(t, ShardConfig{OnRestore: func() { restored = true }})
-	applyAt(t, dst, 1, (&CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
+	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		}
 	}
 	// The restored FSM keeps applying.
-	if r := result(t, applyAt(t, dst, 4, (&CreateIfAbsent{Code: "a04", URL: "https://x.example", Now: t0}).Encode())); r.Err != nil {
+	if r := result(t, applyAt(t, dst, 4, (&command.CreateIfAbsent{Code: "a04", URL: "https://x.example", Now: t0}).Encode())); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	// Garbage is refused and the state stays.
@@ -248,16 +248,16 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 func TestBadEntriesAreRejectedNotFatal(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":              {},
-		"truncated field":    {byte(TypeCreateIfAbsent), 0x0a, 0x05, 'a'},
-		"create no code":     {byte(TypeCreateIfAbsent)},
-		"wrong wire type":    {byte(TypeDelete), 0x08, 0x01},
-		"poison click batch": {byte(TypeClickBatch), 0xff, 0xff, 0xff, 0xff},
-		"javascript url":     (&CreateIfAbsent{Code: "evil", URL: "javascript:alert(document.cookie)"}).Encode(),
-		"crlf url":           (&CreateIfAbsent{Code: "evil", URL: "https://a.example/\r\nSet-Cookie:x"}).Encode(),
-		"bad code":           (&CreateIfAbsent{Code: "../etc", URL: "https://a.example/"}).Encode(),
-		"bad redirect":       (&CreateIfAbsent{Code: "evil", URL: "https://a.example/", Redirect: 200}).Encode(),
-		"meta command":       (&LeaseRange{Node: "n1", N: 10}).Encode(),
-		"batch with a bad one": (&CreateBatch{Creates: []CreateIfAbsent{
+		"truncated field":    {byte(command.TypeCreateIfAbsent), 0x0a, 0x05, 'a'},
+		"create no code":     {byte(command.TypeCreateIfAbsent)},
+		"wrong wire type":    {byte(command.TypeDelete), 0x08, 0x01},
+		"poison click batch": {byte(command.TypeClickBatch), 0xff, 0xff, 0xff, 0xff},
+		"javascript url":     (&command.CreateIfAbsent{Code: "evil", URL: "javascript:alert(document.cookie)"}).Encode(),
+		"crlf url":           (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/\r\nSet-Cookie:x"}).Encode(),
+		"bad code":           (&command.CreateIfAbsent{Code: "../etc", URL: "https://a.example/"}).Encode(),
+		"bad redirect":       (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/", Redirect: 200}).Encode(),
+		"meta command":       (&command.LeaseRange{Node: "n1", N: 10}).Encode(),
+		"batch with a bad one": (&command.CreateBatch{Creates: []command.CreateIfAbsent{
 			{Code: "fine", URL: "https://a.example/"}, {Code: "evil", URL: "ftp://a.example/"}}}).Encode(),
 	}
 	for name, data := range cases {
@@ -269,7 +269,7 @@ func TestBadEntriesAreRejectedNotFatal(t *testing.T) {
 			}
 			out := applyAt(t, f, 1, data)
 			rej, ok := out.(*Rejection)
-			if !ok || !errors.Is(rej, ErrRejected) || rej.Index != 1 {
+			if !ok || !errors.Is(rej, command.ErrRejected) || rej.Index != 1 {
 				t.Fatalf("response %T %v, want a *Rejection at index 1", out, out)
 			}
 			if f.AppliedIndex() != 1 || f.Rejected() != 1 {
@@ -282,16 +282,16 @@ func TestBadEntriesAreRejectedNotFatal(t *testing.T) {
 			if after.Sum != before.Sum || after.Items != before.Items {
 				t.Fatal("a rejected entry changed the state")
 			}
-			if err := Check(GroupShard, data); !errors.Is(err, ErrRejected) {
-				t.Fatalf("Check = %v, want ErrRejected (the leader refuses it too)", err)
+			if err := command.Check(command.GroupShard, data); !errors.Is(err, command.ErrRejected) {
+				t.Fatalf("Check = %v, want command.ErrRejected (the leader refuses it too)", err)
 			}
 			// The next good entry applies.
-			result(t, applyAt(t, f, 2, (&CreateIfAbsent{Code: "good", URL: "https://ok.example/"}).Encode()))
+			result(t, applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "good", URL: "https://ok.example/"}).Encode()))
 		})
 	}
 	// An unknown type with the ignore flag is skipped, not fatal.
 	f := mustShard(t, ShardConfig{})
-	if out := applyAt(t, f, 1, []byte{byte(IgnoreUnknownFlag | 5), 1}); out != nil {
+	if out := applyAt(t, f, 1, []byte{byte(command.IgnoreUnknownFlag | 5), 1}); out != nil {
 		t.Fatalf("ignorable entry answered %v", out)
 	}
 	if f.AppliedIndex() != 1 {
@@ -310,9 +310,9 @@ func TestUnknownTypeHaltsUntilRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := []*raft.Log{
-		{Index: 1, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: "before", URL: "https://a.example/"}).Encode()},
+		{Index: 1, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "before", URL: "https://a.example/"}).Encode()},
 		{Index: 2, Type: raft.LogCommand, Data: []byte{99, 1, 2, 3}},
-		{Index: 3, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: "after", URL: "https://a.example/"}).Encode()},
+		{Index: 3, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "after", URL: "https://a.example/"}).Encode()},
 	}
 	done := make(chan []any, 1)
 	go func() { done <- f.ApplyBatch(logs) }()
@@ -340,7 +340,7 @@ func TestUnknownTypeHaltsUntilRelease(t *testing.T) {
 	f.Release()
 	<-done
 	// Later batches apply nothing.
-	f.ApplyBatch([]*raft.Log{{Index: 4, Type: raft.LogCommand, Data: (&CreateIfAbsent{Code: "later", URL: "https://a.example/"}).Encode()}})
+	f.ApplyBatch([]*raft.Log{{Index: 4, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "later", URL: "https://a.example/"}).Encode()}})
 	if f.AppliedIndex() != 1 {
 		t.Fatalf("applied index %d after a halt at 2", f.AppliedIndex())
 	}
@@ -369,16 +369,16 @@ func TestMetaSettingsAndLeases(t *testing.T) {
 	if s, _ := m.Settings(); s != nil {
 		t.Fatalf("settings before bootstrap: %+v", s)
 	}
-	set := Settings{ClusterID: "c1", Shards: 8, PartitionCount: 271, ReplicationFactor: 3, Load: 1.25,
+	set := command.Settings{ClusterID: "c1", Shards: 8, PartitionCount: 271, ReplicationFactor: 3, Load: 1.25,
 		CodeMode: "permuted", CodeKey: []byte("0123456789abcdef"), CreatedAt: t0, RingVNodes: 20, RingHasher: "xxhash64"}
-	r := applyAt(t, m, 1, (&SetSettings{Settings: set}).Encode()).(*SettingsResult)
+	r := applyAt(t, m, 1, (&command.SetSettings{Settings: set}).Encode()).(*SettingsResult)
 	if d := cmp.Diff(&set, r.Settings); d != "" {
 		t.Fatal(d)
 	}
-	// A second SetSettings does not overwrite: bootstrap settings are fixed.
+	// A second command.SetSettings does not overwrite: bootstrap settings are fixed.
 	other := set
 	other.Shards = 16
-	r = applyAt(t, m, 2, (&SetSettings{Settings: other}).Encode()).(*SettingsResult)
+	r = applyAt(t, m, 2, (&command.SetSettings{Settings: other}).Encode()).(*SettingsResult)
 	if r.Settings.Shards != 8 {
 		t.Fatalf("settings overwritten: %+v", r.Settings)
 	}
@@ -389,13 +389,13 @@ func TestMetaSettingsAndLeases(t *testing.T) {
 
 	var prevEnd uint64
 	for i := uint64(0); i < 5; i++ {
-		lr := applyAt(t, m, 3+i, (&LeaseRange{Node: "n1", N: 100}).Encode()).(*LeaseResult)
+		lr := applyAt(t, m, 3+i, (&command.LeaseRange{Node: "n1", N: 100}).Encode()).(*LeaseResult)
 		if lr.Err != nil || lr.Start != prevEnd || lr.End != lr.Start+100 {
 			t.Fatalf("lease %d = %+v", i, lr)
 		}
 		prevEnd = lr.End
 	}
-	if lr := applyAt(t, m, 8, (&LeaseRange{Node: "n1", N: 0}).Encode()).(*LeaseResult); lr.Err == nil {
+	if lr := applyAt(t, m, 8, (&command.LeaseRange{Node: "n1", N: 0}).Encode()).(*LeaseResult); lr.Err == nil {
 		t.Fatal("empty lease accepted")
 	}
 	if next, _ := m.NextID(); next != 500 {
@@ -403,53 +403,12 @@ func TestMetaSettingsAndLeases(t *testing.T) {
 	}
 }
 
-func FuzzDecode(f *testing.F) {
-	f.Add((&CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0, Tags: []string{"t"}, Nonce: 1}).Encode())
-	f.Add((&Update{Code: "abc", Now: t0, Set: SetURL | SetTags, URL: "https://x.example"}).Encode())
-	f.Add((&Delete{Code: "abc", Now: t0}).Encode())
-	f.Add((&LeaseRange{Node: "n1", N: 5}).Encode())
-	f.Add((&SetSettings{Settings: Settings{Shards: 8, Load: 1.25, CodeKey: []byte{1, 2}}}).Encode())
-	f.Add((&SetPlacement{Placement: Placement{Version: 1, Shards: [][]string{{"n1", "n2"}, {"n3"}}}}).Encode())
-	f.Add((&ConsumeVisit{Code: "abc", Nonce: 9}).Encode())
-	f.Add((&CreateBatch{Creates: []CreateIfAbsent{{Code: "a", URL: "https://a.example", Now: t0, Nonce: 1},
-		{Code: "b", URL: "https://b.example", Now: t0, Tags: []string{"t"}}}}).Encode())
-	f.Add((&ClickBatch{Node: "n1", Seq: 3, Deltas: []ClickDelta{{Code: "abc", Delta: ClickTotals{
-		Humans: Counts{Total: 2, Countries: map[string]uint64{"DE": 2}, Visitors: []byte{1, 2}}, Bots: Counts{Total: 1}},
-		Hours: []HourCount{{Hour: 7, Humans: 2, Bots: 1}}}}}).Encode())
-	f.Add((&RegisterNode{Node: "n1", Incarnation: "i1", At: t0}).Encode())
-	f.Add((&CreateKey{Key: apikey.Key{ID: "0011223344556677", Owner: "admin", Scopes: apikey.Admin, Hash: apikey.HashOf("x")}, First: true}).Encode())
-	f.Add((&RevokeKey{ID: "0011223344556677", At: t0}).Encode())
-	f.Add((&SetBlocked{Domain: "evil.example", Blocked: true, At: t0}).Encode())
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cmd, err := Decode(data)
-		if err != nil {
-			if !errors.Is(err, ErrDecode) {
-				t.Fatalf("error %v does not wrap ErrDecode", err)
-			}
-			return
-		}
-		// Whatever decodes re-encodes to something that decodes equal.
-		c, ok := cmd.(interface{ Encode() []byte })
-		if !ok {
-			t.Fatalf("Decode returned %T", cmd)
-		}
-		again := c.Encode()
-		cmd2, err := Decode(again)
-		if err != nil {
-			t.Fatalf("re-encoded command does not decode: %v", err)
-		}
-		if d := cmp.Diff(cmd, cmd2); d != "" {
-			t.Fatalf("round trip changed the command:\n%s", d)
-		}
-	})
-}
-
 // TestRestoreWhileSnapshotOpen: raft may stream a snapshot while a restore
 // arrives. Restore must not wait for that snapshot, and the snapshot must
 // still stream the state it was taken from.
 func TestRestoreWhileSnapshotOpen(t *testing.T) {
 	src := mustShard(t, ShardConfig{})
-	applyAt(t, src, 1, (&CreateIfAbsent{Code: "new", URL: "https://new.example", Now: t0}).Encode())
+	applyAt(t, src, 1, (&command.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: t0}).Encode())
 	newSnap, _ := src.StateSnapshot()
 	newSink := &memSink{}
 	if err := newSnap.Persist(newSink); err != nil {
@@ -458,7 +417,7 @@ func TestRestoreWhileSnapshotOpen(t *testing.T) {
 	newSnap.Release()
 
 	dst := mustShard(t, ShardConfig{})
-	applyAt(t, dst, 1, (&CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
+	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
 	held, err := dst.StateSnapshot() // not released until after the restore
 	if err != nil {
 		t.Fatal(err)
@@ -500,18 +459,18 @@ func TestMetaPlacementCompareAndSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	p1 := Placement{Version: 1, Shards: [][]string{{"n1", "n2", "n3"}, {"n2", "n3", "n1"}}}
-	r := applyAt(t, m, 1, (&SetPlacement{Placement: p1}).Encode()).(*PlacementResult)
+	p1 := command.Placement{Version: 1, Shards: [][]string{{"n1", "n2", "n3"}, {"n2", "n3", "n1"}}}
+	r := applyAt(t, m, 1, (&command.SetPlacement{Placement: p1}).Encode()).(*PlacementResult)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	// A proposal based on an old version loses.
-	r = applyAt(t, m, 2, (&SetPlacement{Placement: Placement{Version: 1, Shards: [][]string{{"x"}}}}).Encode()).(*PlacementResult)
+	r = applyAt(t, m, 2, (&command.SetPlacement{Placement: command.Placement{Version: 1, Shards: [][]string{{"x"}}}}).Encode()).(*PlacementResult)
 	if !errors.Is(r.Err, ErrStalePlacement) || r.Placement.Version != 1 {
 		t.Fatalf("stale placement: %+v", r)
 	}
-	p2 := Placement{Version: 2, Shards: [][]string{{"n1", "n2", "n3", "n4"}, {"n2", "n3", "n1", "n4"}}}
-	if r = applyAt(t, m, 3, (&SetPlacement{Placement: p2}).Encode()).(*PlacementResult); r.Err != nil {
+	p2 := command.Placement{Version: 2, Shards: [][]string{{"n1", "n2", "n3", "n4"}, {"n2", "n3", "n1", "n4"}}}
+	if r = applyAt(t, m, 3, (&command.SetPlacement{Placement: p2}).Encode()).(*PlacementResult); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	got, err := m.Placement()
@@ -530,7 +489,7 @@ func TestMetaPlacementCompareAndSet(t *testing.T) {
 func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 	src := mustShard(t, ShardConfig{})
 	for i, code := range []string{"b01", "b02"} {
-		applyAt(t, src, uint64(i+1), (&CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
+		applyAt(t, src, uint64(i+1), (&command.CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
 	}
 	snap, err := src.Snapshot()
 	if err != nil {
@@ -545,7 +504,7 @@ func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 		t.Fatalf("persisted %q", sink.Bytes())
 	}
 	dst := mustShard(t, ShardConfig{})
-	applyAt(t, dst, 1, (&CreateIfAbsent{Code: "keep", URL: "https://keep.example", Now: t0}).Encode())
+	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "keep", URL: "https://keep.example", Now: t0}).Encode())
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); !errors.Is(err, ErrLiveMarker) {
 		t.Fatalf("restore from a marker: %v", err)
 	}
@@ -558,7 +517,7 @@ func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyAt(t, src, 3, (&CreateIfAbsent{Code: "late", URL: "https://late.example", Now: t0}).Encode())
+	applyAt(t, src, 3, (&command.CreateIfAbsent{Code: "late", URL: "https://late.example", Now: t0}).Encode())
 	data, err := io.ReadAll(rc)
 	if err != nil || int64(len(data)) != size {
 		t.Fatalf("streamed %d bytes of %d: %v", len(data), size, err)
@@ -604,33 +563,16 @@ func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 	}
 }
 
-// TestStoredLinkFormRoundTrips: the stored form leaves out what the key and
-// the defaults say and gets it all back; values in the full (older) form
-// decode the same, and the lean form is what putLink writes.
-func TestStoredLinkFormRoundTrips(t *testing.T) {
+// TestPutLinkWritesTheRecordForm: what the shard stores is the link's
+// record form (command.EncodeRecord), not its wire form.
+func TestPutLinkWritesTheRecordForm(t *testing.T) {
 	plain := &link.Link{Code: "abc123", URL: "https://www.example.com/articles/2026/11/some-article-00000001",
 		CreatedAt: t0, UpdatedAt: t0, Redirect: link.DefaultRedirect, Nonce: 0xfeedfacecafebeef, Version: 77}
-	edited := plain.Clone()
-	edited.UpdatedAt, edited.Redirect, edited.Tags, edited.ExpiresAt = t0.Add(time.Hour), 301, []string{"t"}, t0.Add(48*time.Hour)
-	for _, l := range []*link.Link{plain, edited} {
-		for name, v := range map[string][]byte{"stored": encodeStoredLink(l), "full": encodeLink(l)} {
-			got, err := decodeStoredLink([]byte(l.Code), v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(l, got); d != "" {
-				t.Fatalf("%s form of %s changed:\n%s", name, l.Code, d)
-			}
-		}
-	}
-	if s, f := len(encodeStoredLink(plain)), len(encodeLink(plain)); f-s < 20 {
-		t.Fatalf("stored form %d bytes, full %d: the code, UpdatedAt and redirect should be left out", s, f)
-	}
 	f := mustShard(t, ShardConfig{})
-	applyAt(t, f, 1, (&CreateIfAbsent{Code: plain.Code, URL: plain.URL, Now: t0, Nonce: plain.Nonce}).Encode())
+	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: plain.Code, URL: plain.URL, Now: t0, Nonce: plain.Nonce}).Encode())
 	err := f.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketLinks).Get([]byte(plain.Code))
-		if want := encodeStoredLink(getLink(tx, plain.Code)); !bytes.Equal(v, want) {
+		if want := command.EncodeRecord(getLink(tx, plain.Code)); !bytes.Equal(v, want) {
 			t.Fatalf("stored %x, want the lean form %x", v, want)
 		}
 		return nil

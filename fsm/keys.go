@@ -3,12 +3,11 @@ package fsm
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/apikey"
 )
 
@@ -18,13 +17,6 @@ import (
 // "is this domain blocked?" from its own state; KeysVersion tells a cache
 // when to reload.
 
-// Meta command types of keys and the blocklist.
-const (
-	TypeCreateKey  CommandType = 36
-	TypeRevokeKey  CommandType = 37
-	TypeSetBlocked CommandType = 38
-)
-
 var (
 	bucketKeys    = []byte("apikeys")   // key id -> key record
 	bucketBlocked = []byte("blocklist") // domain -> blocked at
@@ -33,147 +25,22 @@ var (
 
 // Errors of key commands (in KeyResult.Err).
 var (
-	// ErrKeyExists answers a CreateKey whose ID or hash is taken.
+	// ErrKeyExists answers a command.CreateKey whose ID or hash is taken.
 	ErrKeyExists = errors.New("fsm: key exists")
-	// ErrKeyNotFound answers a RevokeKey of an unknown ID.
+	// ErrKeyNotFound answers a command.RevokeKey of an unknown ID.
 	ErrKeyNotFound = errors.New("fsm: no such key")
-	// ErrFirstKeyMade answers a CreateKey marked First once any key was
+	// ErrFirstKeyMade answers a command.CreateKey marked First once any key was
 	// ever made: the first key is made once per cluster.
 	ErrFirstKeyMade = errors.New("fsm: the first key was made before")
 )
 
-// CreateKey stores a key. First marks the cluster's first admin key, made
-// by the meta leader when it writes the settings: it is applied only if no
-// key was ever made, so two leaders racing to make it make one.
-type CreateKey struct {
-	Key   apikey.Key
-	First bool
-}
-
-// RevokeKey deletes the key with ID.
-type RevokeKey struct {
-	ID string
-	At time.Time
-}
-
-// SetBlocked adds Domain to the blocklist, or removes it.
-type SetBlocked struct {
-	Domain  string
-	Blocked bool
-	At      time.Time
-}
-
-// KeyResult answers a CreateKey, RevokeKey or SetBlocked.
+// KeyResult answers a command.CreateKey, command.RevokeKey or command.SetBlocked.
 type KeyResult struct {
 	Key *apikey.Key
 	Err error
 }
 
-const (
-	fKeyID      = 1
-	fKeyName    = 2
-	fKeyOwner   = 3
-	fKeyScopes  = 4
-	fKeyRate    = 5
-	fKeyCreated = 6
-	fKeyHash    = 7
-	fKeyFirst   = 8
-
-	fRevokeID = 1
-	fRevokeAt = 2
-
-	fBlockDomain = 1
-	fBlockOn     = 2
-	fBlockAt     = 3
-
-	// maxBlockedDomain is a DNS name's longest form.
-	maxBlockedDomain = 253
-)
-
-// keyFields are an API key's fields; a CreateKey is the key and its First
-// flag, and the key record stored in the meta group is the same bytes.
-func keyFields() []field[CreateKey] {
-	return []field[CreateKey]{
-		strField(fKeyID, func(c *CreateKey) *string { return &c.Key.ID }),
-		strField(fKeyName, func(c *CreateKey) *string { return &c.Key.Name }),
-		strField(fKeyOwner, func(c *CreateKey) *string { return &c.Key.Owner }),
-		uintField(fKeyScopes, func(c *CreateKey) *apikey.Scope { return &c.Key.Scopes }),
-		uintField(fKeyRate, func(c *CreateKey) *uint32 { return &c.Key.RateLimit }),
-		timeField(fKeyCreated, func(c *CreateKey) *time.Time { return &c.Key.CreatedAt }),
-		{num: fKeyHash,
-			put: func(b []byte, num protowire.Number, c *CreateKey) []byte { return appendBytes(b, num, c.Key.Hash[:]) },
-			get: func(r fieldReader, typ protowire.Type, num protowire.Number, c *CreateKey) fieldReader {
-				h := r.bytes(typ, num)
-				if r.err == nil && len(h) != len(c.Key.Hash) {
-					r.setErr(invalid("key hash of %d bytes", len(h)))
-				}
-				copy(c.Key.Hash[:], h)
-				return r
-			}},
-		boolField(fKeyFirst, func(c *CreateKey) *bool { return &c.First }),
-	}
-}
-
-var createKeyCodec = newCodec(nil, keyFields()...)
-
-// Encode returns the Raft entry for c.
-func (c *CreateKey) Encode() []byte { return createKeyCodec.append([]byte{byte(TypeCreateKey)}, c) }
-
-func decodeCreateKey(body []byte) (*CreateKey, error) { return createKeyCodec.decode(body) }
-
-func (c *CreateKey) validate() error {
-	k := &c.Key
-	if !apikey.ValidID(k.ID) {
-		return invalid("key id %q", truncate(k.ID))
-	}
-	if len(k.Name) > maxStoredOwner || k.Owner == "" || len(k.Owner) > maxStoredOwner {
-		return invalid("key name or owner empty or over %d bytes", maxStoredOwner)
-	}
-	if k.Scopes == 0 {
-		return invalid("key without scopes")
-	}
-	if k.Hash == (apikey.Hash{}) {
-		return invalid("key without a hash")
-	}
-	return nil
-}
-
-var revokeKeyCodec = newCodec[RevokeKey](nil,
-	strField(fRevokeID, func(r *RevokeKey) *string { return &r.ID }),
-	timeField(fRevokeAt, func(r *RevokeKey) *time.Time { return &r.At }),
-)
-
-// Encode returns the Raft entry for r.
-func (r *RevokeKey) Encode() []byte { return revokeKeyCodec.append([]byte{byte(TypeRevokeKey)}, r) }
-
-func decodeRevokeKey(body []byte) (*RevokeKey, error) { return revokeKeyCodec.decode(body) }
-
-func (r *RevokeKey) validate() error {
-	if !apikey.ValidID(r.ID) {
-		return invalid("key id %q", truncate(r.ID))
-	}
-	return nil
-}
-
-var setBlockedCodec = newCodec[SetBlocked](nil,
-	strField(fBlockDomain, func(s *SetBlocked) *string { return &s.Domain }),
-	boolField(fBlockOn, func(s *SetBlocked) *bool { return &s.Blocked }),
-	timeField(fBlockAt, func(s *SetBlocked) *time.Time { return &s.At }),
-)
-
-// Encode returns the Raft entry for s.
-func (s *SetBlocked) Encode() []byte { return setBlockedCodec.append([]byte{byte(TypeSetBlocked)}, s) }
-
-func decodeSetBlocked(body []byte) (*SetBlocked, error) { return setBlockedCodec.decode(body) }
-
-func (s *SetBlocked) validate() error {
-	if s.Domain == "" || len(s.Domain) > maxBlockedDomain || s.Domain != strings.ToLower(s.Domain) || strings.ContainsAny(s.Domain, " /:\x00") {
-		return invalid("blocked domain %q", truncate(s.Domain))
-	}
-	return nil
-}
-
-func (f *MetaFSM) applyCreateKey(tx *bolt.Tx, c *CreateKey) any {
+func (f *MetaFSM) applyCreateKey(tx *bolt.Tx, c *command.CreateKey) any {
 	settings := tx.Bucket(bucketSettings)
 	if c.First && settings.Get(keyFirstKey) != nil {
 		return &KeyResult{Err: ErrFirstKeyMade}
@@ -192,7 +59,7 @@ func (f *MetaFSM) applyCreateKey(tx *bolt.Tx, c *CreateKey) any {
 	if taken {
 		return &KeyResult{Err: fmt.Errorf("%w: that secret is in use", ErrKeyExists)}
 	}
-	if err := b.Put([]byte(c.Key.ID), createKeyCodec.append(nil, &CreateKey{Key: c.Key})); err != nil {
+	if err := b.Put([]byte(c.Key.ID), (&command.CreateKey{Key: c.Key}).AppendTo(nil)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put key: %v", f.path, err))
 	}
 	if err := settings.Put(keyFirstKey, []byte{1}); err != nil {
@@ -203,7 +70,7 @@ func (f *MetaFSM) applyCreateKey(tx *bolt.Tx, c *CreateKey) any {
 	return &KeyResult{Key: &k}
 }
 
-func (f *MetaFSM) applyRevokeKey(tx *bolt.Tx, r *RevokeKey) any {
+func (f *MetaFSM) applyRevokeKey(tx *bolt.Tx, r *command.RevokeKey) any {
 	b := tx.Bucket(bucketKeys)
 	v := b.Get([]byte(r.ID))
 	if v == nil {
@@ -217,11 +84,11 @@ func (f *MetaFSM) applyRevokeKey(tx *bolt.Tx, r *RevokeKey) any {
 	return &KeyResult{Key: k}
 }
 
-func (f *MetaFSM) applySetBlocked(tx *bolt.Tx, s *SetBlocked) any {
+func (f *MetaFSM) applySetBlocked(tx *bolt.Tx, s *command.SetBlocked) any {
 	b := tx.Bucket(bucketBlocked)
 	var err error
 	if s.Blocked {
-		err = b.Put([]byte(s.Domain), appendTime(nil, fBlockAt, s.At))
+		err = b.Put([]byte(s.Domain), (&command.SetBlocked{At: s.At}).AppendTo(nil))
 	} else {
 		err = b.Delete([]byte(s.Domain))
 	}
@@ -233,8 +100,8 @@ func (f *MetaFSM) applySetBlocked(tx *bolt.Tx, s *SetBlocked) any {
 }
 
 func decodeKeyRecord(v []byte) (*apikey.Key, error) {
-	c, err := decodeCreateKey(v)
-	if err != nil {
+	var c command.CreateKey
+	if err := c.Unmarshal(v); err != nil {
 		return nil, err
 	}
 	return &c.Key, nil
@@ -277,8 +144,8 @@ func (f *MetaFSM) BlockedDomains() (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	err := f.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketBlocked).ForEach(func(k, v []byte) error {
-			s, err := decodeSetBlocked(v)
-			if err != nil {
+			var s command.SetBlocked
+			if err := s.Unmarshal(v); err != nil {
 				return err
 			}
 			out[string(k)] = s.At
@@ -286,13 +153,4 @@ func (f *MetaFSM) BlockedDomains() (map[string]time.Time, error) {
 		})
 	})
 	return out, err
-}
-
-// IsFirstKey reports whether entry is a CreateKey of the first admin key.
-func IsFirstKey(entry []byte) bool {
-	if len(entry) == 0 || CommandType(entry[0]) != TypeCreateKey {
-		return false
-	}
-	c, err := decodeCreateKey(entry[1:])
-	return err == nil && c.First
 }

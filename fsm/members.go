@@ -6,6 +6,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/command"
 )
 
 // The meta group keeps a registry of the cluster's members: each node ID
@@ -16,51 +18,11 @@ import (
 // cluster refuses it, at membership and at every peer-port handshake
 // (cluster and internal/peertls), until an operator removes the old node.
 
-// TypeRegisterNode records a node's incarnation.
-const TypeRegisterNode CommandType = 35
-
 var bucketMembers = []byte("members") // node id -> incarnation, registered at
 
 // ErrIncarnation is the result of registering a known node ID with another
 // incarnation.
 var ErrIncarnation = errors.New("fsm: node id already registered with another incarnation")
-
-// RegisterNode records Node's Incarnation, unless Node is registered with
-// another one.
-type RegisterNode struct {
-	Node        string
-	Incarnation string
-	At          time.Time
-}
-
-const (
-	fRegNode = 1
-	fRegInc  = 2
-	fRegAt   = 3
-)
-
-var registerNodeCodec = newCodec[RegisterNode](nil,
-	strField(fRegNode, func(r *RegisterNode) *string { return &r.Node }),
-	strField(fRegInc, func(r *RegisterNode) *string { return &r.Incarnation }),
-	timeField(fRegAt, func(r *RegisterNode) *time.Time { return &r.At }),
-)
-
-// Encode returns the Raft entry for r.
-func (r *RegisterNode) Encode() []byte {
-	return registerNodeCodec.append([]byte{byte(TypeRegisterNode)}, r)
-}
-
-func decodeRegisterNode(body []byte) (*RegisterNode, error) { return registerNodeCodec.decode(body) }
-
-func (r *RegisterNode) validate() error {
-	if r.Node == "" || len(r.Node) > maxNodeID {
-		return invalid("register node %q", truncate(r.Node))
-	}
-	if r.Incarnation == "" || len(r.Incarnation) > maxNodeID {
-		return invalid("incarnation %q", truncate(r.Incarnation))
-	}
-	return nil
-}
 
 // RegisterResult answers a RegisterNode: the incarnation on record (the
 // new one, or the one that refused it) and Err.
@@ -69,7 +31,7 @@ type RegisterResult struct {
 	Err         error
 }
 
-func (f *MetaFSM) applyRegister(tx *bolt.Tx, r *RegisterNode) any {
+func (f *MetaFSM) applyRegister(tx *bolt.Tx, r *command.RegisterNode) any {
 	b := tx.Bucket(bucketMembers)
 	if v := b.Get([]byte(r.Node)); v != nil {
 		inc, _ := decodeMember(v)
@@ -78,8 +40,7 @@ func (f *MetaFSM) applyRegister(tx *bolt.Tx, r *RegisterNode) any {
 		}
 		return &RegisterResult{Incarnation: inc}
 	}
-	v := appendString(nil, fRegInc, r.Incarnation)
-	v = appendTime(v, fRegAt, r.At)
+	v := (&command.RegisterNode{Incarnation: r.Incarnation, At: r.At}).AppendTo(nil)
 	if err := b.Put([]byte(r.Node), v); err != nil {
 		panic(fmt.Sprintf("fsm %s: put member: %v", f.path, err))
 	}
@@ -87,8 +48,8 @@ func (f *MetaFSM) applyRegister(tx *bolt.Tx, r *RegisterNode) any {
 }
 
 func decodeMember(v []byte) (string, time.Time) {
-	r, err := decodeRegisterNode(v)
-	if err != nil {
+	var r command.RegisterNode
+	if err := r.Unmarshal(v); err != nil {
 		return "", time.Time{}
 	}
 	return r.Incarnation, r.At

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/wire"
 )
 
 var (
@@ -20,13 +23,13 @@ var (
 	keyPlacement   = []byte("placement")
 )
 
-// ErrStalePlacement is returned by SetPlacement when the proposed version
+// ErrStalePlacement is returned by command.SetPlacement when the proposed version
 // does not follow the stored one.
 var ErrStalePlacement = errors.New("placement changed concurrently")
 
 // PlacementResult is the response of SetPlacement: the placement in force.
 type PlacementResult struct {
-	Placement *Placement
+	Placement *command.Placement
 	Err       error
 }
 
@@ -39,7 +42,7 @@ type LeaseResult struct {
 // SettingsResult is the response of SetSettings: the settings in force
 // (the stored ones if settings existed already).
 type SettingsResult struct {
-	Settings *Settings
+	Settings *command.Settings
 }
 
 // MetaFSM is the control-plane state machine: cluster settings and the next
@@ -65,7 +68,7 @@ type MetaConfig struct {
 // NewMetaFSM opens (or creates) the meta bbolt file.
 func NewMetaFSM(cfg MetaConfig) (*MetaFSM, error) {
 	f := &MetaFSM{}
-	s, err := openStore(cfg.Path, GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers, bucketKeys, bucketBlocked}, f.applyCommand, cfg.Logger)
+	s, err := openStore(cfg.Path, command.GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers, bucketKeys, bucketBlocked}, f.applyCommand, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -81,44 +84,44 @@ func NewMetaFSM(cfg MetaConfig) (*MetaFSM, error) {
 }
 
 // applyCommand applies a command the registry decoded and validated.
-func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ CommandType, v any, index uint64) any {
+func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint64) any {
 	switch c := v.(type) {
-	case *Settings:
-		return f.applySetSettings(tx, c)
-	case *LeaseRange:
+	case *command.SetSettings:
+		return f.applySetSettings(tx, &c.Settings)
+	case *command.LeaseRange:
 		return f.applyLease(tx, c, index)
-	case *Placement:
-		return f.applyPlacement(tx, c, index)
-	case *RegisterNode:
+	case *command.SetPlacement:
+		return f.applyPlacement(tx, &c.Placement, index)
+	case *command.RegisterNode:
 		return f.applyRegister(tx, c)
-	case *CreateKey:
+	case *command.CreateKey:
 		return f.applyCreateKey(tx, c)
-	case *RevokeKey:
+	case *command.RevokeKey:
 		return f.applyRevokeKey(tx, c)
-	case *SetBlocked:
+	case *command.SetBlocked:
 		return f.applySetBlocked(tx, c)
 	}
-	return f.reject(index, typ, fmt.Errorf("%w: no meta apply for %T", ErrDecode, v))
+	return f.reject(index, typ, fmt.Errorf("%w: no meta apply for %T", wire.ErrDecode, v))
 }
 
-func (f *MetaFSM) applySetSettings(tx *bolt.Tx, s *Settings) any {
+func (f *MetaFSM) applySetSettings(tx *bolt.Tx, s *command.Settings) any {
 	b := tx.Bucket(bucketSettings)
 	if v := b.Get(keyCluster); v != nil {
-		old, err := decodeSettings(v)
-		if err != nil {
+		old := new(command.Settings)
+		if err := old.Unmarshal(v); err != nil {
 			panic(fmt.Sprintf("fsm %s: stored settings: %v", f.path, err))
 		}
 		return &SettingsResult{Settings: old}
 	}
-	if err := b.Put(keyCluster, settingsCodec.append(nil, s)); err != nil {
+	if err := b.Put(keyCluster, s.AppendTo(nil)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put settings: %v", f.path, err))
 	}
 	return &SettingsResult{Settings: s}
 }
 
-func (f *MetaFSM) applyLease(tx *bolt.Tx, l *LeaseRange, index uint64) any {
-	if l.N == 0 || l.N > MaxLease {
-		return &LeaseResult{Err: fmt.Errorf("lease of %d ids: must be 1 to %d", l.N, MaxLease)}
+func (f *MetaFSM) applyLease(tx *bolt.Tx, l *command.LeaseRange, index uint64) any {
+	if l.N == 0 || l.N > command.MaxLease {
+		return &LeaseResult{Err: fmt.Errorf("lease of %d ids: must be 1 to %d", l.N, command.MaxLease)}
 	}
 	b := tx.Bucket(bucketIDs)
 	var next uint64
@@ -191,16 +194,15 @@ func forEachLease(tx *bolt.Tx, fn func(Lease) error) error {
 }
 
 // Settings returns the stored cluster settings, or nil before bootstrap.
-func (f *MetaFSM) Settings() (*Settings, error) {
-	var s *Settings
+func (f *MetaFSM) Settings() (*command.Settings, error) {
+	var s *command.Settings
 	err := f.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketSettings).Get(keyCluster)
 		if v == nil {
 			return nil
 		}
-		var err error
-		s, err = decodeSettings(v)
-		return err
+		s = new(command.Settings)
+		return s.Unmarshal(v)
 	})
 	return s, err
 }
@@ -217,15 +219,19 @@ func (f *MetaFSM) NextID() (uint64, error) {
 	return next, err
 }
 
-func getPlacement(tx *bolt.Tx) (*Placement, error) {
+func getPlacement(tx *bolt.Tx) (*command.Placement, error) {
 	v := tx.Bucket(bucketSettings).Get(keyPlacement)
 	if v == nil {
 		return nil, nil
 	}
-	return decodePlacement(v)
+	p := new(command.Placement)
+	if err := p.Unmarshal(v); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *Placement, index uint64) any {
+func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *command.Placement, index uint64) any {
 	cur, err := getPlacement(tx)
 	if err != nil {
 		panic(fmt.Sprintf("fsm %s: stored placement: %v", f.path, err))
@@ -233,8 +239,9 @@ func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *Placement, index uint64) any {
 	// The shard count is fixed at bootstrap: a placement of another count
 	// would leave shards on no node, or nodes on shards that do not exist.
 	if v := tx.Bucket(bucketSettings).Get(keyCluster); v != nil {
-		if st, err := decodeSettings(v); err == nil && int(st.Shards) != len(p.Shards) {
-			return f.reject(index, TypeSetPlacement, fmt.Errorf("%w: placement of %d shards in a cluster of %d", ErrDecode, len(p.Shards), st.Shards))
+		var st command.Settings
+		if err := st.Unmarshal(v); err == nil && int(st.Shards) != len(p.Shards) {
+			return f.reject(index, command.TypeSetPlacement, fmt.Errorf("%w: placement of %d shards in a cluster of %d", wire.ErrDecode, len(p.Shards), st.Shards))
 		}
 	}
 	var curVersion uint64
@@ -244,15 +251,15 @@ func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *Placement, index uint64) any {
 	if p.Version != curVersion+1 {
 		return &PlacementResult{Placement: cur, Err: ErrStalePlacement}
 	}
-	if err := tx.Bucket(bucketSettings).Put(keyPlacement, placementCodec.append(nil, p)); err != nil {
+	if err := tx.Bucket(bucketSettings).Put(keyPlacement, p.AppendTo(nil)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put placement: %v", f.path, err))
 	}
 	return &PlacementResult{Placement: p}
 }
 
 // Placement returns the stored placement, or nil before the first one.
-func (f *MetaFSM) Placement() (*Placement, error) {
-	var p *Placement
+func (f *MetaFSM) Placement() (*command.Placement, error) {
+	var p *command.Placement
 	err := f.view(func(tx *bolt.Tx) error {
 		var err error
 		p, err = getPlacement(tx)

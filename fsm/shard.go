@@ -8,7 +8,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/bugs"
+	"github.com/linkraft/linkraft/internal/wire"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -50,7 +52,7 @@ type ShardFSM struct {
 // NewShardFSM opens (or creates) the shard's bbolt file.
 func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
-	s, err := openStore(cfg.Path, GroupShard, [][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq}, f.applyCommand, cfg.Logger)
+	s, err := openStore(cfg.Path, command.GroupShard, [][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq}, f.applyCommand, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -75,22 +77,22 @@ func (f *ShardFSM) flushChanges() {
 }
 
 // applyCommand applies a command the registry decoded and validated.
-func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ CommandType, v any, index uint64) any {
+func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint64) any {
 	switch c := v.(type) {
-	case *CreateIfAbsent:
+	case *command.CreateIfAbsent:
 		return f.applyCreate(tx, c, index)
-	case *Update:
+	case *command.Update:
 		return f.applyUpdate(tx, c, index)
-	case *Delete:
+	case *command.Delete:
 		return f.applyDelete(tx, c, index)
-	case *ConsumeVisit:
+	case *command.ConsumeVisit:
 		return f.applyConsumeVisit(tx, c, index)
-	case clickBatchBody:
+	case command.ClickBatchBody:
 		return f.applyClickBatch(tx, c)
-	case *CreateBatch:
+	case *command.CreateBatch:
 		return f.applyCreateBatch(tx, c, index)
 	}
-	return f.reject(index, typ, fmt.Errorf("%w: no shard apply for %T", ErrDecode, v))
+	return f.reject(index, typ, fmt.Errorf("%w: no shard apply for %T", wire.ErrDecode, v))
 }
 
 func getLink(tx *bolt.Tx, code string) *link.Link {
@@ -98,7 +100,7 @@ func getLink(tx *bolt.Tx, code string) *link.Link {
 	if v == nil {
 		return nil
 	}
-	l, err := decodeStoredLink([]byte(code), v)
+	l, err := command.DecodeRecord([]byte(code), v)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: stored link %q cannot be decoded: %v", code, err))
 	}
@@ -109,13 +111,13 @@ func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
 	if bugs.On(bugs.LoseLastApply) {
 		keepUndo(tx, l.Code)
 	}
-	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), encodeStoredLink(l)); err != nil {
+	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), command.EncodeRecord(l)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put %q: %v", f.path, l.Code, err))
 	}
 	f.changed = append(f.changed, l.Clone())
 }
 
-func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *CreateIfAbsent, index uint64) any {
+func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uint64) any {
 	if old := getLink(tx, c.Code); old != nil {
 		if c.Nonce != 0 && old.Nonce == c.Nonce {
 			// The same create, retried after an unknown outcome: it took
@@ -149,24 +151,24 @@ func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *CreateIfAbsent, index uint64) any
 	return &Result{Link: l}
 }
 
-func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *Update, index uint64) any {
+func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any {
 	l := getLink(tx, u.Code)
 	if l == nil || l.Deleted {
 		return &Result{Err: link.ErrNotFound}
 	}
-	if u.Set&SetURL != 0 {
+	if u.Set&command.SetURL != 0 {
 		l.URL = u.URL
 	}
-	if u.Set&SetExpiresAt != 0 {
+	if u.Set&command.SetExpiresAt != 0 {
 		l.ExpiresAt = u.ExpiresAt
 	}
-	if u.Set&SetRedirect != 0 {
+	if u.Set&command.SetRedirect != 0 {
 		l.Redirect = u.Redirect
 	}
-	if u.Set&SetDisabled != 0 {
+	if u.Set&command.SetDisabled != 0 {
 		l.Disabled = u.Disabled
 	}
-	if u.Set&SetTags != 0 {
+	if u.Set&command.SetTags != 0 {
 		l.Tags = u.Tags
 	}
 	l.UpdatedAt = u.Now
@@ -175,7 +177,7 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *Update, index uint64) any {
 	return &Result{Link: l}
 }
 
-func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *ConsumeVisit, index uint64) any {
+func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *command.ConsumeVisit, index uint64) any {
 	l := getLink(tx, c.Code)
 	switch {
 	case l == nil || l.Deleted:
@@ -203,7 +205,7 @@ func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *ConsumeVisit, index uint64)
 	return &Result{Link: l}
 }
 
-func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *Delete, index uint64) any {
+func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *command.Delete, index uint64) any {
 	l := getLink(tx, d.Code)
 	if l == nil || l.Deleted {
 		return &Result{Err: link.ErrNotFound}
@@ -250,7 +252,7 @@ func (f *ShardFSM) Scan(from string, fn func(l *link.Link) bool) error {
 			if bytes.Compare(k, []byte(from)) < 0 {
 				continue
 			}
-			l, err := decodeStoredLink(k, v)
+			l, err := command.DecodeRecord(k, v)
 			if err != nil {
 				return fmt.Errorf("stored link %q: %w", k, err)
 			}

@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/wire"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -27,14 +29,14 @@ var (
 // applyFunc applies one command, decoded and validated by the registry
 // (registry.go) into v, inside tx, and returns the response handed to
 // raft.ApplyFuture.
-type applyFunc func(tx *bolt.Tx, typ CommandType, v any, index uint64) any
+type applyFunc func(tx *bolt.Tx, typ command.Type, v any, index uint64) any
 
 // store is the bbolt plumbing shared by the shard and meta FSMs: the file,
 // the applied index, batching, snapshot and restore, and what happens to an
 // entry that cannot be applied (rejected, halted on, or retried).
 type store struct {
 	path    string
-	kind    GroupKind
+	kind    command.GroupKind
 	buckets [][]byte
 	apply   applyFunc
 	log     *slog.Logger
@@ -69,8 +71,8 @@ type store struct {
 
 // Halt says where and why a group stopped applying on this node.
 type Halt struct {
-	Index uint64      `json:"index"`
-	Type  CommandType `json:"type"`
+	Index uint64       `json:"index"`
+	Type  command.Type `json:"type"`
 }
 
 // Stall is a commit that keeps failing (ENOSPC, EIO) and is being retried.
@@ -90,7 +92,7 @@ func boltOptions() *bolt.Options {
 	}
 }
 
-func openStore(path string, kind GroupKind, buckets [][]byte, apply applyFunc, log *slog.Logger) (*store, error) {
+func openStore(path string, kind command.GroupKind, buckets [][]byte, apply applyFunc, log *slog.Logger) (*store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -230,23 +232,23 @@ func (s *store) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		if len(l.Data) == 0 {
-			out[i] = s.reject(l.Index, 0, fmt.Errorf("%w: empty command", ErrDecode))
+			out[i] = s.reject(l.Index, 0, fmt.Errorf("%w: empty command", wire.ErrDecode))
 			continue
 		}
-		typ := CommandType(l.Data[0])
-		spec, ok := commands[typ]
-		if !ok || spec.group != s.kind {
-			if typ&IgnoreUnknownFlag != 0 {
+		typ := command.Type(l.Data[0])
+		spec, ok := command.Lookup(typ)
+		if !ok || spec.Group != s.kind {
+			if typ&command.IgnoreUnknownFlag != 0 {
 				continue // optional state a newer version added: skipped
 			}
 			if ok { // a known type of the other group kind
-				out[i] = s.reject(l.Index, typ, fmt.Errorf("%w: a %s command in a %v group", ErrDecode, spec.name, s.kind))
+				out[i] = s.reject(l.Index, typ, fmt.Errorf("%w: a %s command in a %v group", wire.ErrDecode, spec.Name, s.kind))
 				continue
 			}
 			cut = i
 			break
 		}
-		v, err := spec.decode(l.Data[1:])
+		v, err := spec.Parse(l.Data[1:])
 		if err != nil {
 			out[i] = s.reject(l.Index, typ, err)
 			continue
@@ -258,7 +260,7 @@ func (s *store) ApplyBatch(logs []*raft.Log) []any {
 	}
 	if cut < len(logs) {
 		l := logs[cut]
-		h := &Halt{Index: l.Index, Type: CommandType(l.Data[0])}
+		h := &Halt{Index: l.Index, Type: command.Type(l.Data[0])}
 		s.halt.Store(h)
 		s.log.Error("apply halted: a command type this version does not know; upgrade this node",
 			"index", h.Index, "type", h.Type)
@@ -279,7 +281,7 @@ func (s *store) commit(logs []*raft.Log, vals, out []any, applied uint64) {
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			for i, l := range logs {
 				if vals[i] != nil {
-					out[i] = s.apply(tx, CommandType(l.Data[0]), vals[i], l.Index)
+					out[i] = s.apply(tx, command.Type(l.Data[0]), vals[i], l.Index)
 				}
 			}
 			if last <= applied {
@@ -329,10 +331,24 @@ func (s *store) waitRelease() {
 	s.dead.Store(true)
 }
 
+// Rejection is the apply response of a rejected entry; it is an error.
+type Rejection struct {
+	Index uint64
+	Type  command.Type
+	Err   error
+}
+
+func (r *Rejection) Error() string {
+	return fmt.Sprintf("fsm: entry %d (type %d) rejected: %v", r.Index, r.Type, r.Err)
+}
+
+// Unwrap returns command.ErrRejected and the cause.
+func (r *Rejection) Unwrap() []error { return []error{command.ErrRejected, r.Err} }
+
 // reject answers an entry that failed to decode or validate.
-func (s *store) reject(index uint64, typ CommandType, err error) any {
+func (s *store) reject(index uint64, typ command.Type, err error) any {
 	s.rejected.Add(1)
-	s.log.Error("rejected a committed command", "index", index, "type", typ, "command", CommandName(typ), "err", err)
+	s.log.Error("rejected a committed command", "index", index, "type", typ, "command", command.Name(typ), "err", err)
 	return &Rejection{Index: index, Type: typ, Err: err}
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/transport"
@@ -40,7 +40,7 @@ func BenchmarkLookup(b *testing.B) {
 			codes := make([]string, 1000)
 			for i := range codes {
 				codes[i] = fmt.Sprintf("c%05d", i)
-				if _, err := apply(testcluster.Context(b, 10*time.Second), s, (&fsm.CreateIfAbsent{Code: codes[i], URL: "https://example.com/" + codes[i], Now: time.Now().UTC()}).Encode()); err != nil {
+				if _, err := apply(testcluster.Context(b, 10*time.Second), s, (&command.CreateIfAbsent{Code: codes[i], URL: "https://example.com/" + codes[i], Now: time.Now().UTC()}).Encode()); err != nil {
 					b.Fatal(err)
 				}
 			}

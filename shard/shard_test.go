@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
@@ -38,14 +39,14 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	l, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.CreateIfAbsent{Code: "abc", URL: "https://example.com", Now: now}).Encode())
+	l, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", URL: "https://example.com", Now: now}).Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Code != "abc" || l.Version == 0 {
 		t.Fatalf("created %+v", l)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.CreateIfAbsent{Code: "abc", URL: "https://x.example", Now: now}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", URL: "https://x.example", Now: now}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	// Unknown code is negatively cached, then created: the cache must not
@@ -53,14 +54,14 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if _, err := s.Lookup("new", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: now}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: now}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://new.example" {
 		t.Fatalf("lookup after create = %+v, %v", got, err)
 	}
 	// Update goes through to the cache.
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.Update{Code: "new", Now: now, Set: fsm.SetURL, URL: "https://v2.example"}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.Update{Code: "new", Now: now, Set: command.SetURL, URL: "https://v2.example"}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Lookup("new", true); got.URL != "https://v2.example" {
@@ -92,7 +93,7 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://v2.example" {
 		t.Fatalf("after restart = %+v, %v", got, err)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.CreateIfAbsent{Code: "after", URL: "https://a.example", Now: now}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "after", URL: "https://a.example", Now: now}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -138,7 +139,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 		if err := leader.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		l, err := apply(testcluster.Context(t, 5*time.Second), leader, (&fsm.CreateIfAbsent{Code: "rep", URL: "https://r.example", Now: time.Now()}).Encode())
+		l, err := apply(testcluster.Context(t, 5*time.Second), leader, (&command.CreateIfAbsent{Code: "rep", URL: "https://r.example", Now: time.Now()}).Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 			if s == leader {
 				continue
 			}
-			if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&fsm.Delete{Code: "rep", Now: time.Now()}).Encode()); !errors.Is(err, link.ErrNotLeader) {
+			if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.Delete{Code: "rep", Now: time.Now()}).Encode()); !errors.Is(err, link.ErrNotLeader) {
 				t.Fatalf("follower apply err = %v, want ErrNotLeader", err)
 			}
 			if _, err := s.LookupConsistent(testcluster.Context(t, time.Second), "rep"); !errors.Is(err, link.ErrNotLeader) {

@@ -1,4 +1,4 @@
-package fsm
+package command
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/linkraft/linkraft/internal/wire"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -41,72 +42,102 @@ var ErrRejected = fmt.Errorf("%w: command rejected", link.ErrInvalidInput)
 
 // ErrUnknownType is wrapped by Check's error for a type this version does
 // not know.
-var ErrUnknownType = errors.New("fsm: unknown command type")
+var ErrUnknownType = errors.New("unknown command type")
 
-// Rejection is the apply response of a rejected entry; it is an error.
-type Rejection struct {
-	Index uint64
-	Type  CommandType
-	Err   error
-}
-
-func (r *Rejection) Error() string {
-	return fmt.Sprintf("fsm: entry %d (type %d) rejected: %v", r.Index, r.Type, r.Err)
-}
-
-// Unwrap returns ErrRejected and the cause.
-func (r *Rejection) Unwrap() []error { return []error{ErrRejected, r.Err} }
-
-type commandSpec struct {
-	name  string
-	group GroupKind
-	// decode decodes and validates the body (the entry after its type
-	// byte); the value goes to the FSM's apply.
+// Spec is a registered command type.
+type Spec struct {
+	// Name names the type in logs and errors.
+	Name string
+	// Group is the kind of group whose log holds the type.
+	Group GroupKind
+	// decode reads the body (the entry after its type byte) into the
+	// command's struct.
 	decode func(body []byte) (any, error)
+	// validate checks a decoded command (see the top of this file).
+	validate func(v any) error
+	// parse, if set, replaces decode and validate for what apply gets.
+	parse func(body []byte) (any, error)
 }
 
-var commands = map[CommandType]commandSpec{
-	TypeCreateIfAbsent: {"create", GroupShard, func(b []byte) (any, error) { return decodeValid(b, decodeCreate, (*CreateIfAbsent).validate) }},
-	TypeUpdate:         {"update", GroupShard, func(b []byte) (any, error) { return decodeValid(b, decodeUpdate, (*Update).validate) }},
-	TypeDelete:         {"delete", GroupShard, func(b []byte) (any, error) { return decodeValid(b, decodeDelete, (*Delete).validate) }},
-	TypeConsumeVisit:   {"consume-visit", GroupShard, func(b []byte) (any, error) { return decodeValid(b, decodeConsumeVisit, (*ConsumeVisit).validate) }},
-	TypeCreateBatch:    {"create-batch", GroupShard, func(b []byte) (any, error) { return decodeValid(b, decodeCreateBatch, (*CreateBatch).validate) }},
-	TypeClickBatch:     {"click-batch", GroupShard, decodeClickBatchBody},
-	TypeSetSettings:    {"set-settings", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeSettings, (*Settings).validate) }},
-	TypeLeaseRange:     {"lease-range", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeLease, (*LeaseRange).validate) }},
-	TypeSetPlacement:   {"set-placement", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodePlacement, (*Placement).validate) }},
-	TypeRegisterNode:   {"register-node", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeRegisterNode, (*RegisterNode).validate) }},
-	TypeCreateKey:      {"create-key", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeCreateKey, (*CreateKey).validate) }},
-	TypeRevokeKey:      {"revoke-key", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeRevokeKey, (*RevokeKey).validate) }},
-	TypeSetBlocked:     {"set-blocked", GroupMeta, func(b []byte) (any, error) { return decodeValid(b, decodeSetBlocked, (*SetBlocked).validate) }},
+// spec registers a command type whose struct is T.
+func spec[T any](name string, g GroupKind, decode func([]byte) (*T, error), validate func(*T) error) Spec {
+	return Spec{Name: name, Group: g,
+		decode:   func(b []byte) (any, error) { return decode(b) },
+		validate: func(v any) error { return validate(v.(*T)) },
+	}
 }
 
-func decodeValid[T any](body []byte, decode func([]byte) (*T, error), validate func(*T) error) (any, error) {
-	v, err := decode(body)
+var commands = map[Type]Spec{
+	TypeCreateIfAbsent: spec("create", GroupShard, createCodec.Decode, (*CreateIfAbsent).validate),
+	TypeUpdate:         spec("update", GroupShard, updateCodec.Decode, (*Update).validate),
+	TypeDelete:         spec("delete", GroupShard, deleteCodec.Decode, (*Delete).validate),
+	TypeConsumeVisit:   spec("consume-visit", GroupShard, consumeVisitCodec.Decode, (*ConsumeVisit).validate),
+	TypeCreateBatch:    spec("create-batch", GroupShard, createBatchCodec.Decode, (*CreateBatch).validate),
+	TypeClickBatch: {Name: "click-batch", Group: GroupShard,
+		decode: func(b []byte) (any, error) { return clickBatchCodec.Decode(b) },
+		parse:  parseClickBatch,
+	},
+	TypeSetSettings:  spec("set-settings", GroupMeta, wrapped(settingsCodec, func(s *SetSettings) *Settings { return &s.Settings }), func(s *SetSettings) error { return s.Settings.validate() }),
+	TypeLeaseRange:   spec("lease-range", GroupMeta, leaseCodec.Decode, (*LeaseRange).validate),
+	TypeSetPlacement: spec("set-placement", GroupMeta, wrapped(placementCodec, func(s *SetPlacement) *Placement { return &s.Placement }), func(s *SetPlacement) error { return s.Placement.validate() }),
+	TypeRegisterNode: spec("register-node", GroupMeta, registerNodeCodec.Decode, (*RegisterNode).validate),
+	TypeCreateKey:    spec("create-key", GroupMeta, createKeyCodec.Decode, (*CreateKey).validate),
+	TypeRevokeKey:    spec("revoke-key", GroupMeta, revokeKeyCodec.Decode, (*RevokeKey).validate),
+	TypeSetBlocked:   spec("set-blocked", GroupMeta, setBlockedCodec.Decode, (*SetBlocked).validate),
+}
+
+// wrapped decodes a command that is one message (a SetSettings is its
+// Settings).
+func wrapped[W, M any](c *wire.Codec[M], inner func(*W) *M) func([]byte) (*W, error) {
+	return func(body []byte) (*W, error) {
+		w := new(W)
+		if err := c.DecodeInto(body, inner(w)); err != nil {
+			return nil, err
+		}
+		return w, nil
+	}
+}
+
+// Lookup returns the registered spec of typ.
+func Lookup(typ Type) (Spec, bool) {
+	s, ok := commands[typ]
+	return s, ok
+}
+
+// Parse decodes and validates body (the entry after its type byte) into
+// what the group's apply takes: the command's struct (*CreateIfAbsent,
+// *SetSettings, ...), or a ClickBatchBody for a click batch.
+func (s Spec) Parse(body []byte) (any, error) {
+	if s.parse != nil {
+		return s.parse(body)
+	}
+	v, err := s.decode(body)
 	if err != nil {
 		return nil, err
 	}
-	if err := validate(v); err != nil {
+	if err := s.validate(v); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-// clickBatchBody is a click batch that passed validation; the shard FSM
-// applies it streaming from the bytes.
-type clickBatchBody []byte
-
-func decodeClickBatchBody(body []byte) (any, error) {
-	if err := checkClickBatch(body); err != nil {
-		return nil, err
+// Decode reads a whole entry (type byte and body) into its command struct
+// (*CreateIfAbsent, *ClickBatch, *SetSettings, ...) without validating it.
+func Decode(entry []byte) (any, error) {
+	if len(entry) == 0 {
+		return nil, fmt.Errorf("%w: empty entry", wire.ErrDecode)
 	}
-	return clickBatchBody(body), nil
+	s, ok := commands[Type(entry[0])]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown command type %d", wire.ErrDecode, entry[0])
+	}
+	return s.decode(entry[1:])
 }
 
-// CommandName returns the registered name of typ, or "unknown".
-func CommandName(typ CommandType) string {
+// Name returns the registered name of typ, or "unknown".
+func Name(typ Type) string {
 	if c, ok := commands[typ]; ok {
-		return c.name
+		return c.Name
 	}
 	return "unknown"
 }
@@ -117,16 +148,16 @@ func Check(g GroupKind, entry []byte) error {
 	if len(entry) == 0 {
 		return fmt.Errorf("%w: empty command", ErrRejected)
 	}
-	typ := CommandType(entry[0])
+	typ := Type(entry[0])
 	c, ok := commands[typ]
 	if !ok {
 		return fmt.Errorf("%w %d", ErrUnknownType, typ)
 	}
-	if c.group != g {
-		return fmt.Errorf("%w: a %s command does not belong to this group", ErrRejected, c.name)
+	if c.Group != g {
+		return fmt.Errorf("%w: a %s command does not belong to this group", ErrRejected, c.Name)
 	}
-	if _, err := c.decode(entry[1:]); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrRejected, c.name, err)
+	if _, err := c.Parse(entry[1:]); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrRejected, c.Name, err)
 	}
 	return nil
 }
@@ -141,7 +172,7 @@ const (
 )
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrDecode}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{wire.ErrDecode}, args...)...)
 }
 
 func checkCode(code string) error {

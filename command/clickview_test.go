@@ -1,12 +1,16 @@
-package fsm
+package command
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/axiomhq/hyperloglog"
 	"github.com/google/go-cmp/cmp"
-	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/internal/wire"
 )
 
 // randomCounts draws breakdowns from a pool of keys that straddles the
@@ -47,34 +51,51 @@ func randomCounts(tb testing.TB, rng *rand.Rand, maxKeys int) Counts {
 	return c
 }
 
-// TestMergeInPlaceMatchesMaps: the in-place merge of the FSM leaves exactly
-// the bytes that decoding into maps, MergeTotals and appendTotals would,
-// over random batches whose breakdowns overflow the cap.
+// TestMergeInPlaceMatchesMaps: the in-place merge leaves exactly the
+// bytes that decoding into maps, MergeTotals and AppendTo would, over
+// random batches whose breakdowns overflow the cap.
 func TestMergeInPlaceMatchesMaps(t *testing.T) {
-	f := mustShard(t, ShardConfig{})
-	applyAt(t, f, 1, (&CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())
 	rng := rand.New(rand.NewPCG(1, 2))
 	var want ClickTotals
+	var stored []byte
+	var d Delta
+	var m TotalsMerger
 	for i := range 60 {
 		maxKeys := 5
 		if i%3 == 0 {
 			maxKeys = 300 // overflows the cap within a few rounds
 		}
-		d := ClickTotals{Humans: randomCounts(t, rng, maxKeys), Bots: randomCounts(t, rng, maxKeys)}
-		if err := MergeTotals(&want, &d); err != nil {
+		add := ClickTotals{Humans: randomCounts(t, rng, maxKeys), Bots: randomCounts(t, rng, maxKeys)}
+		MergeTotals(&want, &add)
+		b := &ClickBatch{Node: "n1", Seq: uint64(i + 1), Deltas: []ClickDelta{{Code: "abc", Delta: add, Hours: []HourCount{{Hour: uint64(i), Humans: 1}}}}}
+		entry := b.Encode()
+		spec, _ := Lookup(Type(entry[0]))
+		if _, err := spec.Parse(entry[1:]); err != nil {
 			t.Fatal(err)
 		}
-		b := &ClickBatch{Node: "n1", Seq: uint64(i + 1), Deltas: []ClickDelta{{Code: "abc", Delta: d}}}
-		applyAt(t, f, uint64(i+2), b.Encode())
-		var got []byte
-		if err := f.view(func(tx *bolt.Tx) error {
-			got = append([]byte(nil), tx.Bucket(bucketClicks).Get([]byte("abc"))...)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
+		deltas := 0
+		_, _, err := ReadClickBatch(entry[1:], func(body []byte) error {
+			deltas++
+			if err := d.Parse(body); err != nil {
+				return err
+			}
+			if string(d.Code) != "abc" {
+				t.Fatalf("delta of %q", d.Code)
+			}
+			if err := m.Add(&d); err != nil {
+				return err
+			}
+			out, err := m.Merge(stored)
+			stored = bytes.Clone(out)
+			return err
+		})
+		if err != nil || deltas != 1 {
+			t.Fatalf("round %d: %d deltas, %v", i, deltas, err)
 		}
-		if d := cmp.Diff(appendTotals(nil, &want), got); d != "" {
-			t.Fatalf("round %d: stored totals differ from the map merge (-want +got):\n%s", i, d)
+		if w := want.AppendTo(nil); !bytes.Equal(w, stored) {
+			var got ClickTotals
+			err := got.Unmarshal(stored)
+			t.Fatalf("round %d: merged totals differ from the map merge (%v; -want +got):\n%s", i, err, cmp.Diff(want, got))
 		}
 	}
 	for _, c := range []*Counts{&want.Humans, &want.Bots} {
@@ -94,5 +115,24 @@ func TestMergePairsNormalises(t *testing.T) {
 	}
 	if d := cmp.Diff(map[string]uint64{"a": 2, "b": 4}, got); d != "" || len(ps) != 2 || string(ps[0].key) != "a" {
 		t.Fatalf("normalizePairs = %v (%s)", ps, d)
+	}
+}
+
+func sketch(tb testing.TB, visitors ...string) []byte {
+	tb.Helper()
+	s := hyperloglog.New14()
+	for _, v := range visitors {
+		s.Insert([]byte(v))
+	}
+	b, err := s.MarshalBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func TestCreateBatchDecodeRejectsEmpty(t *testing.T) {
+	if _, err := Decode([]byte{byte(TypeCreateBatch)}); !errors.Is(err, wire.ErrDecode) {
+		t.Fatalf("empty batch decoded: %v", err)
 	}
 }

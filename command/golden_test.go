@@ -1,4 +1,4 @@
-package fsm
+package command
 
 import (
 	"bufio"
@@ -17,7 +17,8 @@ import (
 var updateGolden = goflag.Bool("update-golden", false, "rewrite testdata/encodings.golden from the current encoders")
 
 // goldenSamples are one value of every encoded form, every field set: the
-// Raft commands and the records kept in bbolt.
+// Raft commands, the records kept in bbolt and the messages between
+// nodes.
 func goldenSamples() []struct {
 	name string
 	b    []byte
@@ -57,10 +58,10 @@ func goldenSamples() []struct {
 			{Code: "def", Delta: ClickTotals{Humans: Counts{Total: 2}}},
 		}}).Encode()},
 		{"Link(wire)", EncodeLink(lk)},
-		{"Link(stored)", encodeStoredLink(lk)},
-		{"Link(stored, defaults)", encodeStoredLink(plain)},
-		{"ClickTotals", appendTotals(nil, &ClickTotals{Humans: counts, Bots: counts})},
-		{"ClickStats", EncodeClickStats(&ClickStats{Totals: ClickTotals{Humans: counts}, Hours: []HourCount{{Hour: 493000, Humans: 4, Bots: 1}}})},
+		{"Link(stored)", EncodeRecord(lk)},
+		{"Link(stored, defaults)", EncodeRecord(plain)},
+		{"ClickTotals", (&ClickTotals{Humans: counts, Bots: counts}).AppendTo(nil)},
+		{"ClickStats", (&ClickStats{Totals: ClickTotals{Humans: counts}, Hours: []HourCount{{Hour: 493000, Humans: 4, Bots: 1}}}).AppendTo(nil)},
 	}
 }
 
@@ -117,23 +118,23 @@ func TestEncodingsAreUnchanged(t *testing.T) {
 			if s.name != "Link(stored)" {
 				code = "plain"
 			}
-			l, err := decodeStoredLink([]byte(code), b)
+			l, err := DecodeRecord([]byte(code), b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			back = encodeStoredLink(l)
+			back = EncodeRecord(l)
 		case "ClickTotals":
-			tot, err := decodeTotals(b)
-			if err != nil {
+			var tot ClickTotals
+			if err := tot.Unmarshal(b); err != nil {
 				t.Fatal(err)
 			}
-			back = appendTotals(nil, &tot)
+			back = tot.AppendTo(nil)
 		case "ClickStats":
-			st, err := DecodeClickStats(b)
-			if err != nil {
+			var st ClickStats
+			if err := st.Unmarshal(b); err != nil {
 				t.Fatal(err)
 			}
-			back = EncodeClickStats(st)
+			back = st.AppendTo(nil)
 		default:
 			cmd, err := Decode(b)
 			if err != nil {
