@@ -26,6 +26,7 @@ const (
 )
 
 func TestEnrichment(t *testing.T) {
+	t.Parallel()
 	e := NewEnricher()
 	if a := e.Agent(chromeUA); a.Bot || a.Browser != "Chrome" || a.OS != "Windows" || a.Device != "Desktop" {
 		t.Fatalf("chrome = %+v", a)
@@ -104,6 +105,7 @@ func newFSM(tb testing.TB, codes ...string) *fsmSubmit {
 func salt(day time.Time) []byte { return []byte(day.Format("2006-01-02")) }
 
 func TestPipelineCountsExactlyOnceDespiteLostAcks(t *testing.T) {
+	t.Parallel()
 	sub := newFSM(t, "abc")
 	sub.loseAcks = 2 // the first two batches commit, but the node hears nothing
 	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Submit: sub.submit, Salt: salt, FlushInterval: time.Hour})
@@ -167,6 +169,7 @@ func (o *countObs) OrphanVisit()           {}
 
 // A full pipeline drops (and counts) instead of blocking the caller.
 func TestPipelineDropsWhenFull(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	obs := &countObs{}
 	p, err := New(Config{Node: "n1", Capacity: 4, FlushInterval: time.Hour, Observer: obs,
@@ -207,6 +210,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 }
 
 func TestVisitStoreListAndPurge(t *testing.T) {
+	t.Parallel()
 	s, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +245,7 @@ func TestVisitStoreListAndPurge(t *testing.T) {
 }
 
 func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
+	t.Parallel()
 	sub := newFSM(t, "abc")
 	store, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
 	if err != nil {
@@ -282,6 +287,7 @@ func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
 // Clicks arriving faster than the visit flush interval drains them: the
 // buffer is written early, not left to overflow and drop visits.
 func TestPipelineWritesVisitsEarlyRatherThanDrop(t *testing.T) {
+	t.Parallel()
 	sub := newFSM(t, "abc")
 	store, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
 	if err != nil {

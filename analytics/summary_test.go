@@ -26,6 +26,7 @@ func sketchOf(tb testing.TB, hashes ...uint64) []byte {
 // buckets inside [from, to) only; the bot filter picks the audience of the
 // counts, uniques and breakdowns, and "include" merges both sketches.
 func TestSummarizeBucketsFiltersAndMerges(t *testing.T) {
+	t.Parallel()
 	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	hour := func(t time.Time) uint64 { return uint64(t.Unix() / 3600) }
 	st := &command.ClickStats{

@@ -18,6 +18,7 @@ import (
 // (JSON records in a by-time bucket, a by-code index) opens with every
 // visit readable, and the old buckets gone.
 func TestVisitStoreMigratesTheOldLayout(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "visits.db")
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
@@ -70,6 +71,7 @@ func TestVisitStoreMigratesTheOldLayout(t *testing.T) {
 // TestVisitStorePurgesWholeHours: the purge drops the hours that ended
 // before the cut and keeps the hour the cut falls in.
 func TestVisitStorePurgesWholeHours(t *testing.T) {
+	t.Parallel()
 	s, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
 	if err != nil {
 		t.Fatal(err)

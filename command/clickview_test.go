@@ -55,6 +55,7 @@ func randomCounts(tb testing.TB, rng *rand.Rand, maxKeys int) Counts {
 // bytes that decoding into maps, MergeTotals and AppendTo would, over
 // random batches whose breakdowns overflow the cap.
 func TestMergeInPlaceMatchesMaps(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var want ClickTotals
 	var stored []byte
@@ -108,6 +109,7 @@ func TestMergeInPlaceMatchesMaps(t *testing.T) {
 // TestMergePairsNormalises: out-of-order and repeated keys (which no node
 // sends, but a replica must treat alike) are summed as a map would.
 func TestMergePairsNormalises(t *testing.T) {
+	t.Parallel()
 	ps := normalizePairs([]pair{{[]byte("b"), 1}, {[]byte("a"), 2}, {[]byte("b"), 3}})
 	got := map[string]uint64{}
 	for _, p := range ps {
@@ -132,6 +134,7 @@ func sketch(tb testing.TB, visitors ...string) []byte {
 }
 
 func TestCreateBatchDecodeRejectsEmpty(t *testing.T) {
+	t.Parallel()
 	if _, err := Decode([]byte{byte(TypeCreateBatch)}); !errors.Is(err, wire.ErrDecode) {
 		t.Fatalf("empty batch decoded: %v", err)
 	}

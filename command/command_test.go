@@ -59,6 +59,7 @@ func FuzzDecode(f *testing.F) {
 // and the defaults say and gets it all back; values in the wire form
 // decode the same.
 func TestLinkRecordFormRoundTrips(t *testing.T) {
+	t.Parallel()
 	plain := &link.Link{Code: "abc123", URL: "https://www.example.com/articles/2026/11/some-article-00000001",
 		CreatedAt: t0, UpdatedAt: t0, Redirect: link.DefaultRedirect, Nonce: 0xfeedfacecafebeef, Version: 77}
 	edited := plain.Clone()

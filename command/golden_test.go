@@ -70,6 +70,7 @@ func goldenSamples() []struct {
 // code, so an encoder may change only with a new field or type. Each pinned
 // encoding must also decode and encode back to itself.
 func TestEncodingsAreUnchanged(t *testing.T) {
+	t.Parallel()
 	path := "testdata/encodings.golden"
 	samples := goldenSamples()
 	if *updateGolden {

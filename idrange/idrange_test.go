@@ -11,6 +11,7 @@ import (
 )
 
 func TestEncodeKnownValues(t *testing.T) {
+	t.Parallel()
 	cases := map[uint64]string{0: "0", 9: "9", 10: "A", 35: "Z", 36: "a", 61: "z", 62: "10", 3843: "zz", math.MaxUint64: "LygHa16AHYF"}
 	for n, want := range cases {
 		if got := Encode(n); got != want {
@@ -27,6 +28,7 @@ func TestEncodeKnownValues(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"", "-", "a b", "é", "LygHa16AHYG", "zzzzzzzzzzzz"} {
 		if _, err := Decode(s); !errors.Is(err, ErrInvalidBase62) {
 			t.Errorf("Decode(%q) err = %v, want ErrInvalidBase62", s, err)
@@ -66,6 +68,7 @@ func FuzzBase62Decode(f *testing.F) {
 var testKey = []byte("0123456789abcdef")
 
 func TestPermutationIsBijectiveOnSample(t *testing.T) {
+	t.Parallel()
 	p, err := NewPermutation(testKey)
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +117,7 @@ func TestPermutationIsBijectiveOnSample(t *testing.T) {
 }
 
 func TestPermutationDependsOnKey(t *testing.T) {
+	t.Parallel()
 	a, _ := NewPermutation(testKey)
 	b, _ := NewPermutation([]byte("fedcba9876543210"))
 	same := 0
@@ -159,6 +163,7 @@ func FuzzPermutation(f *testing.F) {
 }
 
 func TestCoderModes(t *testing.T) {
+	t.Parallel()
 	perm, err := NewCoder(ModePermuted, testKey)
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +225,7 @@ func (l *rangeLeaser) LeaseRange(ctx context.Context, n uint64) (uint64, uint64,
 }
 
 func TestAllocatorConcurrentUnique(t *testing.T) {
+	t.Parallel()
 	l := &rangeLeaser{}
 	a, err := NewAllocator(AllocatorConfig{Leaser: l, BlockSize: 16})
 	if err != nil {
@@ -258,6 +264,7 @@ func TestAllocatorConcurrentUnique(t *testing.T) {
 }
 
 func TestAllocatorPrefetchesBeforeDry(t *testing.T) {
+	t.Parallel()
 	l := &rangeLeaser{gate: make(chan struct{}, 10)}
 	a, _ := NewAllocator(AllocatorConfig{Leaser: l, BlockSize: 8, LowWater: 2})
 	defer a.Close()
@@ -290,6 +297,7 @@ func TestAllocatorPrefetchesBeforeDry(t *testing.T) {
 }
 
 func TestAllocatorReportsLeaseFailureAndRecovers(t *testing.T) {
+	t.Parallel()
 	l := &rangeLeaser{}
 	l.fail.Store(true)
 	a, _ := NewAllocator(AllocatorConfig{Leaser: l, BlockSize: 4})
@@ -305,6 +313,7 @@ func TestAllocatorReportsLeaseFailureAndRecovers(t *testing.T) {
 }
 
 func TestAllocatorHonoursContext(t *testing.T) {
+	t.Parallel()
 	l := &rangeLeaser{gate: make(chan struct{})}
 	a, _ := NewAllocator(AllocatorConfig{Leaser: l, BlockSize: 4})
 	defer a.Close()

@@ -10,6 +10,7 @@ import (
 // TestCreateRequestValidate: every rule of a create's input, each with the
 // field it names, and the normalisation of what passes.
 func TestCreateRequestValidate(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var p URLPolicy
 	for _, tc := range []struct {
@@ -45,6 +46,7 @@ func TestCreateRequestValidate(t *testing.T) {
 }
 
 func TestPatchValidate(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	bad, past, js := 303, now.Add(-time.Hour), "javascript:x"
 	for _, p := range []Patch{{Redirect: &bad}, {ExpiresAt: &past}, {URL: &js}, {Tags: &[]string{strings.Repeat("t", 65)}}} {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestNormalizeURL(t *testing.T) {
+	t.Parallel()
 	p := URLPolicy{OwnHosts: []string{"sho.rt", "Bücher.example", "198.51.100.7"}, Blocklist: map[string]struct{}{"evil.example": {}, "203.0.113.9": {}}}
 	ok := map[string]string{
 		"https://example.com":                  "https://example.com",
@@ -50,6 +51,7 @@ func TestNormalizeURL(t *testing.T) {
 }
 
 func TestValidateAlias(t *testing.T) {
+	t.Parallel()
 	for _, a := range []string{"abc", "my-link", "A_b-9", strings.Repeat("x", 64)} {
 		if err := ValidateAlias(a); err != nil {
 			t.Errorf("ValidateAlias(%q) = %v", a, err)
@@ -63,6 +65,7 @@ func TestValidateAlias(t *testing.T) {
 }
 
 func TestReadBlocklist(t *testing.T) {
+	t.Parallel()
 	bl, err := ReadBlocklist(strings.NewReader("# comment\n\nEvil.Example\n*.bad.example\nbücher.example\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +81,7 @@ func TestReadBlocklist(t *testing.T) {
 }
 
 func TestValidateTags(t *testing.T) {
+	t.Parallel()
 	if err := ValidateTags([]string{"a", "b c"}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +142,7 @@ func FuzzValidateAlias(f *testing.F) {
 }
 
 func TestNormalizeURLRefusesPrivateTargets(t *testing.T) {
+	t.Parallel()
 	p := URLPolicy{OwnHosts: []string{"sho.rt"}, Blocked: func(h string) bool { return h == "takedown.example" }}
 	private := []string{
 		"http://10.0.0.1/", "http://172.16.5.4/", "http://172.31.255.255/", "http://192.168.1.1/admin",

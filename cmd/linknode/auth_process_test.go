@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 // send makes one request with an optional key; it returns status and body.
@@ -45,16 +46,10 @@ func TestStrangerGetsNowhere(t *testing.T) {
 	p := launchProcEnv(t, nil, dir, a)
 	keyFile := filepath.Join(dir, "admin.key")
 	var key string
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if k, err := apikey.LoadSecret(keyFile); err == nil {
-			key = k
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no admin.key after 60 s\n%s", p.logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.Eventually(t, 60*time.Second, func() (err error) {
+		key, err = apikey.LoadSecret(keyFile)
+		return err
+	})
 	if st, err := os.Stat(keyFile); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("admin.key: %v %v", st.Mode(), err)
 	}
@@ -62,17 +57,12 @@ func TestStrangerGetsNowhere(t *testing.T) {
 		t.Fatal("the admin key is in the log")
 	}
 	const js = "application/json"
-	var status int
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		status, _ = send(t, "POST", p.base+"/api/v1/links", key, js, []byte(`{"url":"https://example.com/real","alias":"victim"}`))
-		if status == 201 || time.Now().After(deadline) {
-			break
+	testcluster.Eventually(t, 30*time.Second, func() error {
+		if status, _ := send(t, "POST", p.base+"/api/v1/links", key, js, []byte(`{"url":"https://example.com/real","alias":"victim"}`)); status != 201 {
+			return fmt.Errorf("create with admin.key: %d", status)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if status != 201 {
-		t.Fatalf("create with admin.key: %d", status)
-	}
+		return nil
+	})
 	attacks := []struct {
 		name, method, url, ct, body string
 		want                        int

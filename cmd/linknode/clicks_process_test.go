@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 // startCluster starts size linknode processes on loopback that form one
@@ -136,30 +138,23 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 	}
 
 	// The batches reach the shard within a few flush intervals: poll.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testcluster.Eventually(t, 30*time.Second, func() error {
 		d := getStats(t, procs[2].base, "stats1", "")
-		if d.Humans == 96 && d.Bots == 12 {
-			break
-		}
 		if d.Humans > 96 || d.Bots > 12 {
 			t.Fatalf("over-counted: humans %d, bots %d", d.Humans, d.Bots)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats stuck at humans %d, bots %d", d.Humans, d.Bots)
+		if d.Humans != 96 || d.Bots != 12 {
+			return fmt.Errorf("stats at humans %d, bots %d", d.Humans, d.Bots)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, p := range procs {
 		// Followers apply the batches a moment later than the leader.
 		var d statsDoc
-		for {
+		testcluster.WaitFor(t, 10*time.Second, p.base+" to apply the click batches", func() bool {
 			d = getStats(t, p.base, "stats1", "")
-			if d.Humans == 96 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return d.Humans >= 96
+		})
 		if d.Total != 96 || d.Humans != 96 || d.Bots != 12 {
 			t.Fatalf("%s: total %d humans %d bots %d", p.base, d.Total, d.Humans, d.Bots)
 		}
@@ -202,7 +197,7 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 		Partial bool
 	}
 	// Raw visits are written every 5 s (a local, best-effort record): poll.
-	for visitsBy := time.Now().Add(20 * time.Second); ; {
+	testcluster.WaitFor(t, 20*time.Second, "102 raw visits", func() bool {
 		req, _ := http.NewRequest("GET", procs[1].base+"/api/v1/links/stats1/visits?limit=1000", nil)
 		req.Header.Set("Authorization", "Bearer "+testAdminKey)
 		resp, err := client.Do(req)
@@ -217,11 +212,8 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if len(vis.Visits) >= 102 || time.Now().After(visitsBy) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(vis.Visits) >= 102
+	})
 	nodes, bots := map[string]int{}, 0
 	for i, v := range vis.Visits {
 		nodes[v.Node]++
@@ -317,12 +309,8 @@ func TestMaxVisitsExactAcrossThreeNodes(t *testing.T) {
 	// Every node now answers 410 (from its own state, once replicated), to
 	// bots too.
 	for _, p := range procs {
-		deadline := time.Now().Add(10 * time.Second)
-		for visit(t, "GET", p.base+"/limited", preview, "", false) != 410 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still redirects the used-up link", p.base)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testcluster.WaitFor(t, 10*time.Second, p.base+" to answer 410 for the used-up link", func() bool {
+			return visit(t, "GET", p.base+"/limited", preview, "", false) == 410
+		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 // TestThreeProcessCluster forms a cluster of three real linknode processes
@@ -95,7 +97,7 @@ func TestThreeProcessCluster(t *testing.T) {
 	secret := strings.TrimSpace(out.String())
 	// Another node knows the key once it applies the meta entry: within a
 	// second (milliseconds on loopback).
-	for deadline := time.Now().Add(time.Second); ; {
+	testcluster.Eventually(t, time.Second, func() error {
 		req, _ := http.NewRequest("POST", procs[1].base+"/api/v1/links", strings.NewReader(`{"url":"https://example.com/cli"}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+secret)
@@ -104,14 +106,15 @@ func TestThreeProcessCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode == 201 {
-			break
+		switch resp.StatusCode {
+		case 201:
+			return nil
+		case 401: // not applied on this node yet
+			return fmt.Errorf("create with the CLI's key on another node: %d", resp.StatusCode)
 		}
-		if resp.StatusCode != 401 || time.Now().After(deadline) {
-			t.Fatalf("create with the CLI's key on another node: %d", resp.StatusCode)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		t.Fatalf("create with the CLI's key on another node: %d", resp.StatusCode)
+		return nil
+	})
 	out.Reset()
 	if code := runCLI("keys", []string{"-addr", procs[2].admin, "list"}, env, &out, &errOut); code != 0 || !strings.Contains(out.String(), "alice") || strings.Contains(out.String(), secret) {
 		t.Fatalf("linknode keys list: %d\n%s", code, out.String())
@@ -151,20 +154,14 @@ func TestThreeProcessCluster(t *testing.T) {
 	survivor := procs[(victim+1)%size]
 	start := time.Now()
 	for i := 0; i < 10; i++ {
-		var status int
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			var m map[string]any
-			status, m, _, err = call("POST", survivor.base+"/api/v1/links", fmt.Sprintf(`{"url":"https://after-kill.example/%d"}`, i))
-			if err == nil && status == 201 {
-				codes = append(codes, m["code"].(string))
-				break
+		testcluster.Eventually(t, 20*time.Second, func() error {
+			status, m, _, err := call("POST", survivor.base+"/api/v1/links", fmt.Sprintf(`{"url":"https://after-kill.example/%d"}`, i))
+			if err != nil || status != 201 {
+				return fmt.Errorf("write %d after the kill: %d %v", i, status, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no write accepted 20s after the kill: %d %v", status, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			codes = append(codes, m["code"].(string))
+			return nil
+		})
 	}
 	t.Logf("node n%d (leader of %d shards) killed; 10 writes accepted %v later", victim+1, most, time.Since(start).Round(time.Millisecond))
 
@@ -175,17 +172,16 @@ func TestThreeProcessCluster(t *testing.T) {
 			// balancer hands it its share): a consistent read may then
 			// answer 503, which the contract says to retry. Anything else
 			// but the link fails at once.
-			deadline := time.Now().Add(20 * time.Second)
-			for {
+			testcluster.Eventually(t, 20*time.Second, func() error {
 				status, _, _, err := call("GET", p.base+"/api/v1/links/"+code+"?consistent=true", "")
-				if err == nil && status == 200 {
-					break
+				if err == nil && status != 200 && status != 503 {
+					t.Fatalf("%s on %s after restart: %d", code, p.base, status)
 				}
-				if (err == nil && status != 503) || time.Now().After(deadline) {
-					t.Fatalf("%s on %s after restart: %d %v", code, p.base, status, err)
+				if err != nil || status != 200 {
+					return fmt.Errorf("%s on %s after restart: %d %v", code, p.base, status, err)
 				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 		}
 	}
 }

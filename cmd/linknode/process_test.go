@@ -18,6 +18,7 @@ import (
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 // binDir holds the linknode binary, built by the first test that runs it
@@ -150,6 +151,9 @@ func launchProcEnv(tb testing.TB, env []string, dataDir string, a procAddrs, ext
 			_ = cmd.Process.Kill() // only the process this test started
 			<-p.exited
 		}
+		if tb.Failed() {
+			tb.Logf("log of linknode at %s:\n%s", p.base, p.logs())
+		}
 	})
 	return p
 }
@@ -158,30 +162,28 @@ func launchProcEnv(tb testing.TB, env []string, dataDir string, a procAddrs, ext
 // node knows the test's admin key (the meta leader installs it).
 func (p *proc) waitReady(tb testing.TB) {
 	tb.Helper()
-	deadline := time.Now().Add(60 * time.Second)
 	ready := false
-	for {
+	testcluster.Eventually(tb, 60*time.Second, func() error {
 		select {
 		case <-p.exited:
-			tb.Fatalf("linknode exited during start: %v\n%s", p.waitErr, p.logs())
+			tb.Fatalf("linknode exited during start: %v", p.waitErr)
 		default:
 		}
 		if !ready {
-			if resp, err := http.Get(p.base + "/readyz"); err == nil {
-				resp.Body.Close()
-				ready = resp.StatusCode == 200
+			resp, err := http.Get(p.base + "/readyz")
+			if err != nil {
+				return fmt.Errorf("readyz: %w", err)
+			}
+			resp.Body.Close()
+			if ready = resp.StatusCode == 200; !ready {
+				return fmt.Errorf("readyz: %d", resp.StatusCode)
 			}
 		}
-		if ready {
-			if status, _, _, err := call("GET", p.base+"/api/v1/keys", ""); err == nil && status == 200 {
-				return
-			}
+		if status, _, _, err := call("GET", p.base+"/api/v1/keys", ""); err != nil || status != 200 {
+			return fmt.Errorf("ready, but the key API answers %d %v", status, err)
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("linknode not ready after 60s\n%s", p.logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (p *proc) logs() string {
@@ -309,19 +311,14 @@ func TestAcknowledgedWritesSurviveKill9(t *testing.T) {
 			}()
 		}
 		// Kill once enough writes are acknowledged, with writers in flight.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		testcluster.Eventually(t, 60*time.Second, func() error {
 			mu.Lock()
-			n := nAcked
-			mu.Unlock()
-			if n >= 150 {
-				break
+			defer mu.Unlock()
+			if nAcked < 150 {
+				return fmt.Errorf("only %d writes acknowledged", nAcked)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("only %d writes acknowledged in 60s\n%s", n, p.logs())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 		mu.Lock()
 		killed = true
 		mu.Unlock()

@@ -35,6 +35,7 @@ func (h *stubHandler) Served(r *Request, a Answer, start time.Time) {
 // pipelined, the fast path answers /abc itself and hands the declined
 // request, and every byte after it, to net/http.
 func TestFastAnswersAndHandsTheRestToNetHTTP(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +98,7 @@ func TestFastAnswersAndHandsTheRestToNetHTTP(t *testing.T) {
 
 // TestParseHeadDeclines lists heads the fast path leaves to net/http.
 func TestParseHeadDeclines(t *testing.T) {
+	t.Parallel()
 	for _, head := range []string{
 		"POST /abc HTTP/1.1\r\nHost: x\r\n\r\n",
 		"GET /a/b HTTP/1.1\r\nHost: x\r\n\r\n",

@@ -9,6 +9,7 @@ import (
 )
 
 func TestScopes(t *testing.T) {
+	t.Parallel()
 	s, err := ParseScopes([]string{"stats:read", "links:read"})
 	if err != nil || s != LinksRead|StatsRead || s.String() != "links:read,stats:read" {
 		t.Fatalf("ParseScopes = %v (%s), %v", s, s, err)
@@ -24,6 +25,7 @@ func TestScopes(t *testing.T) {
 }
 
 func TestNamesSecretsAndHeaders(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"ci", "team-a", "a.b_c@d:e", strings.Repeat("x", 64)} {
 		if err := ValidName("owner", ok); err != nil {
 			t.Errorf("ValidName(%q) = %v", ok, err)
@@ -62,6 +64,7 @@ func TestNamesSecretsAndHeaders(t *testing.T) {
 }
 
 func TestSecretFiles(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "admin.key")
 	s, _ := NewSecret()
 	if err := SaveSecret(p, s); err != nil {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseRoundTripAndRefusals(t *testing.T) {
+	t.Parallel()
 	k, err := Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +28,7 @@ func TestParseRoundTripAndRefusals(t *testing.T) {
 }
 
 func TestDerivationsAreDistinctAndStable(t *testing.T) {
+	t.Parallel()
 	k1, _ := Generate()
 	k2, _ := Generate()
 	if bytes.Equal(k1.GossipKey(), k2.GossipKey()) || k1.ID() == k2.ID() {
@@ -56,6 +58,7 @@ func TestDerivationsAreDistinctAndStable(t *testing.T) {
 }
 
 func TestFormatNeverPrintsTheKey(t *testing.T) {
+	t.Parallel()
 	k, _ := Generate()
 	for _, verb := range []string{"%v", "%s", "%x", "%#v", "%+v", "%q"} {
 		out := fmt.Sprintf(verb, k)
@@ -66,6 +69,7 @@ func TestFormatNeverPrintsTheKey(t *testing.T) {
 }
 
 func TestLoadAndSave(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	k, _ := Generate()
 	p := filepath.Join(dir, "cluster.key")

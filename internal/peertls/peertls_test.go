@@ -89,6 +89,7 @@ func identity(t *testing.T, cfg Config) *Identity {
 }
 
 func TestMembersOfOneKeyAuthenticateEachOther(t *testing.T) {
+	t.Parallel()
 	k, _ := clusterkey.Generate()
 	n1 := identity(t, Config{NodeID: "n1", ClusterKey: &k})
 	n2 := identity(t, Config{NodeID: "n2", ClusterKey: &k})
@@ -102,6 +103,7 @@ func TestMembersOfOneKeyAuthenticateEachOther(t *testing.T) {
 }
 
 func TestAnotherKeyIsRefusedBothWays(t *testing.T) {
+	t.Parallel()
 	k1, _ := clusterkey.Generate()
 	k2, _ := clusterkey.Generate()
 	member := identity(t, Config{NodeID: "n1", ClusterKey: &k1})
@@ -117,6 +119,7 @@ func TestAnotherKeyIsRefusedBothWays(t *testing.T) {
 }
 
 func TestClientWithoutCertificateIsRefused(t *testing.T) {
+	t.Parallel()
 	k, _ := clusterkey.Generate()
 	member := identity(t, Config{NodeID: "n1", ClusterKey: &k})
 	serr, _, _ := handshake(t, member.ServerConfig(), &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
@@ -134,6 +137,7 @@ func TestClientWithoutCertificateIsRefused(t *testing.T) {
 }
 
 func TestCertificatesExpireAndRenew(t *testing.T) {
+	t.Parallel()
 	k, _ := clusterkey.Generate()
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
@@ -198,6 +202,7 @@ func writePKI(t *testing.T, dir, cn string) (caFile, certFile, keyFile string) {
 }
 
 func TestOperatorPKI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca, cert, key := writePKI(t, dir, "n7")
 	if _, err := New(Config{NodeID: "n8", CAFile: ca, CertFile: cert, KeyFile: key}); err == nil || !strings.Contains(err.Error(), `names node "n7"`) {
@@ -220,6 +225,7 @@ func TestOperatorPKI(t *testing.T) {
 }
 
 func TestIncarnationIsInTheCertificateAndChecked(t *testing.T) {
+	t.Parallel()
 	k, _ := clusterkey.Generate()
 	refuse := errors.New("known with another incarnation")
 	var seenID, seenInc string

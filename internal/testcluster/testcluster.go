@@ -5,6 +5,7 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -41,10 +42,26 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 // what if d passes first. Tests wait on conditions, never on sleeps.
 func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
+	Eventually(tb, d, func() error {
+		if cond() {
+			return nil
+		}
+		return fmt.Errorf("waiting for %s", what)
+	})
+}
+
+// Eventually polls check every 10 ms until it returns nil, and fails the
+// test with check's last error if d passes first.
+func Eventually(tb testing.TB, d time.Duration, check func() error) {
+	tb.Helper()
 	deadline := time.Now().Add(d)
-	for !cond() {
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", d, what)
+			tb.Fatalf("timed out after %v: %v", d, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -31,6 +31,7 @@ var msgCodec = NewCodec[msg](nil,
 // a value past its type's range reads as the maximum, and malformed input
 // fails with ErrDecode rather than reading garbage.
 func TestCodecRules(t *testing.T) {
+	t.Parallel()
 	if b := msgCodec.Append(nil, &msg{}); len(b) != 0 {
 		t.Fatalf("a zero message encodes as %x", b)
 	}

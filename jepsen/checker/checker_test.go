@@ -37,6 +37,7 @@ func build(rows ...row) []history.Op {
 }
 
 func TestRegisterValidAndStaleRead(t *testing.T) {
+	t.Parallel()
 	valid := build(
 		row{p: 0, typ: history.Invoke, f: FCreate, key: "k", value: "u1"},
 		row{p: 0, typ: history.OK, f: FCreate, key: "k", value: "u1", status: 201},
@@ -84,6 +85,7 @@ func TestRegisterValidAndStaleRead(t *testing.T) {
 }
 
 func TestSetLostUnexpectedDuplicated(t *testing.T) {
+	t.Parallel()
 	ops := build(
 		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/set/1", wl: "set", node: "n1"},
 		row{p: 0, typ: history.OK, f: FCreate, key: "a", value: "P/set/1", status: 201, wl: "set", node: "n1"},
@@ -144,6 +146,7 @@ func TestSetLostUnexpectedDuplicated(t *testing.T) {
 }
 
 func TestUniqueIDs(t *testing.T) {
+	t.Parallel()
 	ops := build(
 		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/set/1", wl: "set", node: "n1"},
 		row{p: 0, typ: history.OK, f: FCreate, key: "5", value: "P/set/1", status: 201, wl: "set", node: "n1"},
@@ -183,6 +186,7 @@ func TestUniqueIDs(t *testing.T) {
 }
 
 func TestRYW(t *testing.T) {
+	t.Parallel()
 	ok := build(
 		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/ryw/1", wl: "ryw", node: "n1"},
 		row{p: 0, typ: history.OK, f: FCreate, key: "a", value: "P/ryw/1", status: 201, wl: "ryw", node: "n1"},
@@ -204,6 +208,7 @@ func TestRYW(t *testing.T) {
 }
 
 func TestValidityJSON(t *testing.T) {
+	t.Parallel()
 	for _, v := range []Validity{Valid, Invalid, Unknown} {
 		b, _ := json.Marshal(v)
 		var back Validity
@@ -217,6 +222,7 @@ func TestValidityJSON(t *testing.T) {
 }
 
 func TestConverge(t *testing.T) {
+	t.Parallel()
 	// k1 updated to u2; k2 created and deleted (it must answer 410); k3
 	// only ever had an indeterminate create (404 or 410 will do).
 	ops := build(
@@ -264,6 +270,7 @@ func TestConverge(t *testing.T) {
 }
 
 func TestCounter(t *testing.T) {
+	t.Parallel()
 	var rows []row
 	for i := range 10 { // ten acknowledged clicks on n1
 		rows = append(rows, row{p: i, typ: history.Invoke, f: FClick, key: "c", wl: "counter", node: "n1"},

@@ -15,6 +15,7 @@ func kinds(r Result) map[string]int {
 }
 
 func TestNodes(t *testing.T) {
+	t.Parallel()
 	good := []NodeRun{
 		{Node: "n1", Run: 1, PID: 10, Exited: true, ExitCode: -1, Signal: "killed", Cause: CauseNemesis},
 		{Node: "n1", Run: 2, PID: 11, Exited: true, ExitCode: 0, Cause: CauseStop, Stopping: 1e9, Ended: 13e9},
@@ -41,6 +42,7 @@ func TestNodes(t *testing.T) {
 }
 
 func TestNemesisShowsFaultsHappened(t *testing.T) {
+	t.Parallel()
 	records := []FaultRecord{
 		{Fault: "partition-one", Injected: true, Effective: true, Effect: "dropped 40 packets"},
 		{Fault: "kill-leader", NoTarget: true, Error: "no target"},
@@ -71,6 +73,7 @@ func TestNemesisShowsFaultsHappened(t *testing.T) {
 }
 
 func TestReplicas(t *testing.T) {
+	t.Parallel()
 	d := func(g string, index uint64, sum string) GroupDigest {
 		return GroupDigest{Group: g, AppliedIndex: index, Items: 3, Digest: sum}
 	}
@@ -103,6 +106,7 @@ func TestReplicas(t *testing.T) {
 // A start granted twice (by a buggy meta FSM) shows as two grants in the
 // history, and they overlap.
 func TestUniqueIDsSeesARegrant(t *testing.T) {
+	t.Parallel()
 	leases := map[string][]Lease{
 		"n1": {{Index: 5, Start: 0, End: 10, Node: "n1"}, {Index: 9, Start: 0, End: 10, Node: "n2"}},
 		"n2": {{Index: 5, Start: 0, End: 10, Node: "n1"}, {Index: 9, Start: 0, End: 10, Node: "n2"}},

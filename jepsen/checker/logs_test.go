@@ -106,6 +106,7 @@ func errorMessages(tb testing.TB) (msgs map[string][]string, panics int) {
 // caught with its kind. A new ERROR message fails this test until someone
 // decides which it is.
 func TestLogPatternsCoverTheCode(t *testing.T) {
+	t.Parallel()
 	msgs, panics := errorMessages(t)
 	if len(msgs) < len(FatalMessages) || panics == 0 {
 		t.Fatalf("found %d ERROR messages and %d panic calls: the walk missed the code", len(msgs), panics)
@@ -149,6 +150,7 @@ func TestLogPatternsCoverTheCode(t *testing.T) {
 
 // What the runtime prints is caught; what faults make raft log is not.
 func TestLogs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clean := filepath.Join(dir, "clean.log")
 	lines := []string{

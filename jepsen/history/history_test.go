@@ -8,6 +8,7 @@ import (
 )
 
 func TestRecorderPairsAndRoundTrip(t *testing.T) {
+	t.Parallel()
 	r := NewRecorder()
 	var wg sync.WaitGroup
 	for range 8 {
@@ -64,6 +65,7 @@ func TestRecorderPairsAndRoundTrip(t *testing.T) {
 }
 
 func TestPairsRejectsHarnessBugs(t *testing.T) {
+	t.Parallel()
 	if _, err := Pairs([]Op{{Process: 1, Type: Invoke}, {Process: 1, Type: Invoke}}); err == nil {
 		t.Fatal("two open operations on one process accepted")
 	}
