@@ -1,24 +1,28 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/transport"
 )
 
 // BenchmarkLookup is a redirect's read of its link on one replica, in
 // parallel as HTTP handlers make it: a cache hit, or (cache of one entry)
-// a read of the bbolt file, over 1,000 links.
+// a read of the bbolt file, over 1,000 links; and a code the shard does not
+// hold (the negative cache: what a redirect that misses pays).
 func BenchmarkLookup(b *testing.B) {
 	for _, tc := range []struct {
-		name  string
-		cache int
-	}{{"cache-hit", 0}, {"bbolt", 1}} {
+		name    string
+		cache   int
+		unknown bool
+	}{{"cache-hit", 0, false}, {"bbolt", 1, false}, {"unknown", 0, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			m := testcluster.Mux(b)
 			layer, err := m.Layer(transport.KindRaft, 1)
@@ -49,12 +53,24 @@ func BenchmarkLookup(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			if tc.unknown {
+				for i := range codes {
+					codes[i] = fmt.Sprintf("u%05d", i)
+				}
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
 					l, err := s.Lookup(codes[i%len(codes)], true)
+					if tc.unknown {
+						if !errors.Is(err, link.ErrNotFound) {
+							b.Fatal(err)
+						}
+						i += 7
+						continue
+					}
 					if err != nil || l == nil {
 						b.Fatal(err)
 					}
