@@ -14,6 +14,7 @@ import (
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -183,14 +184,8 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 		accepted++
 	}
 	// Wait until the worker holds the first click (and is stuck with it).
-	deadline := time.Now().Add(5 * time.Second)
 	inbox := func() int { p.inMu.Lock(); defer p.inMu.Unlock(); return len(p.inBuf) }
-	for inbox() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never took the first click")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testcluster.WaitFor(t, 5*time.Second, "the worker to take the first click", func() bool { return inbox() == 0 })
 	for range 19 {
 		if p.Record(link.Click{Code: "abc", Time: time.Now()}) {
 			accepted++

@@ -455,20 +455,14 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 	if err := tc.nodes[2].Delete(ctx(t), l.Code); err != nil {
 		t.Fatal(err)
 	}
-	var last string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testcluster.Eventually(t, 10*time.Second, func() error {
 		got, err := late.Resolve(ctx(t), l.Code)
 		if err == nil && got.Deleted {
-			break
+			return nil
 		}
 		e, _ := late.remote.GetIfPresent(l.Code)
-		last = fmt.Sprintf("resolve %+v, %v; cache entry %+v", got, err, e)
-		if time.Now().After(deadline) {
-			t.Fatalf("the delete never reached the late node: %s", last)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("the delete has not reached the late node: resolve %+v, %v; cache entry %+v", got, err, e)
+	})
 }
 
 // applyCreateCmd proposes a create with a fixed code and nonce (tests of

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/internal/tmpfs"
 )
 
@@ -35,18 +36,14 @@ func TestFullDiskStallsAndResumes(t *testing.T) {
 	}
 	done := make(chan []any, 1)
 	go func() { done <- f.ApplyBatch(logs) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Stalled() == nil {
+	testcluster.WaitFor(t, 10*time.Second, "a stall reported on a full disk", func() bool {
 		select {
 		case out := <-done:
 			t.Fatalf("the batch committed on a full disk: %v", out[0])
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no stall reported on a full disk")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return f.Stalled() != nil
+	})
 	st := f.Stalled()
 	if st.Index != 9 || !strings.Contains(st.Err, "no space") {
 		t.Fatalf("stall %+v", st)

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -316,13 +317,7 @@ func TestUnknownTypeHaltsUntilRelease(t *testing.T) {
 	}
 	done := make(chan []any, 1)
 	go func() { done <- f.ApplyBatch(logs) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for f.Halted() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("apply never reported the halt")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testcluster.WaitFor(t, 5*time.Second, "apply to report the halt", func() bool { return f.Halted() != nil })
 	if h := f.Halted(); h.Index != 2 || h.Type != 99 {
 		t.Fatalf("halt %+v", h)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -136,17 +137,13 @@ func TestAliasExpiryAndRedirectCodes(t *testing.T) {
 	if exp["expires_at"] == nil {
 		t.Fatal("ttl did not set expires_at")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testcluster.WaitFor(t, 10*time.Second, "the expired link to answer 410", func() bool {
 		r = tn.do(t, "GET", "/soon", "", nil)
-		if r.status == 410 {
-			break
-		}
-		if r.status != 302 || time.Now().After(deadline) {
+		if r.status != 410 && r.status != 302 {
 			t.Fatalf("expiring link = %d", r.status)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return r.status == 410
+	})
 	expAt, _ := time.Parse(time.RFC3339Nano, exp["expires_at"].(string))
 	if time.Now().Before(expAt) {
 		t.Fatal("410 before the expiry")

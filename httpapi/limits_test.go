@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -44,13 +45,7 @@ func TestRateLimitPerKey(t *testing.T) {
 	}
 	// The bucket refills.
 	retry, _ := strconv.Atoi(last.header.Get("Retry-After"))
-	deadline := time.Now().Add(time.Duration(retry+2) * time.Second)
-	for create().status != 201 {
-		if time.Now().After(deadline) {
-			t.Fatal("the bucket never refilled")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testcluster.WaitFor(t, time.Duration(retry+2)*time.Second, "the bucket to refill", func() bool { return create().status == 201 })
 	// A bulk request spends one token per link: 11 links never fit in a
 	// bucket of 10.
 	var links []string

@@ -3,11 +3,14 @@ package idrange
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 func TestEncodeKnownValues(t *testing.T) {
@@ -277,13 +280,12 @@ func TestAllocatorPrefetchesBeforeDry(t *testing.T) {
 	}
 	// Let the prefetch complete and wait until it has landed.
 	l.gate <- struct{}{}
-	deadline := time.Now().Add(5 * time.Second)
-	for a.Remaining() != 2+8 {
-		if time.Now().After(deadline) {
-			t.Fatalf("prefetch never landed; remaining %d, leases %d", a.Remaining(), l.calls.Load())
+	testcluster.Eventually(t, 5*time.Second, func() error {
+		if r := a.Remaining(); r != 2+8 {
+			return fmt.Errorf("prefetch not landed: remaining %d, leases %d", r, l.calls.Load())
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	// The next 10 IDs need no further lease.
 	for i := 0; i < 10; i++ {
 		id, err := a.Next(ctx)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 type nopFSM struct{}
@@ -63,20 +65,16 @@ func TestTransferInterruptedByStepDownDoesNotWedgeTheLeader(t *testing.T) {
 	if err := rafts["a"].BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		t.Fatal(err)
 	}
-	leader := func(among ...string) string {
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			for _, id := range among {
-				if rafts[id].State() == raft.Leader {
-					return id
-				}
+	var a string
+	testcluster.WaitFor(t, 10*time.Second, "a leader", func() bool {
+		for _, id := range ids {
+			if rafts[id].State() == raft.Leader {
+				a = id
+				return true
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
-		t.Fatalf("no leader among %v", among)
-		return ""
-	}
-	a := leader(ids...)
+		return false
+	})
 	var b, c string
 	for _, id := range ids {
 		if id != a && b == "" {
@@ -104,28 +102,20 @@ func TestTransferInterruptedByStepDownDoesNotWedgeTheLeader(t *testing.T) {
 	// a steps down: cut it off from c.
 	trans[a].Disconnect(addrs[c])
 	trans[c].Disconnect(addrs[a])
-	deadline := time.Now().Add(5 * time.Second)
-	for rafts[a].State() == raft.Leader && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if rafts[a].State() == raft.Leader {
-		t.Fatal("a kept leading while cut off")
-	}
-	// Let a's replication to b come back from its call and stop.
+	testcluster.WaitFor(t, 5*time.Second, "a to step down while cut off", func() bool { return rafts[a].State() != raft.Leader })
+	// Let a's replication to b come back from its call and stop: the
+	// in-memory transport's 2 s timeout is the scenario's clock, and raft
+	// shows nothing to poll for the call's end.
 	time.Sleep(2500 * time.Millisecond)
 	trans[a].Connect(addrs[c], trans[c])
 	trans[c].Connect(addrs[a], trans[a])
 	// Make a lead again (c and a are a quorum).
-	deadline = time.Now().Add(15 * time.Second)
-	for rafts[a].State() != raft.Leader && time.Now().Before(deadline) {
+	testcluster.WaitFor(t, 15*time.Second, "a to lead again", func() bool {
 		if rafts[c].State() == raft.Leader {
 			_ = rafts[c].LeadershipTransferToServer(raft.ServerID(a), addrs[a]).Error()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if rafts[a].State() != raft.Leader {
-		t.Fatal("a never led again")
-	}
+		return rafts[a].State() == raft.Leader
+	})
 	err := rafts[a].Apply([]byte("z"), time.Second).Error()
 	if errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 		t.Fatalf("a leads but refuses writes: %v (hashicorp/raft#696)", err)

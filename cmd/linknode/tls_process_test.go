@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/certfile/certtest"
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 // TestServesHTTPSWithTheBinary starts the built binary with -tls-cert and
@@ -19,7 +20,7 @@ func TestServesHTTPSWithTheBinary(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, certPEM := certtest.Write(t, dir, 7)
 	a := newAddrs(t)
-	p := launchProc(t, filepath.Join(dir, "data"), a, "-tls-cert", certFile, "-tls-key", keyFile)
+	launchProc(t, filepath.Join(dir, "data"), a, "-tls-cert", certFile, "-tls-key", keyFile)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(certPEM)
 	h2 := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true},
@@ -42,15 +43,10 @@ func TestServesHTTPSWithTheBinary(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, string(b)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if resp, _ := do(h2, "GET", "/api/v1/keys", ""); resp != nil && resp.StatusCode == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no HTTPS API after 60 s\n%s", p.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testcluster.WaitFor(t, 60*time.Second, "the HTTPS API", func() bool {
+		resp, _ := do(h2, "GET", "/api/v1/keys", "")
+		return resp != nil && resp.StatusCode == 200
+	})
 	resp, body := do(h2, "POST", "/api/v1/links", `{"url":"https://example.com/tls","alias":"tls-link"}`)
 	if resp == nil || resp.StatusCode != 201 || resp.Proto != "HTTP/2.0" || !strings.Contains(body, `"short_url":"https://localhost:`) {
 		t.Fatalf("create over HTTP/2: %v %s", resp, body)

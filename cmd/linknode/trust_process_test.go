@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 // TestHTTPConnectionLimit: with -max-conns 8, eight idle connections take
@@ -73,21 +75,17 @@ func TestJoinOnlyNodeWaitsAndSaysWhy(t *testing.T) {
 	nobody := freeAddr(t)
 	p := launchProc(t, t.TempDir(), addrs, "-join", nobody, "-cluster-key-file", testKeyFile(t))
 	base := "http://" + addrs.http
-	deadline := time.Now().Add(30 * time.Second)
 	var detail string
-	for {
+	testcluster.Eventually(t, 30*time.Second, func() error {
 		status, m, _, err := call("GET", base+"/readyz", "")
 		if err == nil && status == http.StatusServiceUnavailable {
 			detail, _ = m["detail"].(string)
 			if strings.Contains(detail, "no -join address answered") {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never said why (last %q, err %v)\n%s", detail, err, p.logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("/readyz does not say why: %d %q %v", status, detail, err)
+	})
 	if !strings.Contains(detail, "never forms one") {
 		t.Fatalf("/readyz detail %q does not say the node only joins", detail)
 	}
@@ -99,13 +97,9 @@ func TestJoinOnlyNodeWaitsAndSaysWhy(t *testing.T) {
 		!strings.Contains(fmt.Sprint(m["detail"]), "never forms one") {
 		t.Fatalf("admin listener while starting: %d %v %v", status, m, err)
 	}
-	waitLog := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.logs(), `level=ERROR msg="cannot join`) {
-		if time.Now().After(waitLog) {
-			t.Fatalf("no ERROR line about the failed join:\n%s", p.logs())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testcluster.WaitFor(t, 30*time.Second, "an ERROR line about the failed join", func() bool {
+		return strings.Contains(p.logs(), `level=ERROR msg="cannot join`)
+	})
 	select {
 	case <-p.exited:
 		t.Fatalf("the join-only node gave up: %v", p.waitErr)

@@ -3,6 +3,7 @@ package certfile
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/certfile/certtest"
+	"github.com/linkraft/linkraft/internal/testcluster"
 )
 
 // writePair writes a self-signed pair for 127.0.0.1 into dir.
@@ -63,18 +65,14 @@ func TestServesHTTP1AndHTTP2AndReloads(t *testing.T) {
 	// A renewed pair is served without a restart; a client that trusts
 	// only the new certificate gets through once it is picked up.
 	second := writePair(t, dir, 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testcluster.Eventually(t, 10*time.Second, func() error {
 		resp, err := client(second, false).Get(url)
-		if err == nil {
-			resp.Body.Close()
-			break
+		if err != nil {
+			return fmt.Errorf("the renewed certificate is not served: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the renewed certificate was never served: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return nil
+	})
 	// A broken renewal keeps the last good certificate in service.
 	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
