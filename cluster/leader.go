@@ -483,10 +483,8 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 		if !errors.Is(err, fsm.ErrStalePlacement) {
 			return err
 		}
-		select { // the local copy was behind: wait for it and try again
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", link.ErrUnavailable, ctx.Err())
-		case <-time.After(retryPause):
+		if err := pause(ctx); err != nil { // the local copy was behind: wait for it and try again
+			return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
 		}
 	}
 }

@@ -35,6 +35,18 @@ const maxHops = 2
 // the leader moved.
 const retryPause = 25 * time.Millisecond
 
+// pause waits retryPause, or returns ctx's error if ctx ends first.
+func pause(ctx context.Context) error {
+	t := time.NewTimer(retryPause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // applyGroup runs cmd on the leader of group (0 = meta, s+1 = shard s):
 // locally if this node leads it, otherwise forwarded to the leader, or to a
 // replica when this node does not host the group. It retries while the
@@ -62,10 +74,8 @@ func (n *Node) applyGroup(ctx context.Context, group uint64, cmd []byte, hops in
 		if !errors.Is(err, link.ErrNotLeader) || hops > 0 {
 			return res, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: no leader for group %d: %w", link.ErrUnavailable, group, ctx.Err())
-		case <-time.After(retryPause):
+		if err := pause(ctx); err != nil {
+			return nil, fmt.Errorf("%w: no leader for group %d: %w", link.ErrUnavailable, group, err)
 		}
 	}
 }
@@ -83,10 +93,8 @@ func (n *Node) retryUnknown(ctx context.Context, group uint64, cmd []byte) (*app
 			return r, err
 		}
 		n.log.Debug("outcome unknown; proposing the same entry again", "group", group, "command", command.Name(command.Type(cmd[0])), "err", err)
-		select {
-		case <-ctx.Done():
+		if pause(ctx) != nil {
 			return nil, err
-		case <-time.After(retryPause):
 		}
 	}
 }
@@ -328,10 +336,8 @@ func (n *Node) lookupShard(ctx context.Context, s int, code string, consistent b
 		}
 		// Leadership moved under the read (an election, a hand-off, the
 		// balancer): nothing was read; ask again.
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: shard %d: %w", link.ErrUnavailable, s, ctx.Err())
-		case <-time.After(retryPause):
+		if err := pause(ctx); err != nil {
+			return nil, fmt.Errorf("%w: shard %d: %w", link.ErrUnavailable, s, err)
 		}
 	}
 }
@@ -386,10 +392,8 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 			if g.IsLeader() {
 				return n.lookupOnce(ctx, s, code, consistent, hops)
 			}
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: shard %d has no leader: %w", link.ErrUnavailable, s, ctx.Err())
-			case <-time.After(retryPause):
+			if err := pause(ctx); err != nil {
+				return nil, fmt.Errorf("%w: shard %d has no leader: %w", link.ErrUnavailable, s, err)
 			}
 		}
 	}
