@@ -338,6 +338,7 @@ type Rejection struct {
 	Err   error
 }
 
+// Error says which entry was rejected and why.
 func (r *Rejection) Error() string {
 	return fmt.Sprintf("fsm: entry %d (type %d) rejected: %v", r.Index, r.Type, r.Err)
 }
