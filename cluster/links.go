@@ -113,20 +113,14 @@ func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, 
 	return context.WithTimeout(ctx, d)
 }
 
-// Get returns the live link for code; tombstones are link.ErrNotFound. With
-// consistent it is a linearizable read on the shard leader; otherwise it
-// reads this node's replica, asking the leader about codes it lacks.
+// Get returns the link for code, a tombstone (Deleted set: its code, owner
+// and dates) for a deleted one. With consistent it is a linearizable read on
+// the shard leader; otherwise it reads this node's replica, asking the
+// leader about codes it lacks.
 func (n *Node) Get(ctx context.Context, code string, consistent bool) (*link.Link, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	l, err := n.lookupShard(ctx, n.ring.Locate(code), code, consistent, 0)
-	if err != nil {
-		return nil, err
-	}
-	if l.Deleted {
-		return nil, link.ErrNotFound
-	}
-	return l, nil
+	return n.lookupShard(ctx, n.ring.Locate(code), code, consistent, 0)
 }
 
 // Resolve is the redirect path: the link for code as this node sees it,

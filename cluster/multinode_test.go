@@ -266,8 +266,8 @@ func TestUpdateAndDeleteVisibleEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range tc.nodes {
-		if _, err := n.Get(ctx(t), l.Code, true); !errors.Is(err, link.ErrNotFound) {
-			t.Fatalf("consistent read on %s after delete: %v", n.ID(), err)
+		if got, err := n.Get(ctx(t), l.Code, true); err != nil || !got.Deleted || got.Owner != l.Owner {
+			t.Fatalf("consistent read on %s after delete: %+v, %v; want the tombstone", n.ID(), got, err)
 		}
 		testcluster.WaitFor(t, 5*time.Second, "delete on "+n.ID(), func() bool {
 			got, err := n.Resolve(ctx(t), l.Code)

@@ -108,8 +108,8 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	}
 	// Tombstone: no update, no second delete, no re-create.
 	for i, cmd := range [][]byte{upd.Encode(), (&command.Delete{Code: "abc", Now: t1}).Encode()} {
-		if r := result(t, applyAt(t, f, uint64(7+i), cmd)); !errors.Is(r.Err, link.ErrNotFound) {
-			t.Fatalf("command %d on tombstone: err = %v", i, r.Err)
+		if r := result(t, applyAt(t, f, uint64(7+i), cmd)); !errors.Is(r.Err, link.ErrDeleted) {
+			t.Fatalf("command %d on tombstone: err = %v, want ErrDeleted", i, r.Err)
 		}
 	}
 	other := &command.CreateIfAbsent{Code: "abc", URL: "https://example.com/new", Now: t1, Nonce: 43}

@@ -95,6 +95,18 @@ func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint
 	return f.reject(index, typ, fmt.Errorf("%w: no shard apply for %T", wire.ErrDecode, v))
 }
 
+// live is nil for a live link, link.ErrNotFound for none and
+// link.ErrDeleted for a tombstone.
+func live(l *link.Link) error {
+	switch {
+	case l == nil:
+		return link.ErrNotFound
+	case l.Deleted:
+		return link.ErrDeleted
+	}
+	return nil
+}
+
 func getLink(tx *bolt.Tx, code string) *link.Link {
 	v := tx.Bucket(bucketLinks).Get([]byte(code))
 	if v == nil {
@@ -153,8 +165,8 @@ func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uin
 
 func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any {
 	l := getLink(tx, u.Code)
-	if l == nil || l.Deleted {
-		return &Result{Err: link.ErrNotFound}
+	if err := live(l); err != nil {
+		return &Result{Err: err}
 	}
 	if u.Set&command.SetURL != 0 {
 		l.URL = u.URL
@@ -180,8 +192,8 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any
 func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *command.ConsumeVisit, index uint64) any {
 	l := getLink(tx, c.Code)
 	switch {
-	case l == nil || l.Deleted:
-		return &Result{Err: link.ErrNotFound}
+	case live(l) != nil:
+		return &Result{Err: live(l)}
 	case l.MaxVisits == 0:
 		return &Result{Link: l} // no limit: nothing to count
 	}
@@ -207,8 +219,8 @@ func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *command.ConsumeVisit, index
 
 func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *command.Delete, index uint64) any {
 	l := getLink(tx, d.Code)
-	if l == nil || l.Deleted {
-		return &Result{Err: link.ErrNotFound}
+	if err := live(l); err != nil {
+		return &Result{Err: err}
 	}
 	tomb := &link.Link{
 		Code:      l.Code,

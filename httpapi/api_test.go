@@ -89,22 +89,21 @@ func TestLinkLifecycle(t *testing.T) {
 		t.Fatal("empty patch wrote")
 	}
 
-	// DELETE → 204; then 410 on redirect, 404 on the API, 404 on a second
-	// delete, and the code can never be taken again.
+	// DELETE → 204; then 410 on redirect, on the API, on a second delete
+	// and on a patch, and the code can never be taken again.
 	if r = tn.do(t, "DELETE", "/api/v1/links/"+code, "", nil); r.status != 204 || len(r.body) != 0 {
 		t.Fatalf("DELETE = %d %s", r.status, r.body)
 	}
 	if r = tn.do(t, "GET", "/"+code, "", nil); r.status != 410 {
 		t.Fatalf("deleted redirect = %d", r.status)
 	}
-	if r = tn.do(t, "GET", "/api/v1/links/"+code, "", nil); r.status != 404 {
-		t.Fatalf("deleted GET = %d", r.status)
-	}
-	if r = tn.do(t, "DELETE", "/api/v1/links/"+code, "", nil); r.status != 404 {
-		t.Fatalf("second DELETE = %d", r.status)
-	}
-	if r = tn.do(t, "PATCH", "/api/v1/links/"+code, "application/json", []byte(`{"disabled":false}`)); r.status != 404 {
-		t.Fatalf("PATCH deleted = %d", r.status)
+	for _, c := range []struct{ method, ctype, body string }{
+		{"GET", "", ""}, {"DELETE", "", ""}, {"PATCH", "application/json", `{"disabled":false}`}, {"PATCH", "application/json", `{}`},
+	} {
+		r = tn.do(t, c.method, "/api/v1/links/"+code, c.ctype, []byte(c.body))
+		if r.status != 410 || r.json(t)["type"] != "/problems/gone" || r.json(t)["detail"] != "the link was deleted" {
+			t.Fatalf("%s %s of the deleted link = %d %s", c.method, c.body, r.status, r.body)
+		}
 	}
 	r = tn.postJSON(t, "/api/v1/links", `{"url":"https://x.example","alias":"`+code+`"}`)
 	if r.status != 409 || r.json(t)["type"] != "/problems/alias-taken" {

@@ -143,11 +143,24 @@ func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
 			}
 		}
 	}
-	// Another owner's link answers exactly as an unknown code does.
-	a := tn.do(t, "GET", "/api/v1/links/alice-link", "", nil, "Authorization", bearer(bob))
+	// Another owner's link answers exactly as an unknown code does, live
+	// or deleted (410 would tell bob the code was ever used).
+	if r := tn.do(t, "DELETE", "/api/v1/links/alice-gone", "", nil, "Authorization", bearer(aliceRW)); r.status != 404 {
+		t.Fatalf("delete of a code never created: %d", r.status)
+	}
+	tn.do(t, "POST", "/api/v1/links", js, []byte(`{"url":"https://example.com/x","alias":"alice-gone"}`), "Authorization", bearer(aliceRW))
+	if r := tn.do(t, "DELETE", "/api/v1/links/alice-gone", "", nil, "Authorization", bearer(aliceRW)); r.status != 204 {
+		t.Fatalf("alice's delete: %d %s", r.status, r.body)
+	}
 	u := tn.do(t, "GET", "/api/v1/links/no-such-link", "", nil, "Authorization", bearer(bob))
-	if a.status != u.status || string(a.body) != string(u.body) {
-		t.Fatalf("another owner's link %d %s, unknown code %d %s", a.status, a.body, u.status, u.body)
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/api/v1/links/alice-link", ""}, {"GET", "/api/v1/links/alice-gone", ""},
+		{"PATCH", "/api/v1/links/alice-gone", `{"disabled":true}`}, {"DELETE", "/api/v1/links/alice-gone", ""},
+	} {
+		a := tn.do(t, c.method, c.path, js, []byte(c.body), "Authorization", bearer(bob))
+		if a.status != u.status || string(a.body) != string(u.body) {
+			t.Fatalf("bob's %s %s: %d %s; an unknown code: %d %s", c.method, c.path, a.status, a.body, u.status, u.body)
+		}
 	}
 	// Public stays public.
 	for _, p := range []string{"/alice-link", "/healthz", "/readyz"} {

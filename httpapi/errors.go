@@ -74,6 +74,8 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 		return p(http.StatusNotFound, "not-found", "Not Found", "no link has this code", "")
 	case errors.Is(err, errTakenDown):
 		return p(http.StatusGone, "gone", "Gone", "the link was disabled for abuse", "")
+	case errors.Is(err, link.ErrDeleted):
+		return p(http.StatusGone, "gone", "Gone", "the link was deleted", "")
 	case errors.Is(err, link.ErrGone):
 		return p(http.StatusGone, "gone", "Gone", "the link is expired, disabled or deleted", "")
 	case errors.Is(err, link.ErrInsufficientStorage):

@@ -87,11 +87,7 @@ func (f *fakeService) lookup(code string) (*link.Link, error) {
 }
 
 func (f *fakeService) Get(_ context.Context, code string, _ bool) (*link.Link, error) {
-	l, err := f.lookup(code)
-	if err == nil && l.Deleted {
-		return nil, link.ErrNotFound
-	}
-	return l, err
+	return f.lookup(code)
 }
 
 func (f *fakeService) Resolve(_ context.Context, code string) (*link.Link, error) {
@@ -107,8 +103,8 @@ func (f *fakeService) Update(_ context.Context, code string, p link.Patch) (*lin
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.links[code]
-	if l == nil || l.Deleted {
-		return nil, link.ErrNotFound
+	if err := live(l); err != nil {
+		return nil, err
 	}
 	if p.URL != nil {
 		l.URL = *p.URL
@@ -137,8 +133,8 @@ func (f *fakeService) Delete(_ context.Context, code string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.links[code]
-	if l == nil || l.Deleted {
-		return link.ErrNotFound
+	if err := live(l); err != nil {
+		return err
 	}
 	f.version++
 	f.links[code] = &link.Link{Code: code, Owner: l.Owner, CreatedAt: l.CreatedAt, UpdatedAt: time.Now().UTC(), Deleted: true, Version: f.version}
@@ -149,8 +145,8 @@ func (f *fakeService) ConsumeVisit(_ context.Context, code string) (*link.Link, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.links[code]
-	if l == nil || l.Deleted {
-		return nil, link.ErrNotFound
+	if err := live(l); err != nil {
+		return nil, err
 	}
 	if l.OutOfVisits() {
 		return nil, link.ErrGone
@@ -295,4 +291,16 @@ func (f *fakeService) BlockedURL(u string) bool {
 		host = host[:i]
 	}
 	return f.Blocked(strings.ToLower(host))
+}
+
+// live answers as the shard FSM does: link.ErrNotFound for no link,
+// link.ErrDeleted for a tombstone.
+func live(l *link.Link) error {
+	switch {
+	case l == nil:
+		return link.ErrNotFound
+	case l.Deleted:
+		return link.ErrDeleted
+	}
+	return nil
 }

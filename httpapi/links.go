@@ -184,8 +184,12 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	l, err := s.svc.Get(r.Context(), code, consistent)
-	if err == nil && !principalOf(r).owns(l.Owner) {
+	switch {
+	case err != nil:
+	case !principalOf(r).owns(l.Owner):
 		err = link.ErrNotFound // another owner's link is no link to this key
+	case l.Deleted:
+		err = link.ErrDeleted
 	}
 	if err != nil {
 		s.Error(w, r, err)
@@ -233,7 +237,9 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
 	var l *link.Link
 	if p.Empty() {
 		// An empty merge patch changes nothing.
-		l, err = s.svc.Get(r.Context(), code, false)
+		if l, err = s.svc.Get(r.Context(), code, false); err == nil && l.Deleted {
+			err = link.ErrDeleted
+		}
 	} else {
 		l, err = s.svc.Update(r.Context(), code, p)
 	}

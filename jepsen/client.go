@@ -195,7 +195,7 @@ func (c *client) createBulk(ctx context.Context, base string, targets []string) 
 	return out
 }
 
-// update sets the URL of a link: 200 ok, 404 definite refusal.
+// update sets the URL of a link: 200 ok, 404 or 410 (deleted) definite refusal.
 func (c *client) update(ctx context.Context, base, code, target string) result {
 	resp, b, err := c.do(ctx, http.MethodPatch, base+"/api/v1/links/"+url.PathEscape(code), map[string]any{"url": target})
 	if err != nil {
@@ -210,7 +210,7 @@ func (c *client) update(ctx context.Context, base, code, target string) result {
 	return indeterminate(resp.StatusCode, nil, b)
 }
 
-// remove deletes a link: 204 ok, 404 definite refusal.
+// remove deletes a link: 204 ok, 404 or 410 (deleted) definite refusal.
 func (c *client) remove(ctx context.Context, base, code string) result {
 	resp, b, err := c.do(ctx, http.MethodDelete, base+"/api/v1/links/"+url.PathEscape(code), nil)
 	if err != nil {

@@ -2,6 +2,7 @@ package link
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -104,12 +105,14 @@ func ValidRedirect(code int) bool {
 
 // Sentinel errors shared by every layer. Check them with errors.Is.
 var (
-	// ErrNotFound is returned when no link has the code, or it is a tombstone
-	// and the caller asked for live links only.
+	// ErrNotFound is returned when no link has the code.
 	ErrNotFound = errors.New("link not found")
 	// ErrGone is returned when a link exists but must not redirect: it is
 	// deleted, disabled or expired.
 	ErrGone = errors.New("link gone")
+	// ErrDeleted is ErrGone for a link that was deleted: what an update, a
+	// delete or a read of the live link finds at a tombstone.
+	ErrDeleted = fmt.Errorf("%w: deleted", ErrGone)
 	// ErrAliasTaken is returned when a create names a code that is already in
 	// use, tombstones included.
 	ErrAliasTaken = errors.New("alias taken")

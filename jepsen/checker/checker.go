@@ -116,7 +116,8 @@ type Final struct {
 	// node reports (the meta group: every node).
 	Replicas map[string][]string `json:"replicas,omitempty"`
 	// Truth[code] is a linearizable read of each register code
-	// (?consistent=true): Status 200 with the URL in Location, or 404.
+	// (?consistent=true): Status 200 with the URL in Location, 404
+	// (unknown) or 410 (deleted).
 	Truth map[string]Read `json:"truth"`
 	// Counters[node][code] is the final click count each node reports for
 	// the counter workload's codes.

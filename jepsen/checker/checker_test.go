@@ -267,6 +267,17 @@ func TestConverge(t *testing.T) {
 	if r := CheckConverge(probe, final); r.Valid != Invalid || r.AnomalyCount != 1 || r.Anomalies[0].Kind != "tombstone-lost" {
 		t.Fatalf("a 404 probe of a tombstone judged %v: %+v", r.Valid, r)
 	}
+	// k3's create was indeterminate, but the final read found its
+	// tombstone (410): a node answering 404 for it lost the tombstone.
+	final.Resolves["n2"]["k1"] = Read{Status: 302, Location: "u2"}
+	final.Truth["k3"] = Read{Status: 410}
+	if r := CheckConverge(ops, final); r.Valid != Invalid || r.AnomalyCount != 1 || r.Anomalies[0].Kind != "tombstone-lost" {
+		t.Fatalf("a 404 for a code the final read found deleted judged %v: %+v", r.Valid, r)
+	}
+	final.Resolves["n1"]["k3"] = Read{Status: 410}
+	if r := CheckConverge(ops, final); r.Valid != Valid {
+		t.Fatalf("every node answering 410 for a deleted code judged %v: %+v", r.Valid, r)
+	}
 }
 
 func TestCounter(t *testing.T) {

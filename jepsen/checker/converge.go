@@ -71,8 +71,12 @@ func CheckConverge(ops []history.Op, final Final) Result {
 	unreadable := 0
 	for _, c := range codes {
 		truth := final.Truth[c]
-		if truth.Status == 410 {
-			truth.Status = 404 // the API's "no live link", either way
+		// 410: the API read a tombstone, so the code was deleted even if
+		// no acknowledged operation of the history shows it ever lived
+		// (its create was indeterminate).
+		deleted := truth.Status == 410
+		if deleted {
+			truth.Status = 404 // no live link, either way
 		}
 		if truth.Error != "" || (truth.Status != 200 && truth.Status != 404) {
 			unreadable++
@@ -80,6 +84,7 @@ func CheckConverge(ops []history.Op, final Final) Result {
 		}
 		res.Stats["codes"]++
 		_, wasLive := existed[c]
+		wasLive = wasLive || deleted
 		var stale, lost []string
 		for _, node := range final.Nodes {
 			r, ok := final.Resolves[node][c]
