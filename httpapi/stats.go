@@ -43,6 +43,10 @@ type pointJSON struct {
 // maxSeriesPoints bounds a stats answer's series.
 const maxSeriesPoints = 10000
 
+// maxHourlyDefault is the longest range whose series is hourly when the
+// request names no interval.
+const maxHourlyDefault = 7 * 24 * time.Hour
+
 func (s *Server) registerStatsRoutes() {
 	s.router.HandleFunc("/api/v1/links/{code}/stats", s.measured("/api/v1/links/{code}/stats", s.authed(apikey.StatsRead, 1, false, s.handleStats))).Methods(http.MethodGet, http.MethodHead)
 	s.router.HandleFunc("/api/v1/links/{code}/visits", s.measured("/api/v1/links/{code}/visits", s.authed(apikey.StatsRead, 1, false, s.handleVisits))).Methods(http.MethodGet, http.MethodHead)
@@ -105,7 +109,8 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleStats serves GET /api/v1/links/{code}/stats?from=&to=&interval=
-// hour|day&bots=exclude|include|only&top=N.
+// hour|day&bots=exclude|include|only&top=N. Without interval the series
+// is hourly for a range of up to 7 days and daily beyond.
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	code, err := codeVar(r)
 	if err != nil {
@@ -121,8 +126,14 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	interval := q.Get("interval")
 	step := time.Hour
 	switch interval {
-	case "", "hour":
+	case "":
+		// Hours up to a week (at most 168 points), days beyond: the
+		// default 30 days is 30 points, not 720 mostly empty ones.
 		interval = "hour"
+		if to.Sub(from) > maxHourlyDefault {
+			interval, step = "day", 24*time.Hour
+		}
+	case "hour":
 	case "day":
 		step = 24 * time.Hour
 	default:
