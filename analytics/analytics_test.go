@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/axiomhq/hyperloglog"
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 
 	"github.com/linkraft/linkraft/command"
@@ -276,7 +277,29 @@ func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
 	if o.Total != 4 || len(o.Top) != 1 || o.Top[0] != (link.CodeCount{Code: "typo", Count: 3}) {
 		t.Fatalf("orphans = %+v", o)
 	}
-	_ = p.Close(context.Background())
+	p.RecordOrphan("late") // counted after the last flush: Close writes it
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The counts outlive the pipeline (a restart): a new one on the same
+	// file goes on from them.
+	p2, err := New(Config{Node: "n7", Shard: func(string) int { return 0 }, Submit: sub.submit, Visits: store, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close(context.Background())
+	p2.RecordOrphan("typo")
+	want := link.OrphanSummary{Total: 6, Top: []link.CodeCount{{Code: "typo", Count: 4}, {Code: "late", Count: 1}, {Code: "other", Count: 1}}}
+	if d := cmp.Diff(want, p2.Orphans(10)); d != "" {
+		t.Fatalf("orphans after a restart (-want +got):\n%s", d)
+	}
+	if left := p2.Flush(context.Background()); left != 0 {
+		t.Fatalf("%d unflushed", left)
+	}
+	counts, total, err := store.Orphans()
+	if err != nil || total != 6 || counts["typo"] != 4 || len(counts) != 3 {
+		t.Fatalf("stored orphans %v (total %d), %v", counts, total, err)
+	}
 }
 
 // Clicks arriving faster than the visit flush interval drains them: the

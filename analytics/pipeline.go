@@ -111,6 +111,10 @@ type Pipeline struct {
 	orphanMu    sync.Mutex
 	orphans     map[string]uint64
 	orphanTotal uint64
+	// orphansNew and orphansNewTotal are the counts not yet added to the
+	// visit file.
+	orphansNew      map[string]uint64
+	orphansNewTotal uint64
 
 	stop   chan struct{}
 	done   chan struct{}
@@ -238,8 +242,17 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Seq0 == 0 {
 		cfg.Seq0 = uint64(time.Now().UnixNano())
 	}
-	p := &Pipeline{cfg: cfg, wake: make(chan struct{}, 1), shards: map[int]*shardState{}, orphans: map[string]uint64{}, visitBuf: &VisitBatch{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Pipeline{cfg: cfg, wake: make(chan struct{}, 1), shards: map[int]*shardState{}, orphans: map[string]uint64{},
+		orphansNew: map[string]uint64{}, visitBuf: &VisitBatch{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Visits != nil {
+		// The counts of earlier runs: at most maxOrphanCodes codes were
+		// stored one by one (RecordOrphan), so the bound holds.
+		counts, total, err := cfg.Visits.Orphans()
+		if err != nil {
+			return nil, err
+		}
+		p.orphans, p.orphanTotal = counts, total
+	}
 	p.seq.Store(cfg.Seq0)
 	go p.run()
 	return p, nil
@@ -574,6 +587,7 @@ func (p *Pipeline) writeVisits() {
 			p.cfg.Logger.Warn("visits not stored", "count", visits.Len(), "err", err)
 		}
 	}
+	p.writeOrphans()
 	// The buffer is used again (two take turns): growing a fresh one to
 	// tens of thousands of visits every flush was a good part of the cost.
 	visits.Reset()
@@ -582,6 +596,27 @@ func (p *Pipeline) writeVisits() {
 		p.spareVisits = visits
 	}
 	p.mu.Unlock()
+}
+
+// writeOrphans adds the orphan counts since the last write to the visit
+// file; on failure they are kept for the next write.
+func (p *Pipeline) writeOrphans() {
+	p.orphanMu.Lock()
+	counts, total := p.orphansNew, p.orphansNewTotal
+	p.orphansNew, p.orphansNewTotal = map[string]uint64{}, 0
+	p.orphanMu.Unlock()
+	if p.cfg.Visits == nil {
+		return // counted in memory only
+	}
+	if err := p.cfg.Visits.AddOrphans(counts, total); err != nil {
+		p.cfg.Logger.Warn("orphan counts not stored", "err", err)
+		p.orphanMu.Lock()
+		for c, n := range counts {
+			p.orphansNew[c] += n
+		}
+		p.orphansNewTotal += total
+		p.orphanMu.Unlock()
+	}
 }
 
 // maxFreeAggs bounds the aggs kept for reuse.
@@ -618,19 +653,21 @@ func stripQuery(ref string) string {
 func (p *Pipeline) RecordOrphan(code string) {
 	p.orphanMu.Lock()
 	p.orphanTotal++
-	if _, ok := p.orphans[code]; ok || len(p.orphans) < maxOrphanCodes {
-		p.orphans[code]++
-	} else {
-		p.orphans[command.OtherKey]++
+	p.orphansNewTotal++
+	if _, ok := p.orphans[code]; !ok && len(p.orphans) >= maxOrphanCodes {
+		code = command.OtherKey
 	}
+	p.orphans[code]++
+	p.orphansNew[code]++
 	p.orphanMu.Unlock()
 	if o := p.cfg.Observer; o != nil {
 		o.OrphanVisit()
 	}
 }
 
-// Orphans summarises the unknown codes this node was asked for since it
-// started: the total and the top codes.
+// Orphans summarises the unknown codes this node was asked for (since its
+// visit file was made; since it started without one): the total and the
+// top codes.
 func (p *Pipeline) Orphans(top int) link.OrphanSummary {
 	p.orphanMu.Lock()
 	defer p.orphanMu.Unlock()

@@ -113,6 +113,65 @@ func (s *VisitStore) migrate() error {
 	}
 }
 
+// The orphans bucket holds this node's counts of requests for unknown
+// codes: code -> count (8 bytes, big-endian), and the total under
+// orphanTotalKey (no code has a 0x00 byte).
+var (
+	bucketOrphans  = []byte("orphans")
+	orphanTotalKey = []byte{0}
+)
+
+// AddOrphans adds counts (code -> requests) and total to the stored orphan
+// counts, in one transaction.
+func (s *VisitStore) AddOrphans(counts map[string]uint64, total uint64) error {
+	if total == 0 && len(counts) == 0 {
+		return nil
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketOrphans)
+		if err != nil {
+			return err
+		}
+		add := func(k []byte, n uint64) error {
+			var cur uint64
+			if v := b.Get(k); len(v) == 8 {
+				cur = binary.BigEndian.Uint64(v)
+			}
+			return b.Put(k, binary.BigEndian.AppendUint64(nil, cur+n))
+		}
+		for c, n := range counts {
+			if err := add([]byte(c), n); err != nil {
+				return err
+			}
+		}
+		return add(orphanTotalKey, total)
+	})
+}
+
+// Orphans returns the stored orphan counts and their total.
+func (s *VisitStore) Orphans() (map[string]uint64, uint64, error) {
+	counts := map[string]uint64{}
+	var total uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOrphans)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("analytics: orphan count of %q is %d bytes", k, len(v))
+			}
+			if bytes.Equal(k, orphanTotalKey) {
+				total = binary.BigEndian.Uint64(v)
+			} else {
+				counts[string(k)] = binary.BigEndian.Uint64(v)
+			}
+			return nil
+		})
+	})
+	return counts, total, err
+}
+
 // Close closes the file.
 func (s *VisitStore) Close() error { return s.db.Close() }
 

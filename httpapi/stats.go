@@ -94,7 +94,8 @@ func (s *Server) handleVisits(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleOrphans serves GET /api/v1/orphan-visits?top=N: requests for codes
-// that do not exist, summed over the nodes since they started.
+// that do not exist, summed over the nodes (each keeps its counts across
+// restarts).
 func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 	top := 20
 	if v := r.URL.Query().Get("top"); v != "" {
