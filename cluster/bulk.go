@@ -44,6 +44,10 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 	now := time.Now().UTC()
 	need := 0
 	for i, req := range reqs {
+		if req.DropQuery && !n.clusterAt(levelDropQuery) {
+			out[i].Err = ErrUpgradeNeeded
+			continue
+		}
 		cmds[i] = newCreate(req, now)
 		if cmds[i].Code == "" {
 			generated[i] = true

@@ -20,12 +20,17 @@ import (
 // featureLevel is what this version can apply, carried in gossip: the meta
 // leader proposes a command type only once every live member's level
 // knows it, so that a rolling upgrade never halts an older node's meta
-// group at an unknown entry. 1: the member registry (implied by an
-// incarnation). 2: API keys and the blocklist.
-const featureLevel = 2
+// group at an unknown entry, and a field only once every member stores
+// it (an older replica would skip it and hold other state). 1: the member
+// registry (implied by an incarnation). 2: API keys and the blocklist.
+// 3: a link's forward_query: false (DropQuery).
+const featureLevel = 3
 
 // levelKeys is the feature level of keys and the blocklist.
 const levelKeys = 2
+
+// levelDropQuery is the feature level of a link's DropQuery.
+const levelDropQuery = 3
 
 // ErrUnauthorized is returned by Authenticate for a secret that is no key
 // of the cluster (unknown, or revoked).

@@ -153,3 +153,32 @@ func TestHostOf(t *testing.T) {
 		}
 	}
 }
+
+// TestNewFieldsWaitForEveryNode: while a live member gossips an older
+// feature level, a link's DropQuery (a field that member would skip, and
+// so hold other state) is refused with ErrUpgradeNeeded, in a create, a
+// bulk create and a patch; everything else goes on.
+func TestNewFieldsWaitForEveryNode(t *testing.T) {
+	tc := newTestCluster(t, 2, 2)
+	tc.cfgs[1].level = levelDropQuery - 1
+	tc.startAll(0, 1)
+	n := tc.nodes[0]
+	testcluster.WaitFor(t, 10*time.Second, "n2 in n1's gossip", func() bool { return len(n.gossip.members()) == 2 })
+	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/a", Alias: "old-ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/b", Alias: "new-field", DropQuery: true}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("create with DropQuery beside an older node: %v", err)
+	}
+	res := n.CreateMany(ctx(t), []link.CreateRequest{{URL: "https://e.example/c"}, {URL: "https://e.example/d", DropQuery: true}})
+	if res[0].Err != nil || !errors.Is(res[1].Err, ErrUpgradeNeeded) {
+		t.Fatalf("bulk beside an older node: %+v", res)
+	}
+	drop := true
+	if _, err := n.Update(ctx(t), "old-ok", link.Patch{DropQuery: &drop}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("patch of DropQuery beside an older node: %v", err)
+	}
+	if _, err := n.Resolve(ctx(t), "new-field"); !errors.Is(err, link.ErrNotFound) {
+		t.Fatalf("the refused create was stored: %v", err)
+	}
+}

@@ -20,6 +20,9 @@ const maxGeneratedAttempts = 64
 // if the alias is in use (tombstones included); without one it takes IDs
 // from the allocator until a code is free.
 func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, error) {
+	if req.DropQuery && !n.clusterAt(levelDropQuery) {
+		return nil, ErrUpgradeNeeded
+	}
 	cmd := newCreate(req, time.Now().UTC())
 	if cmd.Code != "" {
 		return n.applyCreate(ctx, &cmd)
@@ -56,7 +59,7 @@ func newCreate(req link.CreateRequest, now time.Time) command.CreateIfAbsent {
 	}
 	return command.CreateIfAbsent{
 		Code: req.Alias, URL: req.URL, Owner: req.Owner, Now: now, ExpiresAt: req.ExpiresAt,
-		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(),
+		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(), DropQuery: req.DropQuery,
 	}
 }
 
@@ -153,6 +156,9 @@ func (n *Node) ResolveLocal(code string) (*link.Link, bool) {
 // Update applies a patch (one that passed link.Patch.Validate) to a live
 // link.
 func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Link, error) {
+	if p.DropQuery != nil && !n.clusterAt(levelDropQuery) {
+		return nil, ErrUpgradeNeeded
+	}
 	u := command.Update{Code: code, Now: time.Now().UTC()}
 	if p.URL != nil {
 		u.Set |= command.SetURL
@@ -173,6 +179,10 @@ func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Lin
 	if p.Tags != nil {
 		u.Set |= command.SetTags
 		u.Tags = *p.Tags
+	}
+	if p.DropQuery != nil {
+		u.Set |= command.SetDropQuery
+		u.DropQuery = *p.DropQuery
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()

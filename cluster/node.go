@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -113,6 +114,10 @@ type Config struct {
 	Observer shard.Observer
 	// Logger receives the node's logs.
 	Logger *slog.Logger
+
+	// level, if set, is the feature level gossiped instead of
+	// featureLevel: this package's tests play an older version with it.
+	level int
 }
 
 // Group ids on the peer port: the meta group is 0, shard s is s+1.
@@ -400,7 +405,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		n.gossip, err = startGossip(gossipConfig{
 			NodeID: id, BindAddr: n.cfg.GossipAddr, AdvertiseHost: n.cfg.AdvertiseHost, SecretKey: key,
 			Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.metaHasState(),
-				Cluster: n.storedClusterID(), Incarnation: n.incarnation, Level: featureLevel},
+				Cluster: n.storedClusterID(), Incarnation: n.incarnation, Level: cmp.Or(n.cfg.level, featureLevel)},
 			Fast: n.cfg.FastGossip, Logger: n.log, OnInvalidate: n.invalidateRemote, OnRefused: n.refusedBy,
 		})
 		if err != nil {

@@ -54,6 +54,8 @@ type CreateIfAbsent struct {
 	// Nonce makes a retried create idempotent: if the code already holds a
 	// live link with the same non-zero nonce, that link is returned.
 	Nonce uint64
+	// DropQuery: the link's redirect does not forward the query.
+	DropQuery bool
 }
 
 // UpdateMask says which fields an Update sets.
@@ -66,6 +68,7 @@ const (
 	SetRedirect
 	SetDisabled
 	SetTags
+	SetDropQuery
 )
 
 // Update changes the fields named by Set of a live link.
@@ -78,6 +81,7 @@ type Update struct {
 	Redirect  int
 	Disabled  bool
 	Tags      []string
+	DropQuery bool
 }
 
 // Delete turns a live link into a tombstone.
@@ -150,6 +154,7 @@ const (
 	fNonce     = 12
 	fVersion   = 13
 	fVisits    = 14
+	fDropQuery = 15
 	fMask      = 20
 
 	fSetCluster   = 1
@@ -181,6 +186,7 @@ var createCodec = wire.NewCodec(func(c *CreateIfAbsent) error { return needCode(
 	wire.Uint(fMaxVisits, func(c *CreateIfAbsent) *uint64 { return &c.MaxVisits }),
 	wire.Strings(fTag, func(c *CreateIfAbsent) *[]string { return &c.Tags }),
 	wire.Uint(fNonce, func(c *CreateIfAbsent) *uint64 { return &c.Nonce }),
+	wire.Bool(fDropQuery, func(c *CreateIfAbsent) *bool { return &c.DropQuery }),
 )
 
 // Encode returns the Raft entry for c.
@@ -201,6 +207,7 @@ var updateCodec = wire.NewCodec(func(u *Update) error { return needCode("update"
 	wire.Int(fRedirect, func(u *Update) *int { return &u.Redirect }),
 	wire.Bool(fDisabled, func(u *Update) *bool { return &u.Disabled }),
 	wire.Strings(fTag, func(u *Update) *[]string { return &u.Tags }),
+	wire.Bool(fDropQuery, func(u *Update) *bool { return &u.DropQuery }),
 )
 
 // Encode returns the Raft entry for u.

@@ -57,6 +57,11 @@ func goldenSamples() []struct {
 			{Code: "abc", Delta: ClickTotals{Humans: counts, Bots: Counts{Total: 1}}, Hours: []HourCount{{Hour: 493000, Humans: 4, Bots: 1}, {Hour: 493001, Humans: 1}}},
 			{Code: "def", Delta: ClickTotals{Humans: Counts{Total: 2}}},
 		}}).Encode()},
+		// Fields added since: samples of their own, so the older pins stay.
+		{"CreateIfAbsent(drop-query)", (&CreateIfAbsent{Code: "dq", URL: "https://example.com/q", Now: t0, Nonce: 5, DropQuery: true}).Encode()},
+		{"Update(drop-query)", (&Update{Code: "dq", Now: t0, Set: SetDropQuery, DropQuery: true}).Encode()},
+		{"Link(stored, drop-query)", EncodeRecord(&link.Link{Code: "dq", URL: "https://example.com/q", CreatedAt: t0, UpdatedAt: t0,
+			Redirect: link.DefaultRedirect, DropQuery: true})},
 		{"Link(wire)", EncodeLink(lk)},
 		{"Link(stored)", EncodeRecord(lk)},
 		{"Link(stored, defaults)", EncodeRecord(plain)},
@@ -114,11 +119,8 @@ func TestEncodingsAreUnchanged(t *testing.T) {
 				t.Fatal(err)
 			}
 			back = EncodeLink(l)
-		case "Link(stored)", "Link(stored, defaults)":
-			code := "abc"
-			if s.name != "Link(stored)" {
-				code = "plain"
-			}
+		case "Link(stored)", "Link(stored, defaults)", "Link(stored, drop-query)":
+			code := map[string]string{"Link(stored)": "abc", "Link(stored, defaults)": "plain", "Link(stored, drop-query)": "dq"}[s.name]
 			l, err := DecodeRecord([]byte(code), b)
 			if err != nil {
 				t.Fatal(err)

@@ -69,6 +69,7 @@ func linkFields(stored bool) []wire.Field[link.Link] {
 		wire.Uint(fNonce, func(l *link.Link) *uint64 { return &l.Nonce }),
 		wire.Uint(fVersion, func(l *link.Link) *uint64 { return &l.Version }),
 		wire.Uint(fVisits, func(l *link.Link) *uint64 { return &l.Visits }),
+		wire.Bool(fDropQuery, func(l *link.Link) *bool { return &l.DropQuery }),
 	}
 }
 

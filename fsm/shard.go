@@ -157,6 +157,7 @@ func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uin
 		MaxVisits: c.MaxVisits,
 		Tags:      c.Tags,
 		Nonce:     c.Nonce,
+		DropQuery: c.DropQuery,
 		Version:   index,
 	}
 	f.putLink(tx, l)
@@ -182,6 +183,9 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any
 	}
 	if u.Set&command.SetTags != 0 {
 		l.Tags = u.Tags
+	}
+	if u.Set&command.SetDropQuery != 0 {
+		l.DropQuery = u.DropQuery
 	}
 	l.UpdatedAt = u.Now
 	l.Version = index

@@ -45,7 +45,9 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 	if bugs.Once(bugs.PanicOnce) {
 		panic("jepsen bug panic-once")
 	}
-	a := fastpath.Answer{Status: lk.Redirect, Location: lk.URL, ID: lk.Code}
+	// The query is a view of the connection's buffer: location copies
+	// what it keeps.
+	a := fastpath.Answer{Status: lk.Redirect, Location: location(lk, unsafeString(r.Query)), ID: lk.Code}
 	if lk.Redirect == http.StatusFound || lk.Redirect == http.StatusTemporaryRedirect {
 		a.CacheControl = privateMaxAge90[0]
 	}

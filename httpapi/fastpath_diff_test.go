@@ -117,6 +117,8 @@ func FuzzFastPathMatchesNetHTTP(f *testing.F) {
 		"gone":   {Code: "gone", URL: "https://example.com/gone", Redirect: 302, Deleted: true, CreatedAt: now},
 		"old":    {Code: "old", URL: "https://example.com/old", Redirect: 302, ExpiresAt: now.Add(-time.Hour), CreatedAt: now},
 		"my-ali": {Code: "my-ali", URL: "https://example.com/%E2%9C%93", Redirect: 302, CreatedAt: now},
+		"frag":   {Code: "frag", URL: "https://example.com/f?x=1#top", Redirect: 302, CreatedAt: now},
+		"noq":    {Code: "noq", URL: "https://example.com/noq", Redirect: 302, DropQuery: true, CreatedAt: now},
 	}}
 	s, err := New(Config{Service: svc, PublicURL: "http://sho.rt", Now: func() time.Time { return now }})
 	if err != nil {
@@ -144,6 +146,14 @@ func FuzzFastPathMatchesNetHTTP(f *testing.F) {
 	if served, _ := fl.Stats(); served != 1 {
 		f.Fatalf("the fast path served %d requests, want 1", served)
 	}
+	// A query is forwarded by the fast path itself (the destination's b
+	// wins).
+	if a := ask(fastLn, []byte("GET /abc?b=9&utm=x HTTP/1.1\r\nHost: sho.rt\r\n\r\n")); a.location != "https://example.com/a?b=c&utm=x" {
+		f.Fatalf("fast side answered %+v to a query", a)
+	}
+	if served, _ := fl.Stats(); served != 2 {
+		f.Fatalf("the fast path served %d requests, want 2", served)
+	}
 	if a := ask(plainLn, []byte("GET /abc HTTP/1.1\r\nHost: sho.rt\r\n\r\n")); a.status != 302 {
 		f.Fatalf("net/http side answered %+v", a)
 	}
@@ -169,6 +179,10 @@ func FuzzFastPathMatchesNetHTTP(f *testing.F) {
 		"GET http://sho.rt/abc HTTP/1.1\r\nHost: sho.rt\r\n\r\n",
 		"GET /abc HTTP/1.1\r\nHost: sho.rt\r\nConnection: Close\r\n\r\n",
 		"GET /healthz HTTP/1.1\r\nHost: sho.rt\r\n\r\n",
+		"GET /abc?b=9&utm_source=x&%zz=1 HTTP/1.1\r\nHost: sho.rt\r\n\r\n",
+		"GET /frag?x=2&y=%20 HTTP/1.1\r\nHost: sho.rt\r\n\r\n",
+		"GET /noq?utm_source=x HTTP/1.1\r\nHost: sho.rt\r\n\r\n",
+		"GET /abc?a=\xff&ok HTTP/1.1\r\nHost: sho.rt\r\n\r\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -26,7 +26,9 @@ type linkJSON struct {
 	Disabled  bool       `json:"disabled"`
 	Tags      []string   `json:"tags"`
 	MaxVisits *uint64    `json:"max_visits"`
-	Clicks    uint64     `json:"clicks"`
+	// ForwardQuery: the redirect adds the request's query to the URL's.
+	ForwardQuery bool   `json:"forward_query"`
+	Clicks       uint64 `json:"clicks"`
 	// Owner is whose link it is (the owner of the key that made it).
 	Owner string `json:"owner"`
 	// Blocked is set when the destination's domain is on the cluster's
@@ -38,7 +40,7 @@ func (s *Server) toJSON(l *link.Link) linkJSON {
 	out := linkJSON{
 		Code: l.Code, ShortURL: s.publicURL + "/" + l.Code, URL: l.URL,
 		CreatedAt: l.CreatedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC(),
-		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags,
+		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags, ForwardQuery: !l.DropQuery,
 		Owner: apikey.LinkOwner(l.Owner), Blocked: s.svc.BlockedURL(l.URL),
 	}
 	if !l.ExpiresAt.IsZero() {
@@ -73,6 +75,8 @@ type createBody struct {
 	Redirect  *int     `json:"redirect"`
 	Tags      []string `json:"tags"`
 	MaxVisits *uint64  `json:"max_visits"`
+	// ForwardQuery (default true) adds the request's query to the URL's.
+	ForwardQuery *bool `json:"forward_query"`
 }
 
 func field(name, reason string, sentinel error) error {
@@ -133,6 +137,7 @@ func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
 		}
 		req.MaxVisits = *b.MaxVisits
 	}
+	req.DropQuery = b.ForwardQuery != nil && !*b.ForwardQuery
 	return req, req.Validate(s.policy, s.now())
 }
 
@@ -205,7 +210,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // patchFields are the members a PATCH may hold.
-var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true}
+var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true}
 
 // handlePatch serves PATCH /api/v1/links/{code}: a JSON merge patch of
 // {url, expires_at, redirect, disabled, tags}. expires_at: null removes the
@@ -280,7 +285,7 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, erro
 	var p link.Patch
 	for k := range raw {
 		if !patchFields[k] {
-			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags)", k)).(*requestError)
+			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags, forward_query)", k)).(*requestError)
 			re.field = k
 			return p, re
 		}
@@ -316,6 +321,14 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, erro
 			}
 		}
 		p.Tags = &tags
+	}
+	forward, err := patchValue[bool](raw, "forward_query", "true or false", field("forward_query", "must be true or false", link.ErrInvalidInput))
+	if err != nil {
+		return p, err
+	}
+	if forward != nil {
+		drop := !*forward
+		p.DropQuery = &drop
 	}
 	return p, p.Validate(s.policy, s.now())
 }

@@ -100,7 +100,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 		}
 	}
 	h := w.Header()
-	h["Location"] = []string{l.URL}
+	h["Location"] = []string{location(l, r.URL.RawQuery)}
 	switch l.Redirect {
 	case http.StatusFound, http.StatusTemporaryRedirect:
 		h["Cache-Control"] = privateMaxAge90
@@ -111,6 +111,15 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 			r.Header.Get("DNT") == "1" || r.Header.Get("Sec-GPC") == "1")
 	}
 	return l.Redirect
+}
+
+// location is where a redirect of l for a request with query sends the
+// client: the stored URL, plus the query unless the link drops it.
+func location(l *link.Link, query string) string {
+	if l.DropQuery || query == "" {
+		return l.URL
+	}
+	return link.ForwardQuery(l.URL, query)
 }
 
 // MaxUserAgent and MaxReferer bound what analytics takes of those headers

@@ -46,6 +46,10 @@ type Link struct {
 	Visits uint64
 	// Tags are free-form labels.
 	Tags []string
+	// DropQuery stops the redirect from forwarding the request's query
+	// string (forward_query: false); by default it is added to the
+	// destination's (ForwardQuery).
+	DropQuery bool
 	// Nonce is the creator's idempotency token: a create retried with the
 	// same code and nonce returns the existing link instead of a conflict.
 	Nonce uint64

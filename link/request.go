@@ -20,6 +20,8 @@ type CreateRequest struct {
 	Redirect  int // 0: DefaultRedirect
 	MaxVisits uint64
 	Tags      []string
+	// DropQuery: the redirect does not forward the request's query.
+	DropQuery bool
 }
 
 // Validate checks r at now under p and normalises it (the URL, the redirect
@@ -70,11 +72,12 @@ type Patch struct {
 	Redirect  *int
 	Disabled  *bool
 	Tags      *[]string
+	DropQuery *bool
 }
 
 // Empty reports whether p changes nothing.
 func (p *Patch) Empty() bool {
-	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil
+	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil && p.DropQuery == nil
 }
 
 // Validate checks p at now under policy and normalises its URL, as

@@ -32,6 +32,7 @@ fuzz ./idrange FuzzBase62Decode
 fuzz ./idrange FuzzPermutation
 fuzz ./link FuzzNormalizeURL
 fuzz ./link FuzzValidateAlias
+fuzz ./link FuzzForwardQuery
 fuzz ./command FuzzDecode
 fuzz ./httpapi FuzzFastPathMatchesNetHTTP
 # The short chaos run: a real 5-node cluster in network namespaces under

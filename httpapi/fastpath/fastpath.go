@@ -379,9 +379,10 @@ type Request struct {
 	Conn net.Conn
 	// Head is set for HEAD, clear for GET.
 	Head bool
-	// Segment is the path's one segment, without the leading slash (the
-	// query is not kept).
-	Segment   []byte
+	// Segment is the path's one segment, without the leading slash.
+	Segment []byte
+	// Query is the target's raw query, after '?' (empty without one).
+	Query     []byte
 	UserAgent []byte
 	Referer   []byte
 	// Forwarded and XForwardedFor are those headers' values (non-nil, if
@@ -428,8 +429,8 @@ func parseHead(head []byte, r *Request) bool {
 	}
 	path := target
 	if i := bytes.IndexByte(target, '?'); i >= 0 {
-		path = target[:i]
-		for _, c := range target[i+1:] {
+		path, r.Query = target[:i], target[i+1:]
+		for _, c := range r.Query {
 			if c <= ' ' || c == 0x7f || c == '#' {
 				return false
 			}
