@@ -16,8 +16,10 @@ import (
 
 // linkJSON is a link as the API shows it (DESIGN section 10).
 type linkJSON struct {
-	Code      string     `json:"code"`
-	ShortURL  string     `json:"short_url"`
+	Code     string `json:"code"`
+	ShortURL string `json:"short_url"`
+	// QRURL is the link's QR code (GET /{code}/qr).
+	QRURL     string     `json:"qr_url"`
 	URL       string     `json:"url"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
@@ -38,7 +40,7 @@ type linkJSON struct {
 
 func (s *Server) toJSON(l *link.Link) linkJSON {
 	out := linkJSON{
-		Code: l.Code, ShortURL: s.publicURL + "/" + l.Code, URL: l.URL,
+		Code: l.Code, ShortURL: s.publicURL + "/" + l.Code, QRURL: s.publicURL + "/" + l.Code + "/qr", URL: l.URL,
 		CreatedAt: l.CreatedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC(),
 		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags, ForwardQuery: !l.DropQuery,
 		Owner: apikey.LinkOwner(l.Owner), Blocked: s.svc.BlockedURL(l.URL),

@@ -149,6 +149,8 @@ type Server struct {
 	proxies         trustedProxies
 	cors            map[string]bool
 	corsAny         bool
+	// qrSlots bounds the QR codes rendered at once (qrRenders).
+	qrSlots chan struct{}
 }
 
 // New builds the router.
@@ -168,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody: cfg.MaxBodyBytes, maxBulkBody: cfg.MaxBulkBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
 		isBot: cfg.IsBot, admin: mux.NewRouter(), anonymousCreate: cfg.AnonymousCreate,
 		keyRate: cfg.KeyRate, anonRate: cfg.AnonymousRate, proxies: trustedProxies(cfg.TrustedProxies),
-		cors: map[string]bool{},
+		cors: map[string]bool{}, qrSlots: make(chan struct{}, qrRenders),
 	}
 	if s.keyRate == (Rate{}) {
 		s.keyRate = DefaultKeyRate
@@ -219,6 +221,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerAdminRoutes(cfg.Metrics, cfg.Pprof)
 	s.registerLinkRoutes()
 	s.registerStatsRoutes()
+	s.registerQRRoutes()
 	s.registerRedirectRoutes() // last: /{code} must not shadow the fixed routes
 	return s, nil
 }
