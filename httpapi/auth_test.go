@@ -163,7 +163,7 @@ func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
 		}
 	}
 	// Public stays public.
-	for _, p := range []string{"/alice-link", "/alice-link/qr", "/healthz", "/readyz"} {
+	for _, p := range []string{"/alice-link", "/alice-link+", "/alice-link/qr", "/healthz", "/readyz"} {
 		if r := tn.do(t, "GET", p, "", nil, "Authorization", ""); r.status >= 400 {
 			t.Errorf("public GET %s = %d", p, r.status)
 		}

@@ -32,6 +32,7 @@ const (
 )
 
 func (s *Server) registerQRRoutes() {
+	s.router.HandleFunc("/{code}+", s.handlePreview).Methods(http.MethodGet, http.MethodHead)
 	s.router.HandleFunc("/{code}/qr", func(w http.ResponseWriter, r *http.Request) {
 		if s.limitRedirect(w, r) {
 			s.handleQR(w, r)

@@ -1,0 +1,79 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"html/template"
+	"net/http"
+	"strconv"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+// previewPage is GET /{code}+: where a link goes, without going there.
+var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="robots" content="noindex, nofollow">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Preview of {{.Short}}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;color:#222}
+.dest{word-break:break-all;font-size:1.1rem}img{width:12rem;height:12rem}dt{color:#666;margin-top:1rem}dd{margin:0}</style>
+</head><body>
+<h1>{{.Short}}</h1>
+<dl>
+<dt>Leads to</dt><dd class="dest"><a href="{{.URL}}" rel="nofollow noopener noreferrer">{{.URL}}</a></dd>
+<dt>Created</dt><dd><time datetime="{{.Created}}">{{.CreatedText}}</time></dd>
+</dl>
+<p><img src="{{.QR}}" alt="QR code of {{.Short}}"></p>
+</body></html>
+`))
+
+// handlePreview serves GET and HEAD /{code}+ (bit.ly's convention): the
+// destination, creation date and QR code of a link that would redirect,
+// without redirecting. Public; unknown codes answer 404 and links that
+// would not redirect 410, as /{code} does.
+func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
+	if !s.limitRedirect(w, r) {
+		return
+	}
+	code, err := codeVar(r)
+	if err != nil {
+		s.redirectError(w, r, err)
+		return
+	}
+	l, err := s.svc.Resolve(r.Context(), code)
+	switch {
+	case err != nil && !errors.Is(err, link.ErrNotFound):
+		s.Error(w, r, err)
+		return
+	case err != nil:
+		s.redirectError(w, r, err)
+		return
+	case l.Gone(s.now()):
+		s.redirectError(w, r, link.ErrGone)
+		return
+	case s.svc.BlockedURL(l.URL):
+		s.redirectError(w, r, errTakenDown)
+		return
+	}
+	short := s.publicURL + "/" + l.Code
+	var body bytes.Buffer
+	if err := previewPage.Execute(&body, map[string]string{
+		"Short": short, "URL": l.URL, "QR": "/" + l.Code + "/qr?format=svg",
+		"Created": l.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), "CreatedText": l.CreatedAt.UTC().Format("2 January 2006, 15:04 UTC"),
+	}); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(body.Len()))
+	h.Set("Cache-Control", "public, max-age=60")
+	h.Set("X-Robots-Tag", "noindex, nofollow")
+	// Nothing but its own QR image and inline style: a destination that
+	// tries to smuggle markup in finds no script to run.
+	h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'")
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body.Bytes())
+	}
+}
