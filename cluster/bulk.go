@@ -44,7 +44,7 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 	now := time.Now().UTC()
 	need := 0
 	for i, req := range reqs {
-		if req.DropQuery && !n.clusterAt(levelDropQuery) {
+		if usesLinkMeta(req) && !n.clusterAt(levelLinkMeta) {
 			out[i].Err = ErrUpgradeNeeded
 			continue
 		}

@@ -23,14 +23,20 @@ import (
 // group at an unknown entry, and a field only once every member stores
 // it (an older replica would skip it and hold other state). 1: the member
 // registry (implied by an incarnation). 2: API keys and the blocklist.
-// 3: a link's forward_query: false (DropQuery).
+// 3: a link's forward_query: false (DropQuery), title and description.
 const featureLevel = 3
 
 // levelKeys is the feature level of keys and the blocklist.
 const levelKeys = 2
 
-// levelDropQuery is the feature level of a link's DropQuery.
-const levelDropQuery = 3
+// levelLinkMeta is the feature level of a link's DropQuery, Title and
+// Description.
+const levelLinkMeta = 3
+
+// usesLinkMeta reports whether req sets a field of levelLinkMeta.
+func usesLinkMeta(req link.CreateRequest) bool {
+	return req.DropQuery || req.Title != "" || req.Description != ""
+}
 
 // ErrUnauthorized is returned by Authenticate for a secret that is no key
 // of the cluster (unknown, or revoked).

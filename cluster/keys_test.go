@@ -160,7 +160,7 @@ func TestHostOf(t *testing.T) {
 // bulk create and a patch; everything else goes on.
 func TestNewFieldsWaitForEveryNode(t *testing.T) {
 	tc := newTestCluster(t, 2, 2)
-	tc.cfgs[1].level = levelDropQuery - 1
+	tc.cfgs[1].level = levelLinkMeta - 1
 	tc.startAll(0, 1)
 	n := tc.nodes[0]
 	testcluster.WaitFor(t, 10*time.Second, "n2 in n1's gossip", func() bool { return len(n.gossip.members()) == 2 })
@@ -177,6 +177,13 @@ func TestNewFieldsWaitForEveryNode(t *testing.T) {
 	drop := true
 	if _, err := n.Update(ctx(t), "old-ok", link.Patch{DropQuery: &drop}); !errors.Is(err, ErrUpgradeNeeded) {
 		t.Fatalf("patch of DropQuery beside an older node: %v", err)
+	}
+	title := "Docs"
+	if _, err := n.Update(ctx(t), "old-ok", link.Patch{Title: &title}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("patch of Title beside an older node: %v", err)
+	}
+	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/t", Description: "x"}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("create with a description beside an older node: %v", err)
 	}
 	if _, err := n.Resolve(ctx(t), "new-field"); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("the refused create was stored: %v", err)

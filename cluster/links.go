@@ -20,7 +20,7 @@ const maxGeneratedAttempts = 64
 // if the alias is in use (tombstones included); without one it takes IDs
 // from the allocator until a code is free.
 func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, error) {
-	if req.DropQuery && !n.clusterAt(levelDropQuery) {
+	if usesLinkMeta(req) && !n.clusterAt(levelLinkMeta) {
 		return nil, ErrUpgradeNeeded
 	}
 	cmd := newCreate(req, time.Now().UTC())
@@ -60,6 +60,7 @@ func newCreate(req link.CreateRequest, now time.Time) command.CreateIfAbsent {
 	return command.CreateIfAbsent{
 		Code: req.Alias, URL: req.URL, Owner: req.Owner, Now: now, ExpiresAt: req.ExpiresAt,
 		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(), DropQuery: req.DropQuery,
+		Title: req.Title, Description: req.Description,
 	}
 }
 
@@ -156,7 +157,7 @@ func (n *Node) ResolveLocal(code string) (*link.Link, bool) {
 // Update applies a patch (one that passed link.Patch.Validate) to a live
 // link.
 func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Link, error) {
-	if p.DropQuery != nil && !n.clusterAt(levelDropQuery) {
+	if (p.DropQuery != nil || p.Title != nil || p.Description != nil) && !n.clusterAt(levelLinkMeta) {
 		return nil, ErrUpgradeNeeded
 	}
 	u := command.Update{Code: code, Now: time.Now().UTC()}
@@ -183,6 +184,14 @@ func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Lin
 	if p.DropQuery != nil {
 		u.Set |= command.SetDropQuery
 		u.DropQuery = *p.DropQuery
+	}
+	if p.Title != nil {
+		u.Set |= command.SetTitle
+		u.Title = *p.Title
+	}
+	if p.Description != nil {
+		u.Set |= command.SetDescription
+		u.Description = *p.Description
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -56,6 +56,8 @@ type CreateIfAbsent struct {
 	Nonce uint64
 	// DropQuery: the link's redirect does not forward the query.
 	DropQuery bool
+	// Title and Description: see link.Link.
+	Title, Description string
 }
 
 // UpdateMask says which fields an Update sets.
@@ -69,6 +71,8 @@ const (
 	SetDisabled
 	SetTags
 	SetDropQuery
+	SetTitle
+	SetDescription
 )
 
 // Update changes the fields named by Set of a live link.
@@ -82,6 +86,8 @@ type Update struct {
 	Disabled  bool
 	Tags      []string
 	DropQuery bool
+	// Title and Description, each with its bit in Set ("" removes it).
+	Title, Description string
 }
 
 // Delete turns a live link into a tombstone.
@@ -155,6 +161,8 @@ const (
 	fVersion   = 13
 	fVisits    = 14
 	fDropQuery = 15
+	fTitle     = 16
+	fDesc      = 17
 	fMask      = 20
 
 	fSetCluster   = 1
@@ -187,6 +195,8 @@ var createCodec = wire.NewCodec(func(c *CreateIfAbsent) error { return needCode(
 	wire.Strings(fTag, func(c *CreateIfAbsent) *[]string { return &c.Tags }),
 	wire.Uint(fNonce, func(c *CreateIfAbsent) *uint64 { return &c.Nonce }),
 	wire.Bool(fDropQuery, func(c *CreateIfAbsent) *bool { return &c.DropQuery }),
+	wire.String(fTitle, func(c *CreateIfAbsent) *string { return &c.Title }),
+	wire.String(fDesc, func(c *CreateIfAbsent) *string { return &c.Description }),
 )
 
 // Encode returns the Raft entry for c.
@@ -208,6 +218,8 @@ var updateCodec = wire.NewCodec(func(u *Update) error { return needCode("update"
 	wire.Bool(fDisabled, func(u *Update) *bool { return &u.Disabled }),
 	wire.Strings(fTag, func(u *Update) *[]string { return &u.Tags }),
 	wire.Bool(fDropQuery, func(u *Update) *bool { return &u.DropQuery }),
+	wire.String(fTitle, func(u *Update) *string { return &u.Title }),
+	wire.String(fDesc, func(u *Update) *string { return &u.Description }),
 )
 
 // Encode returns the Raft entry for u.

@@ -62,6 +62,10 @@ func goldenSamples() []struct {
 		{"Update(drop-query)", (&Update{Code: "dq", Now: t0, Set: SetDropQuery, DropQuery: true}).Encode()},
 		{"Link(stored, drop-query)", EncodeRecord(&link.Link{Code: "dq", URL: "https://example.com/q", CreatedAt: t0, UpdatedAt: t0,
 			Redirect: link.DefaultRedirect, DropQuery: true})},
+		{"CreateIfAbsent(title)", (&CreateIfAbsent{Code: "tt", URL: "https://example.com/t", Now: t0, Nonce: 6, Title: "Notes", Description: "Two\nlines"}).Encode()},
+		{"Update(title)", (&Update{Code: "tt", Now: t0, Set: SetTitle | SetDescription, Title: "New"}).Encode()},
+		{"Link(stored, title)", EncodeRecord(&link.Link{Code: "tt", URL: "https://example.com/t", CreatedAt: t0, UpdatedAt: t0,
+			Redirect: link.DefaultRedirect, Title: "Notes", Description: "Two\nlines"})},
 		{"Link(wire)", EncodeLink(lk)},
 		{"Link(stored)", EncodeRecord(lk)},
 		{"Link(stored, defaults)", EncodeRecord(plain)},
@@ -119,8 +123,8 @@ func TestEncodingsAreUnchanged(t *testing.T) {
 				t.Fatal(err)
 			}
 			back = EncodeLink(l)
-		case "Link(stored)", "Link(stored, defaults)", "Link(stored, drop-query)":
-			code := map[string]string{"Link(stored)": "abc", "Link(stored, defaults)": "plain", "Link(stored, drop-query)": "dq"}[s.name]
+		case "Link(stored)", "Link(stored, defaults)", "Link(stored, drop-query)", "Link(stored, title)":
+			code := map[string]string{"Link(stored)": "abc", "Link(stored, defaults)": "plain", "Link(stored, drop-query)": "dq", "Link(stored, title)": "tt"}[s.name]
 			l, err := DecodeRecord([]byte(code), b)
 			if err != nil {
 				t.Fatal(err)

@@ -70,6 +70,8 @@ func linkFields(stored bool) []wire.Field[link.Link] {
 		wire.Uint(fVersion, func(l *link.Link) *uint64 { return &l.Version }),
 		wire.Uint(fVisits, func(l *link.Link) *uint64 { return &l.Visits }),
 		wire.Bool(fDropQuery, func(l *link.Link) *bool { return &l.DropQuery }),
+		wire.String(fTitle, func(l *link.Link) *string { return &l.Title }),
+		wire.String(fDesc, func(l *link.Link) *string { return &l.Description }),
 	}
 }
 

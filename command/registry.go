@@ -169,6 +169,7 @@ const (
 	maxStoredTag   = 1024
 	maxStoredOwner = 1024
 	maxNodeID      = 256
+	maxStoredText  = 16 << 10
 )
 
 func invalid(format string, args ...any) error {
@@ -242,7 +243,18 @@ func (c *CreateIfAbsent) validate() error {
 	if err := checkRedirect(c.Redirect); err != nil {
 		return err
 	}
+	if err := checkText(c.Title, c.Description); err != nil {
+		return err
+	}
 	return checkTags(c.Tags)
+}
+
+// checkText is the apply-time bound of a title and a description.
+func checkText(title, description string) error {
+	if len(title) > maxStoredText || len(description) > maxStoredText || !utf8.ValidString(title) || !utf8.ValidString(description) {
+		return invalid("title or description over 16 KiB or not UTF-8")
+	}
+	return nil
 }
 
 func (u *Update) validate() error {
@@ -258,6 +270,9 @@ func (u *Update) validate() error {
 		if err := checkRedirect(u.Redirect); err != nil {
 			return err
 		}
+	}
+	if err := checkText(u.Title, u.Description); err != nil {
+		return err
 	}
 	return checkTags(u.Tags)
 }

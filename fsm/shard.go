@@ -147,18 +147,20 @@ func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uin
 		redirect = link.DefaultRedirect
 	}
 	l := &link.Link{
-		Code:      c.Code,
-		URL:       c.URL,
-		Owner:     c.Owner,
-		CreatedAt: c.Now,
-		UpdatedAt: c.Now,
-		ExpiresAt: c.ExpiresAt,
-		Redirect:  redirect,
-		MaxVisits: c.MaxVisits,
-		Tags:      c.Tags,
-		Nonce:     c.Nonce,
-		DropQuery: c.DropQuery,
-		Version:   index,
+		Code:        c.Code,
+		URL:         c.URL,
+		Owner:       c.Owner,
+		CreatedAt:   c.Now,
+		UpdatedAt:   c.Now,
+		ExpiresAt:   c.ExpiresAt,
+		Redirect:    redirect,
+		MaxVisits:   c.MaxVisits,
+		Tags:        c.Tags,
+		Nonce:       c.Nonce,
+		DropQuery:   c.DropQuery,
+		Title:       c.Title,
+		Description: c.Description,
+		Version:     index,
 	}
 	f.putLink(tx, l)
 	return &Result{Link: l}
@@ -186,6 +188,12 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any
 	}
 	if u.Set&command.SetDropQuery != 0 {
 		l.DropQuery = u.DropQuery
+	}
+	if u.Set&command.SetTitle != 0 {
+		l.Title = u.Title
+	}
+	if u.Set&command.SetDescription != 0 {
+		l.Description = u.Description
 	}
 	l.UpdatedAt = u.Now
 	l.Version = index

@@ -19,15 +19,18 @@ type linkJSON struct {
 	Code     string `json:"code"`
 	ShortURL string `json:"short_url"`
 	// QRURL is the link's QR code (GET /{code}/qr).
-	QRURL     string     `json:"qr_url"`
-	URL       string     `json:"url"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	Redirect  int        `json:"redirect"`
-	Disabled  bool       `json:"disabled"`
-	Tags      []string   `json:"tags"`
-	MaxVisits *uint64    `json:"max_visits"`
+	QRURL string `json:"qr_url"`
+	URL   string `json:"url"`
+	// Title and Description are the owner's words ("" when unset).
+	Title       string     `json:"title"`
+	Description string     `json:"description"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	Redirect    int        `json:"redirect"`
+	Disabled    bool       `json:"disabled"`
+	Tags        []string   `json:"tags"`
+	MaxVisits   *uint64    `json:"max_visits"`
 	// ForwardQuery: the redirect adds the request's query to the URL's.
 	ForwardQuery bool   `json:"forward_query"`
 	Clicks       uint64 `json:"clicks"`
@@ -41,6 +44,7 @@ type linkJSON struct {
 func (s *Server) toJSON(l *link.Link) linkJSON {
 	out := linkJSON{
 		Code: l.Code, ShortURL: s.publicURL + "/" + l.Code, QRURL: s.publicURL + "/" + l.Code + "/qr", URL: l.URL,
+		Title: l.Title, Description: l.Description,
 		CreatedAt: l.CreatedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC(),
 		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags, ForwardQuery: !l.DropQuery,
 		Owner: apikey.LinkOwner(l.Owner), Blocked: s.svc.BlockedURL(l.URL),
@@ -78,7 +82,9 @@ type createBody struct {
 	Tags      []string `json:"tags"`
 	MaxVisits *uint64  `json:"max_visits"`
 	// ForwardQuery (default true) adds the request's query to the URL's.
-	ForwardQuery *bool `json:"forward_query"`
+	ForwardQuery *bool   `json:"forward_query"`
+	Title        *string `json:"title"`
+	Description  *string `json:"description"`
 }
 
 func field(name, reason string, sentinel error) error {
@@ -140,6 +146,12 @@ func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
 		req.MaxVisits = *b.MaxVisits
 	}
 	req.DropQuery = b.ForwardQuery != nil && !*b.ForwardQuery
+	if b.Title != nil {
+		req.Title = *b.Title
+	}
+	if b.Description != nil {
+		req.Description = *b.Description
+	}
 	return req, req.Validate(s.policy, s.now())
 }
 
@@ -212,7 +224,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // patchFields are the members a PATCH may hold.
-var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true}
+var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true, "title": true, "description": true}
 
 // handlePatch serves PATCH /api/v1/links/{code}: a JSON merge patch of
 // {url, expires_at, redirect, disabled, tags}. expires_at: null removes the
@@ -287,7 +299,7 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, erro
 	var p link.Patch
 	for k := range raw {
 		if !patchFields[k] {
-			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags, forward_query)", k)).(*requestError)
+			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags, forward_query, title, description)", k)).(*requestError)
 			re.field = k
 			return p, re
 		}
@@ -331,6 +343,20 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, erro
 	if forward != nil {
 		drop := !*forward
 		p.DropQuery = &drop
+	}
+	for _, t := range []struct {
+		name string
+		dst  **string
+	}{{"title", &p.Title}, {"description", &p.Description}} {
+		if m, ok := raw[t.name]; ok {
+			v := "" // null removes it, as ""
+			if !isNull(m) {
+				if err := decodeField(t.name, m, &v, "a string or null"); err != nil {
+					return p, err
+				}
+			}
+			*t.dst = &v
+		}
 	}
 	return p, p.Validate(s.policy, s.now())
 }

@@ -18,8 +18,10 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 <style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;color:#222}
 .dest{word-break:break-all;font-size:1.1rem}img{width:12rem;height:12rem}dt{color:#666;margin-top:1rem}dd{margin:0}</style>
 </head><body>
-<h1>{{.Short}}</h1>
+<h1>{{if .Title}}{{.Title}}{{else}}{{.Short}}{{end}}</h1>
+{{if .Description}}<p>{{.Description}}</p>{{end}}
 <dl>
+<dt>Short link</dt><dd>{{.Short}}</dd>
 <dt>Leads to</dt><dd class="dest"><a href="{{.URL}}" rel="nofollow noopener noreferrer">{{.URL}}</a></dd>
 <dt>Created</dt><dd><time datetime="{{.Created}}">{{.CreatedText}}</time></dd>
 </dl>
@@ -58,7 +60,7 @@ func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
 	short := s.publicURL + "/" + l.Code
 	var body bytes.Buffer
 	if err := previewPage.Execute(&body, map[string]string{
-		"Short": short, "URL": l.URL, "QR": "/" + l.Code + "/qr?format=svg",
+		"Short": short, "URL": l.URL, "Title": l.Title, "Description": l.Description, "QR": "/" + l.Code + "/qr?format=svg",
 		"Created": l.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), "CreatedText": l.CreatedAt.UTC().Format("2 January 2006, 15:04 UTC"),
 	}); err != nil {
 		s.Error(w, r, err)

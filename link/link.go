@@ -46,6 +46,10 @@ type Link struct {
 	Visits uint64
 	// Tags are free-form labels.
 	Tags []string
+	// Title and Description say what the link is (owner-given, at most
+	// MaxTitle and MaxDescription bytes; nothing is fetched).
+	Title       string
+	Description string
 	// DropQuery stops the redirect from forwarding the request's query
 	// string (forward_query: false); by default it is added to the
 	// destination's (ForwardQuery).

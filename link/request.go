@@ -2,6 +2,7 @@ package link
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,8 @@ type CreateRequest struct {
 	Tags      []string
 	// DropQuery: the redirect does not forward the request's query.
 	DropQuery bool
+	// Title and Description: see Link.
+	Title, Description string
 }
 
 // Validate checks r at now under p and normalises it (the URL, the redirect
@@ -57,6 +60,9 @@ func (r *CreateRequest) Validate(p URLPolicy, now time.Time) error {
 	if err := ValidateTags(r.Tags); err != nil {
 		return err
 	}
+	if err := ValidateText(r.Title, r.Description); err != nil {
+		return err
+	}
 	if r.MaxVisits > MaxVisitsLimit {
 		return &FieldError{Err: ErrInvalidInput, Field: "max_visits", Reason: "must be 1 to " + strconv.FormatUint(MaxVisitsLimit, 10)}
 	}
@@ -73,11 +79,14 @@ type Patch struct {
 	Disabled  *bool
 	Tags      *[]string
 	DropQuery *bool
+	// Title and Description: "" removes them.
+	Title, Description *string
 }
 
 // Empty reports whether p changes nothing.
 func (p *Patch) Empty() bool {
-	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil && p.DropQuery == nil
+	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil && p.DropQuery == nil &&
+		p.Title == nil && p.Description == nil
 }
 
 // Validate checks p at now under policy and normalises its URL, as
@@ -106,6 +115,32 @@ func (p *Patch) Validate(policy URLPolicy, now time.Time) error {
 		if err := ValidateTags(*p.Tags); err != nil {
 			return err
 		}
+	}
+	var title, desc string
+	if p.Title != nil {
+		title = *p.Title
+	}
+	if p.Description != nil {
+		desc = *p.Description
+	}
+	return ValidateText(title, desc)
+}
+
+// Bounds of a link's title and description, in bytes.
+const (
+	MaxTitle       = 256
+	MaxDescription = 1024
+)
+
+// ValidateText checks a title (one line) and a description (line breaks
+// allowed): valid UTF-8 within their bounds, without control or format
+// characters.
+func ValidateText(title, description string) error {
+	if len(title) > MaxTitle || hasControlOrSpace(title, false) {
+		return &FieldError{Err: ErrInvalidInput, Field: "title", Reason: "must be at most 256 bytes of text on one line"}
+	}
+	if len(description) > MaxDescription || hasControlOrSpace(strings.ReplaceAll(description, "\n", " "), false) {
+		return &FieldError{Err: ErrInvalidInput, Field: "description", Reason: "must be at most 1024 bytes of text"}
 	}
 	return nil
 }

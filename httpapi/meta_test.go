@@ -1,0 +1,56 @@
+package httpapi_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+// TestTitleAndDescription: a link's title and description are stored
+// through the shard, shown in the link JSON and on the preview page
+// (escaped), changed or removed by a patch, and bounded; nothing is
+// fetched to fill them.
+func TestTitleAndDescription(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	l := tn.create(t, `{"url":"https://example.com/t","alias":"titled","title":"Release notes <b>2.0</b>","description":"What changed.\nAnd why."}`)
+	if l["title"] != "Release notes <b>2.0</b>" || l["description"] != "What changed.\nAnd why." {
+		t.Fatalf("created: %v", l)
+	}
+	if r := tn.do(t, "GET", "/api/v1/links/titled?consistent=true", "", nil); r.json(t)["title"] != "Release notes <b>2.0</b>" {
+		t.Fatalf("read back: %s", r.body)
+	}
+	page := string(tn.do(t, "GET", "/titled+", "", nil, "Authorization", "").body)
+	if !strings.Contains(page, "<h1>Release notes &lt;b&gt;2.0&lt;/b&gt;</h1>") || strings.Contains(page, "<b>2.0") {
+		t.Fatalf("preview page:\n%s", page)
+	}
+	if r := tn.do(t, "PATCH", "/api/v1/links/titled", "application/json", []byte(`{"title":"Notes","description":null}`)); r.status != 200 ||
+		r.json(t)["title"] != "Notes" || r.json(t)["description"] != "" {
+		t.Fatalf("patch: %d %s", r.status, r.body)
+	}
+	if r := tn.do(t, "GET", "/api/v1/links/titled", "", nil); r.json(t)["title"] != "Notes" || r.json(t)["description"] != "" {
+		t.Fatalf("after the patch: %s", r.body)
+	}
+	plain := tn.create(t, `{"url":"https://example.com/p"}`)
+	if plain["title"] != "" || plain["description"] != "" {
+		t.Fatalf("defaults: %v", plain)
+	}
+	long := strings.Repeat("x", link.MaxTitle+1)
+	for _, body := range []string{
+		`{"url":"https://example.com/x","title":"` + long + `"}`,
+		`{"url":"https://example.com/x","title":"two\nlines"}`,
+		`{"url":"https://example.com/x","title":"bidi \u202e"}`,
+		`{"url":"https://example.com/x","description":"` + strings.Repeat("y", link.MaxDescription+1) + `"}`,
+		`{"url":"https://example.com/x","description":"bell \u0007"}`,
+		`{"url":"https://example.com/x","title":7}`,
+	} {
+		if r := tn.postJSON(t, "/api/v1/links", body); r.status != 400 {
+			t.Errorf("create %.80s: %d %s", body, r.status, r.body)
+		}
+	}
+	for _, body := range []string{`{"title":"` + long + `"}`, `{"description":["x"]}`} {
+		if r := tn.do(t, "PATCH", "/api/v1/links/titled", "application/json", []byte(body)); r.status != 400 {
+			t.Errorf("patch %.80s: %d %s", body, r.status, r.body)
+		}
+	}
+}
