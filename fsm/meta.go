@@ -68,7 +68,7 @@ type MetaConfig struct {
 // NewMetaFSM opens (or creates) the meta bbolt file.
 func NewMetaFSM(cfg MetaConfig) (*MetaFSM, error) {
 	f := &MetaFSM{}
-	s, err := openStore(cfg.Path, command.GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers, bucketKeys, bucketBlocked}, f.applyCommand, cfg.Logger)
+	s, err := openStore(cfg.Path, command.GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers, bucketKeys, bucketBlocked}, f.applyCommand, nil, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

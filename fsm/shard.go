@@ -52,7 +52,9 @@ type ShardFSM struct {
 // NewShardFSM opens (or creates) the shard's bbolt file.
 func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
-	s, err := openStore(cfg.Path, command.GroupShard, [][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq}, f.applyCommand, cfg.Logger)
+	s, err := openStore(cfg.Path, command.GroupShard,
+		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated},
+		f.applyCommand, buildIndexes, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +127,9 @@ func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
 	}
 	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), command.EncodeRecord(l)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put %q: %v", f.path, l.Code, err))
+	}
+	if err := index(tx, l); err != nil {
+		panic(fmt.Sprintf("fsm %s: index %q: %v", f.path, l.Code, err))
 	}
 	f.changed = append(f.changed, l.Clone())
 }

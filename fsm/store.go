@@ -46,6 +46,10 @@ type store struct {
 	// afterCommit runs after each committed batch (cache hooks).
 	afterCommit func()
 	onRestore   func()
+	// prepare, if set, runs on every file opened (at start and after a
+	// restore) before it is used: derived state an older version did not
+	// keep is built here.
+	prepare func(db *bolt.DB) error
 
 	// mu guards the db pointer against Restore's swap and Close. Readers
 	// and ApplyBatch hold it shared (bbolt serialises its own writers);
@@ -92,11 +96,11 @@ func boltOptions() *bolt.Options {
 	}
 }
 
-func openStore(path string, kind command.GroupKind, buckets [][]byte, apply applyFunc, log *slog.Logger) (*store, error) {
+func openStore(path string, kind command.GroupKind, buckets [][]byte, apply applyFunc, prepare func(*bolt.DB) error, log *slog.Logger) (*store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &store{path: path, kind: kind, buckets: append([][]byte{bucketMeta}, buckets...), apply: apply,
+	s := &store{path: path, kind: kind, buckets: append([][]byte{bucketMeta}, buckets...), apply: apply, prepare: prepare,
 		log: log.With("file", path), released: make(chan struct{})}
 	if err := s.open(); err != nil {
 		return nil, err
@@ -136,6 +140,9 @@ func (s *store) openDB() (*bolt.DB, uint64, error) {
 		}
 		return nil
 	})
+	if err == nil && s.prepare != nil {
+		err = s.prepare(db)
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, 0, fmt.Errorf("init %s: %w", s.path, err)

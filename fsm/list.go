@@ -1,0 +1,232 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/link"
+)
+
+// Listing reads two indexes of the live links, kept in the same
+// transaction as the links: by owner and creation time, and by creation
+// time alone (for a listing of every owner). An entry's key holds what it
+// sorts on and the code; the owner and the creation time of a link never
+// change, so an update leaves its entries alone and a delete removes them.
+var (
+	bucketByOwner   = []byte("links-by-owner")   // owner 0x00 created(8, BE) code -> empty
+	bucketByCreated = []byte("links-by-created") // created(8, BE) code -> empty
+	// keyIndexed, in the meta bucket, says the indexes cover every link
+	// (a file of an older version has links and no indexes).
+	keyIndexed = []byte("indexed-v1")
+)
+
+// createdKey is t as 8 bytes that sort as t does (times before 1970 sort
+// as 1970: no link is that old).
+func createdKey(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(max(t.UnixNano(), 0)))
+}
+
+func ownerKey(l *link.Link) []byte {
+	k := append(append([]byte(l.Owner), 0), createdKey(l.CreatedAt)...)
+	return append(k, l.Code...)
+}
+
+func createdIndexKey(l *link.Link) []byte { return append(createdKey(l.CreatedAt), l.Code...) }
+
+// index puts l's index entries, or removes them for a tombstone.
+func index(tx *bolt.Tx, l *link.Link) error {
+	byOwner, byCreated := tx.Bucket(bucketByOwner), tx.Bucket(bucketByCreated)
+	if l.Deleted {
+		if err := byOwner.Delete(ownerKey(l)); err != nil {
+			return err
+		}
+		return byCreated.Delete(createdIndexKey(l))
+	}
+	if err := byOwner.Put(ownerKey(l), nil); err != nil {
+		return err
+	}
+	return byCreated.Put(createdIndexKey(l), nil)
+}
+
+// buildIndexes indexes every link of a file that is not indexed yet (made
+// by an older version, or restored from one), 10,000 links a transaction.
+func buildIndexes(db *bolt.DB) error {
+	done := false
+	if err := db.View(func(tx *bolt.Tx) error {
+		done = tx.Bucket(bucketMeta).Get(keyIndexed) != nil
+		return nil
+	}); err != nil || done {
+		return err
+	}
+	var from []byte
+	for {
+		err := db.Update(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketLinks).Cursor()
+			k, v := c.First()
+			if from != nil {
+				k, v = c.Seek(from)
+			}
+			n := 0
+			for ; k != nil && n < 10000; k, v = c.Next() {
+				l, err := command.DecodeRecord(k, v)
+				if err != nil {
+					return fmt.Errorf("stored link %q: %w", k, err)
+				}
+				if err := index(tx, l); err != nil {
+					return err
+				}
+				n++
+			}
+			if k == nil {
+				done = true
+				return tx.Bucket(bucketMeta).Put(keyIndexed, []byte{1})
+			}
+			from = bytes.Clone(k)
+			return nil
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// ListQuery selects and orders live links for ListLinks.
+type ListQuery struct {
+	// Owner, if set, lists that owner's links only.
+	Owner string
+	// Tag, if set, keeps links with that tag.
+	Tag string
+	// Text, if set, keeps links whose code, URL or title holds it (case
+	// folded).
+	Text string
+	// CreatedAfter and CreatedBefore bound the creation time (exclusive;
+	// zero: unbounded).
+	CreatedAfter, CreatedBefore time.Time
+	// Expired and Disabled, if set, keep links that are (true) or are not
+	// (false) expired at Now, or disabled.
+	Expired, Disabled *bool
+	Now               time.Time
+	// Desc lists newest first.
+	Desc bool
+	// After, if set, starts past this position (a page's last link):
+	// links sort by creation time, then code.
+	After *ListPosition
+	// Limit bounds the links returned.
+	Limit int
+}
+
+// ListPosition is a link's place in a listing.
+type ListPosition struct {
+	Created time.Time
+	Code    string
+}
+
+// matches reports whether l passes q's filters.
+func (q *ListQuery) matches(l *link.Link) bool {
+	switch {
+	case q.Tag != "" && !slices.Contains(l.Tags, q.Tag):
+		return false
+	case q.Expired != nil && l.Expired(q.Now) != *q.Expired:
+		return false
+	case q.Disabled != nil && l.Disabled != *q.Disabled:
+		return false
+	case q.Text != "":
+		t := strings.ToLower(q.Text)
+		return strings.Contains(strings.ToLower(l.Code), t) || strings.Contains(strings.ToLower(l.URL), t) ||
+			strings.Contains(strings.ToLower(l.Title), t)
+	}
+	return true
+}
+
+// ListLinks returns up to q.Limit live links that pass q, in creation
+// order (then code), past q.After.
+func (f *ShardFSM) ListLinks(q ListQuery) ([]*link.Link, error) {
+	var out []*link.Link
+	err := f.view(func(tx *bolt.Tx) error {
+		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
+		if q.Owner != "" {
+			b, prefix = tx.Bucket(bucketByOwner), append([]byte(q.Owner), 0)
+		}
+		links := tx.Bucket(bucketLinks)
+		c := b.Cursor()
+		// lo and hi bound the keys by creation time; the cursor's own
+		// position comes on top.
+		lo := append(bytes.Clone(prefix), createdKey(q.CreatedAfter.Add(time.Nanosecond))...)
+		if q.CreatedAfter.IsZero() {
+			lo = bytes.Clone(prefix)
+		}
+		hi := append(bytes.Clone(prefix), createdKey(q.CreatedBefore)...)
+		if q.CreatedBefore.IsZero() {
+			hi = append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+		}
+		if q.After != nil {
+			pos := append(append(bytes.Clone(prefix), createdKey(q.After.Created)...), q.After.Code...)
+			if q.Desc {
+				hi = minBytes(hi, pos)
+			} else {
+				lo = maxBytes(lo, append(pos, 0)) // just past it
+			}
+		}
+		var k []byte
+		if q.Desc {
+			k, _ = c.Seek(hi)
+			if k == nil {
+				k, _ = c.Last()
+			}
+			for k != nil && bytes.Compare(k, hi) >= 0 {
+				k, _ = c.Prev()
+			}
+		} else {
+			k, _ = c.Seek(lo)
+		}
+		for ; k != nil && len(out) < q.Limit; k = step(c, q.Desc) {
+			if !bytes.HasPrefix(k, prefix) || bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) >= 0 {
+				break
+			}
+			code := k[len(prefix)+8:]
+			v := links.Get(code)
+			if v == nil {
+				return fmt.Errorf("index entry of %q without its link", code)
+			}
+			l, err := command.DecodeRecord(code, v)
+			if err != nil {
+				return fmt.Errorf("stored link %q: %w", code, err)
+			}
+			if !l.Deleted && q.matches(l) {
+				out = append(out, l)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func step(c *bolt.Cursor, desc bool) []byte {
+	if desc {
+		k, _ := c.Prev()
+		return k
+	}
+	k, _ := c.Next()
+	return k
+}
+
+func minBytes(a, b []byte) []byte {
+	if bytes.Compare(a, b) <= 0 {
+		return a
+	}
+	return b
+}
+
+func maxBytes(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}
