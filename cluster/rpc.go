@@ -33,6 +33,8 @@ const (
 	opClicks  = "clicks"
 	opVisits  = "visits"
 	opOrphans = "orphans"
+	// opList is one shard's part of a listing (list.go).
+	opList = "list"
 	// formation (formation.go): Code carries the asking node's ID.
 	opFormPromise = "form-promise"
 	opFormRelease = "form-release"
@@ -52,6 +54,8 @@ type rpcRequest struct {
 	From       int64  `json:"from,omitempty"` // clicks: Unix seconds; visits: Unix nanoseconds
 	To         int64  `json:"to,omitempty"`
 	Limit      int    `json:"limit,omitempty"`
+	// List is opList's query.
+	List *link.ListQuery `json:"list,omitempty"`
 }
 
 type rpcResponse struct {
@@ -68,6 +72,8 @@ type rpcResponse struct {
 	Form       string              `json:"form,omitempty"` // formation answer
 	// Leader is the peer address of the leader that applied an opApply.
 	Leader string `json:"leader,omitempty"`
+	// More says an opList answer may have more links past its last.
+	More bool `json:"more,omitempty"`
 }
 
 // rpcItem is one answer of a CreateBatch: the link or an error.
@@ -259,6 +265,10 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 	case opOrphans:
 		o := n.localOrphans(req.Limit)
 		resp.Orphans = &o
+	case opList:
+		if err := n.serveList(ctx, req, resp); err != nil {
+			return fail(err)
+		}
 	case opFormPromise:
 		answer, holder, err := n.promise(ctx, req.Code)
 		if err != nil {

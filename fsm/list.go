@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -97,57 +95,9 @@ func buildIndexes(db *bolt.DB) error {
 	}
 }
 
-// ListQuery selects and orders live links for ListLinks.
-type ListQuery struct {
-	// Owner, if set, lists that owner's links only.
-	Owner string
-	// Tag, if set, keeps links with that tag.
-	Tag string
-	// Text, if set, keeps links whose code, URL or title holds it (case
-	// folded).
-	Text string
-	// CreatedAfter and CreatedBefore bound the creation time (exclusive;
-	// zero: unbounded).
-	CreatedAfter, CreatedBefore time.Time
-	// Expired and Disabled, if set, keep links that are (true) or are not
-	// (false) expired at Now, or disabled.
-	Expired, Disabled *bool
-	Now               time.Time
-	// Desc lists newest first.
-	Desc bool
-	// After, if set, starts past this position (a page's last link):
-	// links sort by creation time, then code.
-	After *ListPosition
-	// Limit bounds the links returned.
-	Limit int
-}
-
-// ListPosition is a link's place in a listing.
-type ListPosition struct {
-	Created time.Time
-	Code    string
-}
-
-// matches reports whether l passes q's filters.
-func (q *ListQuery) matches(l *link.Link) bool {
-	switch {
-	case q.Tag != "" && !slices.Contains(l.Tags, q.Tag):
-		return false
-	case q.Expired != nil && l.Expired(q.Now) != *q.Expired:
-		return false
-	case q.Disabled != nil && l.Disabled != *q.Disabled:
-		return false
-	case q.Text != "":
-		t := strings.ToLower(q.Text)
-		return strings.Contains(strings.ToLower(l.Code), t) || strings.Contains(strings.ToLower(l.URL), t) ||
-			strings.Contains(strings.ToLower(l.Title), t)
-	}
-	return true
-}
-
-// ListLinks returns up to q.Limit live links that pass q, in creation
-// order (then code), past q.After.
-func (f *ShardFSM) ListLinks(q ListQuery) ([]*link.Link, error) {
+// ListLinks returns up to q.Limit live links of this shard that pass q,
+// in creation order (then code), past q.After.
+func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, error) {
 	var out []*link.Link
 	err := f.view(func(tx *bolt.Tx) error {
 		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
@@ -199,7 +149,7 @@ func (f *ShardFSM) ListLinks(q ListQuery) ([]*link.Link, error) {
 			if err != nil {
 				return fmt.Errorf("stored link %q: %w", code, err)
 			}
-			if !l.Deleted && q.matches(l) {
+			if !l.Deleted && q.Matches(l) {
 				out = append(out, l)
 			}
 		}

@@ -52,7 +52,7 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		}
 	}
 	yes, no := true, false
-	queries := []ListQuery{
+	queries := []link.ListQuery{
 		{},
 		{Owner: "bob"},
 		{Owner: "alice", Tag: "red"},
@@ -70,7 +70,7 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 			base.Now = t0.Add(200 * time.Second)
 			var want []*link.Link
 			for _, l := range live {
-				if (base.Owner == "" || l.Owner == base.Owner) && base.matches(l) &&
+				if (base.Owner == "" || l.Owner == base.Owner) && base.Matches(l) &&
 					(base.CreatedAfter.IsZero() || l.CreatedAt.After(base.CreatedAfter)) &&
 					(base.CreatedBefore.IsZero() || l.CreatedAt.Before(base.CreatedBefore)) {
 					want = append(want, l)
@@ -102,7 +102,7 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 							break
 						}
 						last := ls[len(ls)-1]
-						q.After = &ListPosition{Created: last.CreatedAt, Code: last.Code}
+						q.After = &link.ListPosition{Created: last.CreatedAt, Code: last.Code}
 					}
 					var wantCodes []string
 					for _, l := range want {

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -60,7 +61,8 @@ func (f *fakeService) createLocked(req link.CreateRequest) (*link.Link, error) {
 	now := time.Now().UTC()
 	f.version++
 	l := &link.Link{Code: code, URL: req.URL, Owner: req.Owner, CreatedAt: now, UpdatedAt: now, ExpiresAt: req.ExpiresAt,
-		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Version: f.version}
+		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, DropQuery: req.DropQuery, Title: req.Title,
+		Description: req.Description, Version: f.version}
 	f.links[code] = l
 	return l.Clone(), nil
 }
@@ -123,6 +125,15 @@ func (f *fakeService) Update(_ context.Context, code string, p link.Patch) (*lin
 		if len(l.Tags) == 0 {
 			l.Tags = nil
 		}
+	}
+	if p.DropQuery != nil {
+		l.DropQuery = *p.DropQuery
+	}
+	if p.Title != nil {
+		l.Title = *p.Title
+	}
+	if p.Description != nil {
+		l.Description = *p.Description
 	}
 	f.version++
 	l.UpdatedAt, l.Version = time.Now().UTC(), f.version
@@ -303,4 +314,42 @@ func live(l *link.Link) error {
 		return link.ErrDeleted
 	}
 	return nil
+}
+
+// List pages through the fake's live links as the cluster does.
+func (f *fakeService) List(_ context.Context, q link.ListQuery) (link.ListPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var all []*link.Link
+	for _, l := range f.links {
+		if l.Deleted || (q.Owner != "" && l.Owner != q.Owner) || !q.Matches(l) ||
+			(!q.CreatedAfter.IsZero() && !l.CreatedAt.After(q.CreatedAfter)) ||
+			(!q.CreatedBefore.IsZero() && !l.CreatedAt.Before(q.CreatedBefore)) {
+			continue
+		}
+		all = append(all, l.Clone())
+	}
+	order := func(a, b link.ListPosition) int {
+		c := a.Created.Compare(b.Created)
+		if c == 0 {
+			c = strings.Compare(a.Code, b.Code)
+		}
+		if q.Desc {
+			return -c
+		}
+		return c
+	}
+	pos := func(l *link.Link) link.ListPosition { return link.ListPosition{Created: l.CreatedAt, Code: l.Code} }
+	slices.SortFunc(all, func(a, b *link.Link) int { return order(pos(a), pos(b)) })
+	if q.After != nil {
+		all = slices.DeleteFunc(all, func(l *link.Link) bool { return order(pos(l), *q.After) <= 0 })
+	}
+	var page link.ListPage
+	if len(all) > q.Limit {
+		all = all[:q.Limit]
+		p := pos(all[len(all)-1])
+		page.Next = &p
+	}
+	page.Links = all
+	return page, nil
 }

@@ -33,7 +33,9 @@ type linkJSON struct {
 	MaxVisits   *uint64    `json:"max_visits"`
 	// ForwardQuery: the redirect adds the request's query to the URL's.
 	ForwardQuery bool   `json:"forward_query"`
-	Clicks       uint64 `json:"clicks"`
+	// Clicks counts human visits (GET /api/v1/links/{code} reads it; a
+	// new link has none); a listing leaves it out.
+	Clicks *uint64 `json:"clicks,omitempty"`
 	// Owner is whose link it is (the owner of the key that made it).
 	Owner string `json:"owner"`
 	// Blocked is set when the destination's domain is on the cluster's
@@ -60,12 +62,14 @@ func (s *Server) toJSON(l *link.Link) linkJSON {
 		mv := l.MaxVisits
 		out.MaxVisits = &mv
 	}
+	out.Clicks = new(uint64)
 	return out
 }
 
 func (s *Server) registerLinkRoutes() {
 	r := s.router
 	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksWrite, 1, true, s.handleCreate))).Methods(http.MethodPost)
+	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksRead, 1, false, s.handleList))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksRead, 1, false, s.handleGet))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handlePatch))).Methods(http.MethodPatch)
@@ -218,7 +222,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	// clicks: human visits so far (the replicated counter; it trails the
 	// redirects by about a flush interval).
 	if n, err := s.svc.ClickCount(r.Context(), code); err == nil {
-		out.Clicks = n
+		out.Clicks = &n
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }

@@ -30,6 +30,8 @@ type Service interface {
 	ResolveLocal(code string) (*link.Link, bool)
 	Update(ctx context.Context, code string, p link.Patch) (*link.Link, error)
 	Delete(ctx context.Context, code string) error
+	// List returns one page of a listing across the cluster.
+	List(ctx context.Context, q link.ListQuery) (link.ListPage, error)
 	Status() cluster.Status
 	Ready(ctx context.Context) error
 	RemoveNode(ctx context.Context, id string) error

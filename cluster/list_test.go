@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/link"
+)
+
+// TestListingPagesAcrossShards: on 3 nodes with 2 replicas a shard (so
+// every node lists some shards through a peer), random creates by three
+// owners, tag changes and deletes; then every node pages through several
+// queries, small pages, while creates go on between pages. Every link
+// acknowledged before a listing began and not deleted, that passes the
+// query, appears exactly once, in order; nothing that fails the query
+// does.
+func TestListingPagesAcrossShards(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	for i := range tc.cfgs {
+		tc.cfgs[i].ReplicationFactor = 2
+	}
+	tc.startAll(0, 1, 2)
+	byID := map[string]*Node{}
+	for _, n := range tc.nodes {
+		byID[n.ID()] = n
+	}
+	testcluster.WaitFor(t, 30*time.Second, "every shard on two nodes, with a leader", func() bool {
+		p, err := tc.nodes[0].metaFSM.Placement()
+		if err != nil || p == nil {
+			return false
+		}
+		for s, reps := range p.Shards {
+			if len(reps) != 2 {
+				return false
+			}
+			for _, id := range reps {
+				if sh := byID[id].localShard(s); sh == nil {
+					return false
+				} else if _, leader := sh.Group().Leader(); leader == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	rng := rand.New(rand.NewPCG(3, 4))
+	owners := []string{"alice", "bob", "carol"}
+	live := map[string]*link.Link{}
+	for i := range 100 {
+		n := tc.nodes[rng.IntN(3)]
+		req := link.CreateRequest{URL: fmt.Sprintf("https://list.example/%d", i), Owner: owners[rng.IntN(3)],
+			Tags: []string{[]string{"red", "blue"}[rng.IntN(2)]}}
+		if i%10 == 0 {
+			req.Title = "Quarterly report"
+		}
+		l, err := n.Create(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live[l.Code] = l
+		switch rng.IntN(8) {
+		case 0:
+			if err := tc.nodes[rng.IntN(3)].Delete(ctx(t), l.Code); err != nil {
+				t.Fatal(err)
+			}
+			delete(live, l.Code)
+		case 1:
+			tags := []string{"green"}
+			if l, err = tc.nodes[rng.IntN(3)].Update(ctx(t), l.Code, link.Patch{Tags: &tags}); err != nil {
+				t.Fatal(err)
+			}
+			live[l.Code] = l
+		}
+	}
+	queries := []link.ListQuery{{}, {Owner: "bob"}, {Owner: "alice", Tag: "red"}, {Tag: "green"}, {Text: "quarterly"}, {Owner: "carol", Desc: true}, {Desc: true}}
+	extra := 0
+	for ni, n := range tc.nodes {
+		for qi, base := range queries {
+			var want []string
+			for _, l := range live {
+				if (base.Owner == "" || l.Owner == base.Owner) && base.Matches(l) {
+					want = append(want, l.Code)
+				}
+			}
+			q := base
+			q.Limit = 2 + rng.IntN(9)
+			seen := map[string]bool{}
+			var prev *link.ListPosition
+			for page := 0; ; page++ {
+				got, err := n.List(ctx(t), q)
+				if err != nil {
+					t.Fatalf("node %d, query %d: %v", ni, qi, err)
+				}
+				if len(got.Links) > q.Limit {
+					t.Fatalf("a page of %d links for a limit of %d", len(got.Links), q.Limit)
+				}
+				for _, l := range got.Links {
+					p := positionOf(l)
+					if seen[l.Code] {
+						t.Fatalf("node %d, query %d: %s listed twice", ni, qi, l.Code)
+					}
+					if prev != nil && !after(p, *prev, q.Desc) {
+						t.Fatalf("node %d, query %d: %s out of order", ni, qi, l.Code)
+					}
+					if (q.Owner != "" && l.Owner != q.Owner) || !q.Matches(l) || l.Deleted {
+						t.Fatalf("node %d, query %d: %+v does not pass the query", ni, qi, l)
+					}
+					seen[l.Code], prev = true, &p
+				}
+				// Writes go on between the first pages; they may or may
+				// not show (oldest first, a listing that kept chasing new
+				// links would not end).
+				if page < 5 {
+					if _, err := tc.nodes[page%3].Create(ctx(t), link.CreateRequest{URL: "https://list.example/late", Owner: owners[page%3], Tags: []string{"red"}}); err == nil {
+						extra++
+					}
+				}
+				if got.Next == nil {
+					break
+				}
+				if page > 200 {
+					t.Fatal("the listing does not end")
+				}
+				q.After = got.Next
+			}
+			for _, c := range want {
+				if !seen[c] {
+					t.Fatalf("node %d, query %d: %s missing (%d of %d listed)", ni, qi, c, len(seen), len(want))
+				}
+			}
+		}
+	}
+	if extra == 0 {
+		t.Fatal("no write went on between pages")
+	}
+}
+
+// TestMergePagesStopsWhereAShortPartStops: a shard's answer cut short by
+// its size ends the page at its last link, so the next page (past that
+// link) still gets the shard's later links in order; pages concatenate to
+// the whole ordered set.
+func TestMergePagesStopsWhereAShortPartStops(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	// Two shards, links interleaved in time; shard 0 answers at most 2
+	// links (its size budget), shard 1 up to the limit.
+	var shards [2][]*link.Link
+	var want []string
+	for i := range 12 {
+		l := &link.Link{Code: fmt.Sprintf("k%02d", i), CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+		shards[i%2] = append(shards[i%2], l)
+		want = append(want, l.Code)
+	}
+	answer := func(s int, q link.ListQuery) shardPage {
+		var out []*link.Link
+		for _, l := range shards[s] {
+			if q.After == nil || after(positionOf(l), *q.After, false) {
+				out = append(out, l)
+			}
+		}
+		budget := q.Limit
+		if s == 0 {
+			budget = min(budget, 2)
+		}
+		if len(out) > budget {
+			return shardPage{links: out[:budget], more: true}
+		}
+		return shardPage{links: out, more: len(out) == q.Limit}
+	}
+	q := link.ListQuery{Limit: 5}
+	var got []string
+	for page := 0; page < 20; page++ {
+		p := mergePages([]shardPage{answer(0, q), answer(1, q)}, q)
+		for _, l := range p.Links {
+			got = append(got, l.Code)
+		}
+		if p.Next == nil {
+			break
+		}
+		q.After = p.Next
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages = %v, want %v", got, want)
+	}
+}

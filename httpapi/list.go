@@ -1,0 +1,128 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+// listJSON is GET /api/v1/links.
+type listJSON struct {
+	Links []linkJSON `json:"links"`
+	// NextCursor continues the listing (null: this was the last page).
+	NextCursor *string `json:"next_cursor"`
+}
+
+// cursorJSON is what a cursor holds (base64url of this JSON): the last
+// link's place and the order it was listed in.
+type cursorJSON struct {
+	Created int64  `json:"c"`
+	Code    string `json:"k"`
+	Desc    bool   `json:"d"`
+}
+
+// maxCursor bounds a cursor's length (a code is at most 64 bytes).
+const maxCursor = 256
+
+// handleList serves GET /api/v1/links?q=&tag=&owner=&created_after=
+// &created_before=&expired=&disabled=&sort=created|-created&limit=&cursor=:
+// a page of the caller's live links (every owner's, or owner's, for an
+// admin key), newest first by default, with the cursor of the next page.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	q, err := s.listQuery(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	page, err := s.svc.List(r.Context(), q)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	out := listJSON{Links: make([]linkJSON, 0, len(page.Links))}
+	for _, l := range page.Links {
+		j := s.toJSON(l)
+		j.Clicks = nil // a count per link would be a read per link
+		out.Links = append(out.Links, j)
+	}
+	if page.Next != nil {
+		b, _ := json.Marshal(cursorJSON{Created: page.Next.Created.UnixNano(), Code: page.Next.Code, Desc: q.Desc})
+		c := base64.RawURLEncoding.EncodeToString(b)
+		out.NextCursor = &c
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
+
+// listQuery reads a listing's query and scopes it to the caller.
+func (s *Server) listQuery(r *http.Request) (link.ListQuery, error) {
+	v := r.URL.Query()
+	q := link.ListQuery{Text: v.Get("q"), Tag: v.Get("tag"), Owner: v.Get("owner"), Now: s.now(), Desc: true, Limit: 100}
+	if len(q.Text) > 256 || len(q.Tag) > 64 || len(q.Owner) > 256 {
+		return q, field("q", "q is at most 256 bytes, tag 64, owner 256", link.ErrInvalidInput)
+	}
+	p := principalOf(r)
+	if !p.admin() {
+		if q.Owner != "" && q.Owner != p.owner() {
+			return q, &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
+				detail: "a key lists its own owner's links only", field: "owner"}
+		}
+		q.Owner = p.owner()
+	}
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"created_after", &q.CreatedAfter}, {"created_before", &q.CreatedBefore}} {
+		if raw := v.Get(t.name); raw != "" {
+			tm, err := time.Parse(time.RFC3339Nano, raw)
+			if err != nil || tm.Year() < 1970 || tm.Year() > 9999 {
+				return q, field(t.name, "must be an RFC 3339 time such as 2026-01-02T15:04:05Z", link.ErrInvalidInput)
+			}
+			*t.dst = tm
+		}
+	}
+	for _, b := range []struct {
+		name string
+		dst  **bool
+	}{{"expired", &q.Expired}, {"disabled", &q.Disabled}} {
+		if raw := v.Get(b.name); raw != "" {
+			x, err := strconv.ParseBool(raw)
+			if err != nil {
+				return q, field(b.name, "must be true or false", link.ErrInvalidInput)
+			}
+			*b.dst = &x
+		}
+	}
+	switch v.Get("sort") {
+	case "", "-created":
+	case "created":
+		q.Desc = false
+	case "clicks", "-clicks":
+		return q, field("sort", "sorting by clicks is not supported yet: use created or -created", link.ErrInvalidInput)
+	default:
+		return q, field("sort", "must be created or -created", link.ErrInvalidInput)
+	}
+	if raw := v.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > link.MaxListLimit {
+			return q, field("limit", fmt.Sprintf("must be 1 to %d", link.MaxListLimit), link.ErrInvalidInput)
+		}
+		q.Limit = n
+	}
+	if raw := v.Get("cursor"); raw != "" {
+		var c cursorJSON
+		b, err := base64.RawURLEncoding.DecodeString(raw)
+		if err != nil || len(raw) > maxCursor || json.Unmarshal(b, &c) != nil || !link.ValidCode(c.Code) || c.Created <= 0 {
+			return q, field("cursor", "is not a cursor this API gave", link.ErrInvalidInput)
+		}
+		if c.Desc != q.Desc {
+			return q, field("cursor", "belongs to a listing in the other order", link.ErrInvalidInput)
+		}
+		q.After = &link.ListPosition{Created: time.Unix(0, c.Created).UTC(), Code: c.Code}
+	}
+	return q, nil
+}
