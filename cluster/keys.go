@@ -23,7 +23,8 @@ import (
 // group at an unknown entry, and a field only once every member stores
 // it (an older replica would skip it and hold other state). 1: the member
 // registry (implied by an incarnation). 2: API keys and the blocklist.
-// 3: a link's forward_query: false (DropQuery), title and description.
+// 3: a link's forward_query: false (DropQuery), title and description,
+// and the listing RPC (opList).
 const featureLevel = 3
 
 // levelKeys is the feature level of keys and the blocklist.
@@ -32,6 +33,10 @@ const levelKeys = 2
 // levelLinkMeta is the feature level of a link's DropQuery, Title and
 // Description.
 const levelLinkMeta = 3
+
+// levelListing is the feature level of opList: an older node answers it
+// with an error, so a listing waits for every node.
+const levelListing = 3
 
 // usesLinkMeta reports whether req sets a field of levelLinkMeta.
 func usesLinkMeta(req link.CreateRequest) bool {

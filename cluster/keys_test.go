@@ -185,6 +185,9 @@ func TestNewFieldsWaitForEveryNode(t *testing.T) {
 	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/t", Description: "x"}); !errors.Is(err, ErrUpgradeNeeded) {
 		t.Fatalf("create with a description beside an older node: %v", err)
 	}
+	if _, err := n.List(ctx(t), link.ListQuery{Limit: 10}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("a listing beside an older node: %v", err)
+	}
 	if _, err := n.Resolve(ctx(t), "new-field"); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("the refused create was stored: %v", err)
 	}

@@ -32,6 +32,9 @@ type shardPage struct {
 // are merged, and the page ends where the shard with the earliest last
 // link may go on, so no link is skipped or repeated from page to page.
 func (n *Node) List(ctx context.Context, q link.ListQuery) (link.ListPage, error) {
+	if !n.clusterAt(levelListing) {
+		return link.ListPage{}, ErrUpgradeNeeded
+	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
 	q.Limit = min(max(q.Limit, 1), link.MaxListLimit)
