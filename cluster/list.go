@@ -11,6 +11,7 @@ import (
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/shard"
 )
 
 // listBudget bounds the encoded links of one shard's answer to a listing
@@ -108,43 +109,53 @@ func after(a, b link.ListPosition, desc bool) bool {
 	return c > 0
 }
 
-// listShard reads shard s's part of a listing on its leader, asking again
-// while leadership moves.
+// listShard reads shard s's part of a listing on its leader.
 func (n *Node) listShard(ctx context.Context, s int, q link.ListQuery, hops int) (shardPage, error) {
+	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) (shardPage, error) {
+		links, err := sh.FSM().ListLinks(q)
+		return shardPage{links: links, more: len(links) == q.Limit}, err
+	}, func(addr string) (shardPage, error) { return n.remoteList(ctx, addr, s, q, hops) })
+}
+
+// onLeader runs read on shard s's leader after VerifyRead (a linearizable
+// read): here if this node leads it, else through remote with the address
+// of the leader or, from a node without a replica, of a replica (which
+// forwards). It asks again while leadership moves; a forwarded call (hops
+// > 0) answers link.ErrNotLeader instead, for its caller to ask again.
+func onLeader[T any](ctx context.Context, n *Node, s, hops int, read func(*shard.Shard) (T, error), remote func(addr string) (T, error)) (T, error) {
 	for {
-		p, err := n.listOnce(ctx, s, q, hops)
+		v, err := onLeaderOnce(ctx, n, s, hops, read, remote)
 		if !errors.Is(err, link.ErrNotLeader) || hops > 0 {
-			return p, err
+			return v, err
 		}
 		if err := pause(ctx); err != nil {
-			return shardPage{}, fmt.Errorf("%w: listing shard %d: %w", link.ErrUnavailable, s, err)
+			var zero T
+			return zero, fmt.Errorf("%w: shard %d: %w", link.ErrUnavailable, s, err)
 		}
 	}
 }
 
-func (n *Node) listOnce(ctx context.Context, s int, q link.ListQuery, hops int) (shardPage, error) {
+func onLeaderOnce[T any](ctx context.Context, n *Node, s, hops int, read func(*shard.Shard) (T, error), remote func(addr string) (T, error)) (T, error) {
+	var zero T
 	if sh := n.localShard(s); sh != nil {
 		g := sh.Group()
 		if g.IsLeader() {
 			if err := g.VerifyRead(ctx); err != nil {
-				return shardPage{}, err
+				return zero, err
 			}
-			links, err := sh.FSM().ListLinks(q)
-			return shardPage{links: links, more: len(links) == q.Limit}, err
+			return read(sh)
 		}
 		addr, id := g.Leader()
 		if hops >= maxHops || addr == "" || id == n.cfg.NodeID {
-			return shardPage{}, link.ErrNotLeader
+			return zero, link.ErrNotLeader
 		}
-		return n.remoteList(ctx, addr, s, q, hops)
+		return remote(addr)
 	}
 	none := fmt.Errorf("%w: no replica of shard %d reachable", link.ErrUnavailable, s)
 	if hops >= maxHops {
-		return shardPage{}, none
+		return zero, none
 	}
-	return askReplicas(n, s, none, unavailable, func(addr string) (shardPage, error) {
-		return n.remoteList(ctx, addr, s, q, hops)
-	})
+	return askReplicas(n, s, none, unavailable, remote)
 }
 
 func (n *Node) remoteList(ctx context.Context, addr string, s int, q link.ListQuery, hops int) (shardPage, error) {
@@ -189,4 +200,76 @@ func (n *Node) serveList(ctx context.Context, req *rpcRequest, resp *rpcResponse
 	}
 	resp.More = resp.More || p.more
 	return nil
+}
+
+// maxTagsPerShard bounds one shard's answer to Tags (well inside
+// maxFrame); a shard with more answers its most used and says so.
+const maxTagsPerShard = 10000
+
+// Tags counts the tags of the live links (owner's, or every owner's)
+// across every shard, each read on its leader: most used first, at most
+// limit of them. partial says a shard had more distinct tags than it
+// answers for (maxTagsPerShard), so rare tags may be missing or short.
+func (n *Node) Tags(ctx context.Context, owner string, limit int) (tags []link.TagCount, partial bool, err error) {
+	if !n.clusterAt(levelListing) {
+		return nil, false, ErrUpgradeNeeded
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	parts := make([]map[string]uint64, n.ring.Shards())
+	short := make([]bool, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for s := range parts {
+		wg.Go(func() {
+			parts[s], errs[s] = n.tagsShard(ctx, s, owner, 0)
+			short[s] = len(parts[s]) >= maxTagsPerShard
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, false, err
+	}
+	sum := map[string]uint64{}
+	for _, p := range parts {
+		for t, c := range p {
+			sum[t] += c
+		}
+	}
+	return topTags(sum, limit), slices.Contains(short, true), nil
+}
+
+// topTags orders counts by count (then tag) and keeps the first limit.
+func topTags(counts map[string]uint64, limit int) []link.TagCount {
+	out := make([]link.TagCount, 0, len(counts))
+	for t, c := range counts {
+		out = append(out, link.TagCount{Tag: t, Links: c})
+	}
+	slices.SortFunc(out, func(a, b link.TagCount) int {
+		if a.Links != b.Links {
+			return cmp.Compare(b.Links, a.Links)
+		}
+		return cmp.Compare(a.Tag, b.Tag)
+	})
+	return out[:min(len(out), limit)]
+}
+
+func (n *Node) tagsShard(ctx context.Context, s int, owner string, hops int) (map[string]uint64, error) {
+	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) (map[string]uint64, error) {
+		counts, err := sh.FSM().TagCounts(owner)
+		if err != nil || len(counts) <= maxTagsPerShard {
+			return counts, err
+		}
+		top := map[string]uint64{}
+		for _, t := range topTags(counts, maxTagsPerShard) {
+			top[t.Tag] = t.Links
+		}
+		return top, nil
+	}, func(addr string) (map[string]uint64, error) {
+		resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opTags, Group: uint64(s), Owner: owner, Hops: hops + 1})
+		if err != nil {
+			return nil, err
+		}
+		return resp.Tags, errFromWire(resp.Err, resp.Detail)
+	})
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -78,6 +79,7 @@ func TestListingPagesAcrossShards(t *testing.T) {
 	}
 	queries := []link.ListQuery{{}, {Owner: "bob"}, {Owner: "alice", Tag: "red"}, {Tag: "green"}, {Text: "quarterly"}, {Owner: "carol", Desc: true}, {Desc: true}}
 	extra := 0
+	var late []*link.Link
 	for ni, n := range tc.nodes {
 		for qi, base := range queries {
 			var want []string
@@ -115,8 +117,9 @@ func TestListingPagesAcrossShards(t *testing.T) {
 				// not show (oldest first, a listing that kept chasing new
 				// links would not end).
 				if page < 5 {
-					if _, err := tc.nodes[page%3].Create(ctx(t), link.CreateRequest{URL: "https://list.example/late", Owner: owners[page%3], Tags: []string{"red"}}); err == nil {
+					if l, err := tc.nodes[page%3].Create(ctx(t), link.CreateRequest{URL: "https://list.example/late", Owner: owners[page%3], Tags: []string{"red"}}); err == nil {
 						extra++
+						late = append(late, l)
 					}
 				}
 				if got.Next == nil {
@@ -136,6 +139,30 @@ func TestListingPagesAcrossShards(t *testing.T) {
 	}
 	if extra == 0 {
 		t.Fatal("no write went on between pages")
+	}
+	// Tag counts, every owner's and one's, through every node.
+	for _, l := range late {
+		live[l.Code] = l
+	}
+	for _, owner := range []string{"", "bob"} {
+		want := map[string]uint64{}
+		for _, l := range live {
+			if owner == "" || l.Owner == owner {
+				for _, tag := range l.Tags {
+					want[tag]++
+				}
+			}
+		}
+		for ni, n := range tc.nodes {
+			tags, partial, err := n.Tags(ctx(t), owner, 100)
+			got := map[string]uint64{}
+			for _, tc := range tags {
+				got[tc.Tag] = tc.Links
+			}
+			if err != nil || partial || !maps.Equal(got, want) {
+				t.Fatalf("node %d, owner %q: tags %v (partial %v, %v), want %v", ni, owner, got, partial, err, want)
+			}
+		}
 	}
 }
 

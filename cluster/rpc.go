@@ -35,6 +35,8 @@ const (
 	opOrphans = "orphans"
 	// opList is one shard's part of a listing (list.go).
 	opList = "list"
+	// opTags is one shard's tag counts (list.go).
+	opTags = "tags"
 	// formation (formation.go): Code carries the asking node's ID.
 	opFormPromise = "form-promise"
 	opFormRelease = "form-release"
@@ -56,6 +58,8 @@ type rpcRequest struct {
 	Limit      int    `json:"limit,omitempty"`
 	// List is opList's query.
 	List *link.ListQuery `json:"list,omitempty"`
+	// Owner is opTags' owner (empty: every owner).
+	Owner string `json:"owner,omitempty"`
 }
 
 type rpcResponse struct {
@@ -74,6 +78,8 @@ type rpcResponse struct {
 	Leader string `json:"leader,omitempty"`
 	// More says an opList answer may have more links past its last.
 	More bool `json:"more,omitempty"`
+	// Tags is an opTags answer.
+	Tags map[string]uint64 `json:"tags,omitempty"`
 }
 
 // rpcItem is one answer of a CreateBatch: the link or an error.
@@ -269,6 +275,15 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 		if err := n.serveList(ctx, req, resp); err != nil {
 			return fail(err)
 		}
+	case opTags:
+		if req.Group >= uint64(n.ring.Shards()) {
+			return fail(fmt.Errorf("%w: no shard %d", link.ErrInvalidInput, req.Group))
+		}
+		tags, err := n.tagsShard(ctx, int(req.Group), req.Owner, req.Hops)
+		if err != nil {
+			return fail(err)
+		}
+		resp.Tags = tags
 	case opFormPromise:
 		answer, holder, err := n.promise(ctx, req.Code)
 		if err != nil {

@@ -180,3 +180,32 @@ func maxBytes(a, b []byte) []byte {
 	}
 	return b
 }
+
+// TagCounts counts the tags of this shard's live links (owner's, or every
+// owner's), walking the owner index.
+func (f *ShardFSM) TagCounts(owner string) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := f.view(func(tx *bolt.Tx) error {
+		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
+		if owner != "" {
+			b, prefix = tx.Bucket(bucketByOwner), append([]byte(owner), 0)
+		}
+		links := tx.Bucket(bucketLinks)
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			code := k[len(prefix)+8:]
+			l, err := command.DecodeRecord(code, links.Get(code))
+			if err != nil {
+				return fmt.Errorf("stored link %q: %w", code, err)
+			}
+			if l.Deleted {
+				continue
+			}
+			for _, t := range l.Tags {
+				out[t]++
+			}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -353,3 +353,28 @@ func (f *fakeService) List(_ context.Context, q link.ListQuery) (link.ListPage, 
 	page.Links = all
 	return page, nil
 }
+
+// Tags counts the fake's live links' tags.
+func (f *fakeService) Tags(_ context.Context, owner string, limit int) ([]link.TagCount, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	counts := map[string]uint64{}
+	for _, l := range f.links {
+		if !l.Deleted && (owner == "" || l.Owner == owner) {
+			for _, t := range l.Tags {
+				counts[t]++
+			}
+		}
+	}
+	out := []link.TagCount{}
+	for t, c := range counts {
+		out = append(out, link.TagCount{Tag: t, Links: c})
+	}
+	slices.SortFunc(out, func(a, b link.TagCount) int {
+		if a.Links != b.Links {
+			return int(b.Links) - int(a.Links)
+		}
+		return strings.Compare(a.Tag, b.Tag)
+	})
+	return out[:min(len(out), limit)], false, nil
+}

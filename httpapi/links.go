@@ -32,7 +32,7 @@ type linkJSON struct {
 	Tags        []string   `json:"tags"`
 	MaxVisits   *uint64    `json:"max_visits"`
 	// ForwardQuery: the redirect adds the request's query to the URL's.
-	ForwardQuery bool   `json:"forward_query"`
+	ForwardQuery bool `json:"forward_query"`
 	// Clicks counts human visits (GET /api/v1/links/{code} reads it; a
 	// new link has none); a listing leaves it out.
 	Clicks *uint64 `json:"clicks,omitempty"`
@@ -70,6 +70,7 @@ func (s *Server) registerLinkRoutes() {
 	r := s.router
 	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksWrite, 1, true, s.handleCreate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksRead, 1, false, s.handleList))).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/api/v1/tags", s.measured("/api/v1/tags", s.authed(apikey.LinksRead, 1, false, s.handleTags))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksRead, 1, false, s.handleGet))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handlePatch))).Methods(http.MethodPatch)

@@ -126,3 +126,34 @@ func (s *Server) listQuery(r *http.Request) (link.ListQuery, error) {
 	}
 	return q, nil
 }
+
+// handleTags serves GET /api/v1/tags?owner=&limit=1..1000 (default 100):
+// the tags of the caller's live links (an admin key's: every owner's, or
+// owner's) with how many links carry each, most used first.
+func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	owner := v.Get("owner")
+	if p := principalOf(r); !p.admin() {
+		if owner != "" && owner != p.owner() {
+			s.Error(w, r, &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
+				detail: "a key sees its own owner's tags only", field: "owner"})
+			return
+		}
+		owner = p.owner()
+	}
+	limit := 100
+	if raw := v.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > link.MaxListLimit {
+			s.Error(w, r, field("limit", fmt.Sprintf("must be 1 to %d", link.MaxListLimit), link.ErrInvalidInput))
+			return
+		}
+		limit = n
+	}
+	tags, partial, err := s.svc.Tags(r.Context(), owner, limit)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, map[string]any{"tags": tags, "partial": partial})
+}

@@ -102,4 +102,16 @@ func TestListLinksOverHTTP(t *testing.T) {
 	if r := tn.do(t, "HEAD", "/api/v1/links", "", nil, "Authorization", bearer(alice)); r.status != 200 || len(r.body) != 0 {
 		t.Fatalf("HEAD: %d", r.status)
 	}
+	// Tags: alice has 5 red links, bob 2 blue ones.
+	if r := tn.do(t, "GET", "/api/v1/tags", "", nil, "Authorization", bearer(alice)); r.status != 200 || string(r.body) != `{"partial":false,"tags":[{"tag":"red","links":5}]}`+"\n" {
+		t.Fatalf("alice's tags: %d %q", r.status, r.body)
+	}
+	if r := tn.do(t, "GET", "/api/v1/tags?limit=1", "", nil); r.status != 200 || r.json(t)["tags"].([]any)[0].(map[string]any)["tag"] != "red" || len(r.json(t)["tags"].([]any)) != 1 {
+		t.Fatalf("every owner's top tag: %d %s", r.status, r.body)
+	}
+	for _, q := range []string{"?owner=bob", "?limit=0"} {
+		if r := tn.do(t, "GET", "/api/v1/tags"+q, "", nil, "Authorization", bearer(alice)); r.status < 400 {
+			t.Fatalf("tags%s: %d", q, r.status)
+		}
+	}
 }

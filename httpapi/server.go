@@ -30,8 +30,10 @@ type Service interface {
 	ResolveLocal(code string) (*link.Link, bool)
 	Update(ctx context.Context, code string, p link.Patch) (*link.Link, error)
 	Delete(ctx context.Context, code string) error
-	// List returns one page of a listing across the cluster.
+	// List returns one page of a listing across the cluster; Tags the
+	// most used tags of owner's (or every owner's) links.
 	List(ctx context.Context, q link.ListQuery) (link.ListPage, error)
+	Tags(ctx context.Context, owner string, limit int) ([]link.TagCount, bool, error)
 	Status() cluster.Status
 	Ready(ctx context.Context) error
 	RemoveNode(ctx context.Context, id string) error

@@ -64,3 +64,9 @@ type ListPage struct {
 	Links []*Link
 	Next  *ListPosition
 }
+
+// TagCount is a tag and how many live links carry it.
+type TagCount struct {
+	Tag   string `json:"tag"`
+	Links uint64 `json:"links"`
+}
