@@ -68,6 +68,7 @@ func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
 		{"POST", "/api/v1/links/bulk", `{"links":[{"url":"https://example.com/b"}]}`, false, aliceRO, [6]int{401, 401, 401, 403, 200, 200}},
 		{"GET", "/api/v1/links", "", false, aliceStats, [6]int{401, 401, 401, 403, 200, 200}},
 		{"GET", "/api/v1/tags", "", false, aliceStats, [6]int{401, 401, 401, 403, 200, 200}},
+		{"GET", "/api/v1/links/export", "", false, aliceStats, [6]int{401, 401, 401, 403, 200, 200}},
 		{"GET", "/api/v1/links/alice-link", "", false, aliceStats, [6]int{401, 401, 401, 403, 404, 200}},
 		{"HEAD", "/api/v1/links/alice-link", "", false, aliceStats, [6]int{401, 401, 401, 403, 404, 200}},
 		{"PATCH", "/api/v1/links/alice-link", `{"tags":["x"]}`, false, aliceRO, [6]int{401, 401, 401, 403, 404, 200}},

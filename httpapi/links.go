@@ -70,6 +70,8 @@ func (s *Server) registerLinkRoutes() {
 	r := s.router
 	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksWrite, 1, true, s.handleCreate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksRead, 1, false, s.handleList))).Methods(http.MethodGet, http.MethodHead)
+	// Before /api/v1/links/{code}: "export" is a reserved word, never a code.
+	r.HandleFunc("/api/v1/links/export", s.measured("/api/v1/links/export", s.authed(apikey.LinksRead, exportCost, false, s.handleExport))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/tags", s.measured("/api/v1/tags", s.authed(apikey.LinksRead, 1, false, s.handleTags))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksRead, 1, false, s.handleGet))).Methods(http.MethodGet, http.MethodHead)

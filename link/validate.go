@@ -31,6 +31,8 @@ var reserved = map[string]struct{}{
 	"static": {}, "internal": {}, "debug": {}, "favicon.ico": {}, "robots.txt": {},
 	"login": {}, "logout": {}, "ui": {}, "assets": {}, "health": {}, "status": {},
 	"version": {}, "well-known": {}, ".well-known": {},
+	// Words of /api/v1/links/... routes.
+	"export": {}, "import": {}, "bulk": {}, "bulk-update": {}, "bulk-delete": {},
 }
 
 // IsReserved reports whether code is a reserved word (case-insensitive).
