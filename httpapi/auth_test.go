@@ -69,6 +69,8 @@ func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
 		{"GET", "/api/v1/links", "", false, aliceStats, [6]int{401, 401, 401, 403, 200, 200}},
 		{"GET", "/api/v1/tags", "", false, aliceStats, [6]int{401, 401, 401, 403, 200, 200}},
 		{"GET", "/api/v1/links/export", "", false, aliceStats, [6]int{401, 401, 401, 403, 200, 200}},
+		{"POST", "/api/v1/links/bulk-update", `{"codes":["alice-link"],"patch":{"tags":["y"]}}`, false, aliceRO, [6]int{401, 401, 401, 403, 200, 200}},
+		{"POST", "/api/v1/links/bulk-delete", `{"codes":["no-such-link"]}`, false, aliceRO, [6]int{401, 401, 401, 403, 200, 200}},
 		{"GET", "/api/v1/links/alice-link", "", false, aliceStats, [6]int{401, 401, 401, 403, 404, 200}},
 		{"HEAD", "/api/v1/links/alice-link", "", false, aliceStats, [6]int{401, 401, 401, 403, 404, 200}},
 		{"PATCH", "/api/v1/links/alice-link", `{"tags":["x"]}`, false, aliceRO, [6]int{401, 401, 401, 403, 404, 200}},

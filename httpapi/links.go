@@ -73,6 +73,8 @@ func (s *Server) registerLinkRoutes() {
 	// Before /api/v1/links/{code}: "export" is a reserved word, never a code.
 	r.HandleFunc("/api/v1/links/export", s.measured("/api/v1/links/export", s.authed(apikey.LinksRead, exportCost, false, s.handleExport))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/tags", s.measured("/api/v1/tags", s.authed(apikey.LinksRead, 1, false, s.handleTags))).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/api/v1/links/bulk-update", s.measured("/api/v1/links/bulk-update", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkUpdate))).Methods(http.MethodPost)
+	r.HandleFunc("/api/v1/links/bulk-delete", s.measured("/api/v1/links/bulk-delete", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkDelete))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksRead, 1, false, s.handleGet))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handlePatch))).Methods(http.MethodPatch)

@@ -1,0 +1,178 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/linkraft/linkraft/link"
+)
+
+// bulkFilter selects the links of a bulk update or delete by tag (the
+// caller's owner's; an admin key's, owner's or every owner's).
+type bulkFilter struct {
+	Tag   string `json:"tag"`
+	Owner string `json:"owner"`
+}
+
+// bulkManageBody is POST /api/v1/links/bulk-update and bulk-delete: the
+// codes, or a filter, and for an update the patch (as PATCH takes it).
+type bulkManageBody struct {
+	Codes  []string                   `json:"codes"`
+	Filter *bulkFilter                `json:"filter"`
+	Patch  map[string]json.RawMessage `json:"patch"`
+}
+
+// bulkCodeItem is one code's outcome.
+type bulkCodeItem struct {
+	Code    string    `json:"code"`
+	Status  int       `json:"status"`
+	Link    *linkJSON `json:"link,omitempty"`
+	Problem *Problem  `json:"problem,omitempty"`
+}
+
+// bulkManageWorkers bounds the writes of one bulk update or delete in
+// flight at once.
+const bulkManageWorkers = 8
+
+// handleBulkUpdate serves POST /api/v1/links/bulk-update: one patch
+// applied to up to MaxBulkLinks links, each as PATCH
+// /api/v1/links/{code} would, answered per code.
+func (s *Server) handleBulkUpdate(w http.ResponseWriter, r *http.Request) {
+	s.bulkManage(w, r, true)
+}
+
+// handleBulkDelete serves POST /api/v1/links/bulk-delete: up to
+// MaxBulkLinks links deleted, each as DELETE /api/v1/links/{code} would,
+// answered per code.
+func (s *Server) handleBulkDelete(w http.ResponseWriter, r *http.Request) {
+	s.bulkManage(w, r, false)
+}
+
+func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool) {
+	var b bulkManageBody
+	if err := readJSONLimit(w, r, &b, s.maxBulkBody); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	bad := func(f, detail string) {
+		s.Error(w, r, &requestError{status: http.StatusBadRequest, kind: "invalid-input", title: "Bad Request", detail: detail, field: f})
+	}
+	var patch link.Patch
+	if update {
+		if b.Patch == nil {
+			bad("patch", "patch is required: the members PATCH /api/v1/links/{code} takes")
+			return
+		}
+		var err error
+		if patch, err = s.validatePatch(b.Patch); err != nil {
+			s.Error(w, r, err)
+			return
+		}
+		if patch.Empty() {
+			bad("patch", "the patch changes nothing")
+			return
+		}
+	} else if b.Patch != nil {
+		bad("patch", "a bulk delete takes no patch")
+		return
+	}
+	p := principalOf(r)
+	codes := b.Codes
+	truncated := false
+	switch {
+	case (b.Codes == nil) == (b.Filter == nil):
+		bad("codes", "give either codes or filter")
+		return
+	case b.Filter != nil:
+		if b.Filter.Tag == "" || len(b.Filter.Tag) > 64 {
+			bad("filter", "filter.tag is required (at most 64 bytes)")
+			return
+		}
+		owner := b.Filter.Owner
+		if !p.admin() {
+			if owner != "" && owner != p.owner() {
+				s.Error(w, r, &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
+					detail: "a key changes its own owner's links only", field: "filter.owner"})
+				return
+			}
+			owner = p.owner()
+		}
+		page, err := s.svc.List(r.Context(), link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: MaxBulkLinks, Now: s.now()})
+		if err != nil {
+			s.Error(w, r, err)
+			return
+		}
+		codes, truncated = make([]string, len(page.Links)), page.Next != nil
+		for i, l := range page.Links {
+			codes[i] = l.Code
+		}
+	case len(b.Codes) == 0 || len(b.Codes) > MaxBulkLinks:
+		bad("codes", fmt.Sprintf("codes must hold 1 to %d codes", MaxBulkLinks))
+		return
+	}
+	// One rate-limit token per link.
+	if len(codes) > 0 && !s.limit(w, r, p, len(codes)) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
+	defer cancel()
+	results := make([]bulkCodeItem, len(codes))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(bulkManageWorkers, len(codes)) {
+		wg.Go(func() {
+			for i := range work {
+				results[i] = s.bulkOne(ctx, r, codes[i], update, patch)
+			}
+		})
+	}
+	for i := range codes {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	done, failed := 0, 0
+	for _, it := range results {
+		if it.Problem == nil {
+			done++
+		} else {
+			failed++
+		}
+	}
+	key := "deleted"
+	if update {
+		key = "updated"
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, r, http.StatusOK, map[string]any{key: done, "failed": failed, "results": results, "truncated": truncated})
+}
+
+// bulkOne updates or deletes one code as the single route would.
+func (s *Server) bulkOne(ctx context.Context, r *http.Request, code string, update bool, patch link.Patch) bulkCodeItem {
+	fail := func(err error) bulkCodeItem {
+		pr := s.problemOf(r, err)
+		return bulkCodeItem{Code: code, Status: pr.Status, Problem: &pr}
+	}
+	if !link.ValidCode(code) {
+		return fail(link.ErrNotFound)
+	}
+	if err := s.checkOwner(r.WithContext(ctx), code); err != nil {
+		return fail(err)
+	}
+	if !update {
+		if err := s.svc.Delete(ctx, code); err != nil {
+			return fail(err)
+		}
+		return bulkCodeItem{Code: code, Status: http.StatusNoContent}
+	}
+	l, err := s.svc.Update(ctx, code, patch)
+	if err != nil {
+		return fail(err)
+	}
+	j := s.toJSON(l)
+	j.Clicks = nil
+	return bulkCodeItem{Code: code, Status: http.StatusOK, Link: &j}
+}
