@@ -357,3 +357,38 @@ func (c *client) links(ctx context.Context, base string) ([]checker.Listed, erro
 	}
 	return out, sc.Err()
 }
+
+// apiLinks pages through a node's GET /api/v1/links (every owner's, with
+// the admin key), oldest first: the listing the API gives users.
+func (c *client) apiLinks(ctx context.Context, base string) ([]checker.Listed, error) {
+	var out []checker.Listed
+	cursor := ""
+	for page := 0; ; page++ {
+		u := base + "/api/v1/links?limit=1000&sort=created"
+		if cursor != "" {
+			u += "&cursor=" + url.QueryEscape(cursor)
+		}
+		resp, b, err := c.do(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("api listing: %d %s", resp.StatusCode, b)
+		}
+		var body struct {
+			Links      []checker.Listed `json:"links"`
+			NextCursor *string          `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(b, &body); err != nil {
+			return nil, err
+		}
+		out = append(out, body.Links...)
+		if body.NextCursor == nil {
+			return out, nil
+		}
+		if page > 10000 {
+			return nil, errors.New("api listing: no end")
+		}
+		cursor = *body.NextCursor
+	}
+}

@@ -306,7 +306,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		return out, healErr
 	}
 	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "heal-all"})
-	final := checker.Final{Resolves: map[string]map[string]checker.Read{}, Links: map[string][]checker.Listed{},
+	final := checker.Final{Resolves: map[string]map[string]checker.Read{}, Links: map[string][]checker.Listed{}, APIListed: map[string][]checker.Listed{},
 		Leases: map[string][]checker.Lease{}}
 	for _, n := range d.nodes {
 		final.Nodes = append(final.Nodes, n.id)
@@ -493,10 +493,38 @@ func finalReads(ctx context.Context, e *runEnv, d *db, final *checker.Final) err
 		}
 		final.Truth[code] = rd
 	}
-	// Listings and lease histories, from every node.
+	// The API's listing through every node first, then every node's own
+	// store: a link the API lists was committed before any store was read,
+	// so some store holds it, and a stored link is committed, so every
+	// listing holds it (CheckSet compares them).
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, len(d.nodes))
+	for i, n := range d.nodes {
+		wg.Go(func() {
+			// A listing needs every shard's leader: asked again (a page
+			// at a time restarts) while one is being elected.
+			actx, cancel := context.WithTimeout(ctx, time.Minute)
+			listed, err := cl.apiLinks(actx, n.HTTP())
+			for err != nil && actx.Err() == nil {
+				select {
+				case <-actx.Done():
+				case <-time.After(500 * time.Millisecond):
+					listed, err = cl.apiLinks(actx, n.HTTP())
+				}
+			}
+			cancel()
+			if err != nil {
+				errs[i] = fmt.Errorf("api listing through %s: %w", n.id, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			final.APIListed[n.id] = listed
+		})
+	}
+	wg.Wait()
+	// Listings and lease histories, from every node.
 	for i, n := range d.nodes {
 		wg.Go(func() {
 			lctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -105,6 +105,10 @@ type Final struct {
 	Resolves map[string]map[string]Read `json:"resolves"`
 	// Links[node] is that node's GET /admin/v1/links.
 	Links map[string][]Listed `json:"links"`
+	// APIListed[node] is GET /api/v1/links through that node, every page:
+	// what users see of the cluster's links (each shard read on its
+	// leader).
+	APIListed map[string][]Listed `json:"api_listed,omitempty"`
 	// Leases[node] is that node's GET /admin/v1/leases: every grant its
 	// meta replica applied.
 	Leases map[string][]Lease `json:"leases"`

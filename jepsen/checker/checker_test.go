@@ -100,6 +100,10 @@ func TestSetLostUnexpectedDuplicated(t *testing.T) {
 			"n2": {"a": {Status: 302, Location: "P/set/1"}, "b": {Status: 302, Location: "P/set/2"}, "c": {Status: 302, Location: "P/set/3"}},
 		},
 		Links: map[string][]Listed{"n1": {{Code: "a", URL: "P/set/1"}, {Code: "b", URL: "P/set/2"}, {Code: "c", URL: "P/set/3"}, {Code: "k", URL: "P/register/k/1"}}},
+		APIListed: map[string][]Listed{
+			"n1": {{Code: "a", URL: "P/set/1"}, {Code: "k", URL: "P/register/k/1"}, {Code: "b", URL: "P/set/2"}, {Code: "c", URL: "P/set/3"}},
+			"n2": {{Code: "a", URL: "P/set/1"}, {Code: "b", URL: "P/set/2"}, {Code: "c", URL: "P/set/3"}},
+		},
 	}
 	if r := CheckSet(ops, good, "P/"); r.Valid != Valid || r.Stats["indeterminate-stored"] != 1 {
 		t.Fatalf("good final judged %v: %+v", r.Valid, r)
@@ -134,8 +138,27 @@ func TestSetLostUnexpectedDuplicated(t *testing.T) {
 	if r := CheckSet(ops, lost, "P/"); r.Valid != Invalid || r.Stats["lost"] != 1 {
 		t.Fatalf("lost create judged %v: %+v", r.Valid, r)
 	}
+	// The API's listing through a node must hold exactly what is stored:
+	// one missing, one listed twice, one stored nowhere.
+	for name, listed := range map[string][]Listed{
+		"missing": {{Code: "a", URL: "P/set/1"}, {Code: "b", URL: "P/set/2"}},
+		"twice":   {{Code: "a", URL: "P/set/1"}, {Code: "b", URL: "P/set/2"}, {Code: "c", URL: "P/set/3"}, {Code: "b", URL: "P/set/2"}},
+		"nowhere": {{Code: "a", URL: "P/set/1"}, {Code: "b", URL: "P/set/2"}, {Code: "c", URL: "P/set/3"}, {Code: "q", URL: "P/set/8"}},
+	} {
+		bad := good
+		bad.APIListed = map[string][]Listed{"n1": good.APIListed["n1"], "n2": listed}
+		if r := CheckSet(ops, bad, "P/"); r.Valid != Invalid || r.AnomalyCount != 1 || r.Anomalies[0].Kind != "listing-differs" {
+			t.Fatalf("a listing with one %s judged %v: %+v", name, r.Valid, r)
+		}
+	}
+	noList := good
+	noList.APIListed = map[string][]Listed{"n1": good.APIListed["n1"]}
+	if r := CheckSet(ops, noList, "P/"); r.Valid != Unknown {
+		t.Fatalf("a node that could not be listed judged %v: %+v", r.Valid, r)
+	}
 	extra := good
 	extra.Links = map[string][]Listed{"n2": {{Code: "z", URL: "P/set/9"}, {Code: "y", URL: "P/set/1"}}}
+	extra.APIListed = map[string][]Listed{"n1": extra.Links["n2"], "n2": extra.Links["n2"]}
 	r := CheckSet(ops, extra, "P/")
 	if r.Valid != Invalid || r.AnomalyCount != 2 {
 		t.Fatalf("unexpected and duplicated links judged %v: %+v", r.Valid, r)

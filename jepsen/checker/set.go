@@ -120,6 +120,43 @@ func CheckSet(ops []history.Op, final Final, urlPrefix string) Result {
 			res.add(Anomaly{Kind: "failed-but-stored", Detail: fmt.Sprintf("create of %s failed definitely (%d) but is stored as %s", u, p.Completion.Status, codes[0]), Ops: []history.Op{p.Invoke, *p.Completion}})
 		}
 	}
+	// The API's listing through every node must hold exactly the links the
+	// nodes store under this run's URLs, each once.
+	for _, node := range final.Nodes {
+		listed, ok := final.APIListed[node]
+		if !ok {
+			unreadable++
+			continue
+		}
+		res.Stats["api-listings"]++
+		seen := map[string]bool{}
+		var extra, twice []string
+		for _, l := range listed {
+			if !isGeneratedURL(l.URL, urlPrefix) {
+				continue
+			}
+			if seen[l.Code] {
+				twice = append(twice, l.Code)
+			}
+			seen[l.Code] = true
+			if !codesOf[l.URL][l.Code] {
+				extra = append(extra, l.Code+" "+l.URL)
+			}
+		}
+		var missing []string
+		for _, u := range urls {
+			for c := range codesOf[u] {
+				if !seen[c] {
+					missing = append(missing, c+" "+u)
+				}
+			}
+		}
+		sort.Strings(missing)
+		if len(missing) > 0 || len(extra) > 0 || len(twice) > 0 {
+			res.add(Anomaly{Kind: "listing-differs", Detail: fmt.Sprintf("GET /api/v1/links through %s: %d stored links missing %v, %d listed but stored nowhere %v, %d listed twice %v",
+				node, len(missing), head(missing), len(extra), head(extra), len(twice), head(twice))})
+		}
+	}
 	res.Stats["unreadable-final-reads"] = unreadable
 	switch {
 	case res.AnomalyCount > 0:
@@ -161,3 +198,6 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// head is at most the first 5 of xs, for an anomaly's detail.
+func head(xs []string) []string { return xs[:min(len(xs), 5)] }
