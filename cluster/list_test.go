@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -25,29 +24,7 @@ func TestListingPagesAcrossShards(t *testing.T) {
 		tc.cfgs[i].ReplicationFactor = 2
 	}
 	tc.startAll(0, 1, 2)
-	byID := map[string]*Node{}
-	for _, n := range tc.nodes {
-		byID[n.ID()] = n
-	}
-	testcluster.WaitFor(t, 30*time.Second, "every shard on two nodes, with a leader", func() bool {
-		p, err := tc.nodes[0].metaFSM.Placement()
-		if err != nil || p == nil {
-			return false
-		}
-		for s, reps := range p.Shards {
-			if len(reps) != 2 {
-				return false
-			}
-			for _, id := range reps {
-				if sh := byID[id].localShard(s); sh == nil {
-					return false
-				} else if _, leader := sh.Group().Leader(); leader == "" {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	tc.waitPlaced(2)
 	rng := rand.New(rand.NewPCG(3, 4))
 	owners := []string{"alice", "bob", "carol"}
 	live := map[string]*link.Link{}

@@ -168,6 +168,40 @@ func (tc *testCluster) waitReplicated(replicas int) {
 	})
 }
 
+// waitPlaced waits until every shard is placed on replicas nodes, each of
+// which hosts it and knows its leader, and returns the placement.
+func (tc *testCluster) waitPlaced(replicas int) *command.Placement {
+	tc.tb.Helper()
+	byID := map[string]*Node{}
+	for _, n := range tc.live() {
+		byID[n.ID()] = n
+	}
+	var placed *command.Placement
+	testcluster.WaitFor(tc.tb, 30*time.Second, "every shard placed with a leader", func() bool {
+		p, err := tc.live()[0].metaFSM.Placement()
+		if err != nil || p == nil {
+			return false
+		}
+		for s, reps := range p.Shards {
+			if len(reps) != replicas {
+				return false
+			}
+			for _, id := range reps {
+				n := byID[id]
+				if n == nil || n.localShard(s) == nil {
+					return false
+				}
+				if _, leader := n.localShard(s).Group().Leader(); leader == "" {
+					return false
+				}
+			}
+		}
+		placed = p
+		return true
+	})
+	return placed
+}
+
 func TestFormationInAnyStartOrder(t *testing.T) {
 	for _, order := range [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}} {
 		t.Run(fmt.Sprint(order), func(t *testing.T) {
@@ -888,23 +922,8 @@ func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
 	}
 	// Shard 0's replicas, in placement order, and the node without one.
 	var reps []string
-	testcluster.WaitFor(t, 30*time.Second, "shard 0 placed on two nodes with a leader", func() bool {
-		p, err := tc.nodes[0].metaFSM.Placement()
-		if err != nil || p == nil || len(p.Shards[0]) != 2 {
-			return false
-		}
-		reps = p.Shards[0]
-		for _, id := range reps {
-			sh := byID[id].localShard(0)
-			if sh == nil {
-				return false
-			}
-			if _, leader := sh.Group().Leader(); leader == "" {
-				return false
-			}
-		}
-		return true
-	})
+	p := tc.waitPlaced(2)
+	reps = p.Shards[0]
 	var outsider *Node
 	for _, n := range tc.nodes {
 		if !slices.Contains(reps, n.ID()) {

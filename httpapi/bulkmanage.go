@@ -91,14 +91,10 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 			bad("filter", "filter.tag is required (at most 64 bytes)")
 			return
 		}
-		owner := b.Filter.Owner
-		if !p.admin() {
-			if owner != "" && owner != p.owner() {
-				s.Error(w, r, &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
-					detail: "a key changes its own owner's links only", field: "filter.owner"})
-				return
-			}
-			owner = p.owner()
+		owner, err := ownerScope(r, b.Filter.Owner, "filter.owner")
+		if err != nil {
+			s.Error(w, r, err)
+			return
 		}
 		page, err := s.svc.List(r.Context(), link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: MaxBulkLinks, Now: s.now()})
 		if err != nil {

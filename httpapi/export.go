@@ -36,15 +36,12 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, field("format", "must be ndjson or csv", link.ErrInvalidInput))
 		return
 	}
-	q := link.ListQuery{Owner: v.Get("owner"), Limit: link.MaxListLimit, Now: s.now()}
-	if p := principalOf(r); !p.admin() {
-		if q.Owner != "" && q.Owner != p.owner() {
-			s.Error(w, r, &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
-				detail: "a key exports its own owner's links only", field: "owner"})
-			return
-		}
-		q.Owner = p.owner()
+	owner, err := ownerScope(r, v.Get("owner"), "owner")
+	if err != nil {
+		s.Error(w, r, err)
+		return
 	}
+	q := link.ListQuery{Owner: owner, Limit: link.MaxListLimit, Now: s.now()}
 	// The first page before the status, so that a cluster that cannot
 	// list answers with a problem, not a broken file.
 	page, err := s.svc.List(r.Context(), q)

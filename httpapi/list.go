@@ -65,13 +65,9 @@ func (s *Server) listQuery(r *http.Request) (link.ListQuery, error) {
 	if len(q.Text) > 256 || len(q.Tag) > 64 || len(q.Owner) > 256 {
 		return q, field("q", "q is at most 256 bytes, tag 64, owner 256", link.ErrInvalidInput)
 	}
-	p := principalOf(r)
-	if !p.admin() {
-		if q.Owner != "" && q.Owner != p.owner() {
-			return q, &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
-				detail: "a key lists its own owner's links only", field: "owner"}
-		}
-		q.Owner = p.owner()
+	var err error
+	if q.Owner, err = ownerScope(r, q.Owner, "owner"); err != nil {
+		return q, err
 	}
 	for _, t := range []struct {
 		name string
@@ -132,14 +128,10 @@ func (s *Server) listQuery(r *http.Request) (link.ListQuery, error) {
 // owner's) with how many links carry each, most used first.
 func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
-	owner := v.Get("owner")
-	if p := principalOf(r); !p.admin() {
-		if owner != "" && owner != p.owner() {
-			s.Error(w, r, &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
-				detail: "a key sees its own owner's tags only", field: "owner"})
-			return
-		}
-		owner = p.owner()
+	owner, err := ownerScope(r, v.Get("owner"), "owner")
+	if err != nil {
+		s.Error(w, r, err)
+		return
 	}
 	limit := 100
 	if raw := v.Get("limit"); raw != "" {
@@ -156,4 +148,19 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, r, http.StatusOK, map[string]any{"tags": tags, "partial": partial})
+}
+
+// ownerScope is the owner whose links a request may read or change in
+// bulk: an admin key's the one it names (empty: every owner), any other
+// key's its own; naming another owner is 403.
+func ownerScope(r *http.Request, requested, fieldName string) (string, error) {
+	p := principalOf(r)
+	if p.admin() {
+		return requested, nil
+	}
+	if requested != "" && requested != p.owner() {
+		return "", &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
+			detail: "a key reaches its own owner's links only", field: fieldName}
+	}
+	return p.owner(), nil
 }
