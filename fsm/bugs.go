@@ -83,6 +83,18 @@ func UndoLastWrites(path string, n int) ([]string, error) {
 			}
 			codes = append(codes, string(code))
 		}
+		// The lost applies' index entries go with them: the indexes are
+		// dropped and rebuilt from the links when the file is next opened.
+		for _, b := range [][]byte{bucketByOwner, bucketByCreated} {
+			if tx.Bucket(b) != nil {
+				if err := tx.DeleteBucket(b); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.Bucket(bucketMeta).Delete(keyIndexed); err != nil {
+			return err
+		}
 		return tx.DeleteBucket(bucketUndo)
 	})
 	return codes, err

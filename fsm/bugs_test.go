@@ -51,6 +51,12 @@ func TestUndoLastWrites(t *testing.T) {
 	if l, _ := f.Get("abd"); l == nil || l.URL != "https://example.com/2" {
 		t.Fatalf("a write before the undone ones is gone: %+v", l)
 	}
+	// The undone create's index entry went with it (a listing once failed
+	// on the entry of a link the undo had removed).
+	ls, err := f.ListLinks(link.ListQuery{Limit: 10})
+	if err != nil || len(ls) != 2 || ls[0].Code != "abc" || ls[1].Code != "abd" {
+		t.Fatalf("listing after the undo: %d links, %v", len(ls), err)
+	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
