@@ -327,11 +327,15 @@ func (l *Listener) handOff(c *fastConn, br *bufio.Reader) bool {
 	_ = c.SetDeadline(time.Time{})
 	pending, _ := br.Peek(br.Buffered())
 	hc := &handedConn{Conn: c.Conn, pending: bytes.Clone(pending)}
+	// Counted before the handoff: once net/http has the connection it may
+	// answer before this goroutine runs again, and a reader of Stats that
+	// saw the answer must see the count.
+	l.handed.Add(1)
 	select {
 	case l.handoff <- hc:
-		l.handed.Add(1)
 		return true
 	case <-l.done:
+		l.handed.Add(^uint64(0))
 		return false
 	}
 }
