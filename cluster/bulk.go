@@ -44,7 +44,7 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 	now := time.Now().UTC()
 	need := 0
 	for i, req := range reqs {
-		if usesLinkMeta(req) && !n.clusterAt(levelLinkMeta) {
+		if !n.clusterAt(createLevel(req)) {
 			out[i].Err = ErrUpgradeNeeded
 			continue
 		}

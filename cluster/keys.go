@@ -24,8 +24,9 @@ import (
 // it (an older replica would skip it and hold other state). 1: the member
 // registry (implied by an incarnation). 2: API keys and the blocklist.
 // 3: a link's forward_query: false (DropQuery), title and description,
-// and the listing RPC (opList).
-const featureLevel = 3
+// and the listing RPC (opList). 4: a link's password (a level-3 node would
+// skip the hash and redirect without asking for it).
+const featureLevel = 4
 
 // levelKeys is the feature level of keys and the blocklist.
 const levelKeys = 2
@@ -38,9 +39,29 @@ const levelLinkMeta = 3
 // with an error, so a listing waits for every node.
 const levelListing = 3
 
-// usesLinkMeta reports whether req sets a field of levelLinkMeta.
-func usesLinkMeta(req link.CreateRequest) bool {
-	return req.DropQuery || req.Title != "" || req.Description != ""
+// levelPassword is the feature level of a link's PasswordHash.
+const levelPassword = 4
+
+// createLevel is the feature level the fields req sets need.
+func createLevel(req link.CreateRequest) int {
+	switch {
+	case req.PasswordHash != "":
+		return levelPassword
+	case req.DropQuery || req.Title != "" || req.Description != "":
+		return levelLinkMeta
+	}
+	return 0
+}
+
+// patchLevel is the feature level the fields p sets need.
+func patchLevel(p link.Patch) int {
+	switch {
+	case p.PasswordHash != nil:
+		return levelPassword
+	case p.DropQuery != nil || p.Title != nil || p.Description != nil:
+		return levelLinkMeta
+	}
+	return 0
 }
 
 // ErrUnauthorized is returned by Authenticate for a secret that is no key
@@ -56,7 +77,7 @@ var ErrUpgradeNeeded = fmt.Errorf("%w: a node of the cluster runs an older versi
 
 // clusterAt reports whether every live member runs at least level.
 func (n *Node) clusterAt(level int) bool {
-	if n.gossip == nil {
+	if n.gossip == nil || level <= 0 {
 		return true
 	}
 	for _, m := range n.gossip.members() {

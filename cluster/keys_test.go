@@ -192,3 +192,33 @@ func TestNewFieldsWaitForEveryNode(t *testing.T) {
 		t.Fatalf("the refused create was stored: %v", err)
 	}
 }
+
+// TestPasswordsWaitForEveryNode: beside a member at the level before
+// passwords, a link's password is refused (that member would store the
+// link without it and redirect without asking), while the fields of its
+// own level go on.
+func TestPasswordsWaitForEveryNode(t *testing.T) {
+	tc := newTestCluster(t, 2, 2)
+	tc.cfgs[1].level = levelPassword - 1
+	tc.startAll(0, 1)
+	n := tc.nodes[0]
+	testcluster.WaitFor(t, 10*time.Second, "n2 in n1's gossip", func() bool { return len(n.gossip.members()) == 2 })
+	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/a", Alias: "titled", Title: "level 3 is here"}); err != nil {
+		t.Fatalf("a field of the older node's level: %v", err)
+	}
+	const hash = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/b", Alias: "locked", PasswordHash: hash}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("create with a password beside an older node: %v", err)
+	}
+	h := hash
+	if _, err := n.Update(ctx(t), "titled", link.Patch{PasswordHash: &h}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("patch of a password beside an older node: %v", err)
+	}
+	res := n.CreateMany(ctx(t), []link.CreateRequest{{URL: "https://e.example/c", PasswordHash: hash}})
+	if !errors.Is(res[0].Err, ErrUpgradeNeeded) {
+		t.Fatalf("bulk with a password beside an older node: %+v", res)
+	}
+	if l, err := n.Get(ctx(t), "titled", true); err != nil || l.PasswordHash != "" {
+		t.Fatalf("the refused patch was applied: %+v %v", l, err)
+	}
+}

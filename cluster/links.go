@@ -20,7 +20,7 @@ const maxGeneratedAttempts = 64
 // if the alias is in use (tombstones included); without one it takes IDs
 // from the allocator until a code is free.
 func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, error) {
-	if usesLinkMeta(req) && !n.clusterAt(levelLinkMeta) {
+	if !n.clusterAt(createLevel(req)) {
 		return nil, ErrUpgradeNeeded
 	}
 	cmd := newCreate(req, time.Now().UTC())
@@ -60,7 +60,7 @@ func newCreate(req link.CreateRequest, now time.Time) command.CreateIfAbsent {
 	return command.CreateIfAbsent{
 		Code: req.Alias, URL: req.URL, Owner: req.Owner, Now: now, ExpiresAt: req.ExpiresAt,
 		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(), DropQuery: req.DropQuery,
-		Title: req.Title, Description: req.Description,
+		Title: req.Title, Description: req.Description, PasswordHash: req.PasswordHash,
 	}
 }
 
@@ -157,7 +157,7 @@ func (n *Node) ResolveLocal(code string) (*link.Link, bool) {
 // Update applies a patch (one that passed link.Patch.Validate) to a live
 // link.
 func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Link, error) {
-	if (p.DropQuery != nil || p.Title != nil || p.Description != nil) && !n.clusterAt(levelLinkMeta) {
+	if !n.clusterAt(patchLevel(p)) {
 		return nil, ErrUpgradeNeeded
 	}
 	u := command.Update{Code: code, Now: time.Now().UTC()}
@@ -192,6 +192,10 @@ func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Lin
 	if p.Description != nil {
 		u.Set |= command.SetDescription
 		u.Description = *p.Description
+	}
+	if p.PasswordHash != nil {
+		u.Set |= command.SetPassword
+		u.PasswordHash = *p.PasswordHash
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()

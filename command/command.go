@@ -58,6 +58,8 @@ type CreateIfAbsent struct {
 	DropQuery bool
 	// Title and Description: see link.Link.
 	Title, Description string
+	// PasswordHash: see link.Link.
+	PasswordHash string
 }
 
 // UpdateMask says which fields an Update sets.
@@ -73,6 +75,7 @@ const (
 	SetDropQuery
 	SetTitle
 	SetDescription
+	SetPassword
 )
 
 // Update changes the fields named by Set of a live link.
@@ -88,6 +91,8 @@ type Update struct {
 	DropQuery bool
 	// Title and Description, each with its bit in Set ("" removes it).
 	Title, Description string
+	// PasswordHash, with SetPassword ("" removes the password).
+	PasswordHash string
 }
 
 // Delete turns a live link into a tombstone.
@@ -163,6 +168,7 @@ const (
 	fDropQuery = 15
 	fTitle     = 16
 	fDesc      = 17
+	fPassword  = 18
 	fMask      = 20
 
 	fSetCluster   = 1
@@ -197,6 +203,7 @@ var createCodec = wire.NewCodec(func(c *CreateIfAbsent) error { return needCode(
 	wire.Bool(fDropQuery, func(c *CreateIfAbsent) *bool { return &c.DropQuery }),
 	wire.String(fTitle, func(c *CreateIfAbsent) *string { return &c.Title }),
 	wire.String(fDesc, func(c *CreateIfAbsent) *string { return &c.Description }),
+	wire.String(fPassword, func(c *CreateIfAbsent) *string { return &c.PasswordHash }),
 )
 
 // Encode returns the Raft entry for c.
@@ -220,6 +227,7 @@ var updateCodec = wire.NewCodec(func(u *Update) error { return needCode("update"
 	wire.Bool(fDropQuery, func(u *Update) *bool { return &u.DropQuery }),
 	wire.String(fTitle, func(u *Update) *string { return &u.Title }),
 	wire.String(fDesc, func(u *Update) *string { return &u.Description }),
+	wire.String(fPassword, func(u *Update) *string { return &u.PasswordHash }),
 )
 
 // Encode returns the Raft entry for u.

@@ -72,6 +72,7 @@ func linkFields(stored bool) []wire.Field[link.Link] {
 		wire.Bool(fDropQuery, func(l *link.Link) *bool { return &l.DropQuery }),
 		wire.String(fTitle, func(l *link.Link) *string { return &l.Title }),
 		wire.String(fDesc, func(l *link.Link) *string { return &l.Description }),
+		wire.String(fPassword, func(l *link.Link) *string { return &l.PasswordHash }),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/linkraft/linkraft/internal/password"
 	"github.com/linkraft/linkraft/internal/wire"
 	"github.com/linkraft/linkraft/link"
 )
@@ -246,6 +247,9 @@ func (c *CreateIfAbsent) validate() error {
 	if err := checkText(c.Title, c.Description); err != nil {
 		return err
 	}
+	if err := checkPassword(c.PasswordHash); err != nil {
+		return err
+	}
 	return checkTags(c.Tags)
 }
 
@@ -253,6 +257,16 @@ func (c *CreateIfAbsent) validate() error {
 func checkText(title, description string) error {
 	if len(title) > maxStoredText || len(description) > maxStoredText || !utf8.ValidString(title) || !utf8.ValidString(description) {
 		return invalid("title or description over 16 KiB or not UTF-8")
+	}
+	return nil
+}
+
+// checkPassword is the apply-time check of a link's password hash: empty,
+// or an argon2id hash whose cost is bounded (a hostile cost would be paid
+// by every guess).
+func checkPassword(hash string) error {
+	if hash != "" && password.Check(hash) != nil {
+		return invalid("password is not a bounded argon2id hash")
 	}
 	return nil
 }
@@ -272,6 +286,9 @@ func (u *Update) validate() error {
 		}
 	}
 	if err := checkText(u.Title, u.Description); err != nil {
+		return err
+	}
+	if err := checkPassword(u.PasswordHash); err != nil {
 		return err
 	}
 	return checkTags(u.Tags)

@@ -152,20 +152,21 @@ func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uin
 		redirect = link.DefaultRedirect
 	}
 	l := &link.Link{
-		Code:        c.Code,
-		URL:         c.URL,
-		Owner:       c.Owner,
-		CreatedAt:   c.Now,
-		UpdatedAt:   c.Now,
-		ExpiresAt:   c.ExpiresAt,
-		Redirect:    redirect,
-		MaxVisits:   c.MaxVisits,
-		Tags:        c.Tags,
-		Nonce:       c.Nonce,
-		DropQuery:   c.DropQuery,
-		Title:       c.Title,
-		Description: c.Description,
-		Version:     index,
+		Code:         c.Code,
+		URL:          c.URL,
+		Owner:        c.Owner,
+		CreatedAt:    c.Now,
+		UpdatedAt:    c.Now,
+		ExpiresAt:    c.ExpiresAt,
+		Redirect:     redirect,
+		MaxVisits:    c.MaxVisits,
+		Tags:         c.Tags,
+		Nonce:        c.Nonce,
+		DropQuery:    c.DropQuery,
+		Title:        c.Title,
+		Description:  c.Description,
+		Version:      index,
+		PasswordHash: c.PasswordHash,
 	}
 	f.putLink(tx, l)
 	return &Result{Link: l}
@@ -199,6 +200,9 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any
 	}
 	if u.Set&command.SetDescription != 0 {
 		l.Description = u.Description
+	}
+	if u.Set&command.SetPassword != 0 {
+		l.PasswordHash = u.PasswordHash
 	}
 	l.UpdatedAt = u.Now
 	l.Version = index

@@ -86,7 +86,8 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 
 		{"PUT on collection", "PUT", "/api/v1/links", js, `{}`, 405, "method-not-allowed"},
 		{"DELETE on collection", "DELETE", "/api/v1/links", "", ``, 405, "method-not-allowed"},
-		{"POST on a code", "POST", "/keep-me", js, `{}`, 405, "method-not-allowed"},
+		{"JSON POST on a code", "POST", "/keep-me", js, `{"password":"x"}`, 415, "unsupported-media-type"},
+		{"PUT on a code", "PUT", "/keep-me", js, `{}`, 405, "method-not-allowed"},
 		{"PUT on a link", "PUT", "/api/v1/links/keep-me", js, `{"url":"https://x.example"}`, 405, "method-not-allowed"},
 		{"POST on healthz", "POST", "/healthz", "", ``, 405, "method-not-allowed"},
 		{"POST on the digest", "POST", "/admin/v1/digest", js, `{}`, 405, "method-not-allowed"},

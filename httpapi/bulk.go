@@ -72,6 +72,12 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 	pos := make([]int, 0, len(b.Links)) // reqs[j] is link pos[j]
 	for i := range b.Links {
 		req, err := s.validateCreate(&b.Links[i])
+		if err == nil && b.Links[i].Password != nil {
+			// A hash each would be up to 1,000 argon2id hashes in one
+			// request: a bulk create makes open links, and PATCH or
+			// bulk-update (one hash for all) protects them.
+			err = field("password", "a bulk create takes no password: set it with PATCH /api/v1/links/{code} or bulk-update", link.ErrInvalidInput)
+		}
 		if err != nil {
 			out.Results[i] = s.bulkFailure(r, err)
 			continue

@@ -66,8 +66,12 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 			bad("patch", "patch is required: the members PATCH /api/v1/links/{code} takes")
 			return
 		}
-		var err error
-		if patch, err = s.validatePatch(b.Patch); err != nil {
+		pw, err := (*string)(nil), error(nil)
+		if patch, pw, err = s.validatePatch(b.Patch); err == nil {
+			// One hash for every link of the bulk.
+			err = s.hashPatchPassword(r.Context(), &patch, pw)
+		}
+		if err != nil {
 			s.Error(w, r, err)
 			return
 		}

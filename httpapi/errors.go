@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/linkraft/linkraft/internal/password"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -84,6 +85,9 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 			"the cluster is refusing new writes until a node has disk space again; reads and redirects are served", "")
 	case errors.Is(err, link.ErrInvalidInput):
 		return p(http.StatusBadRequest, "invalid-input", "Bad Request", err.Error(), "")
+	case errors.Is(err, password.ErrBusy):
+		s.log.Warn("password hashing busy", "method", r.Method, "path", r.URL.Path)
+		return p(http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "too many password checks at once; retry", "")
 	case errors.Is(err, link.ErrNotLeader), errors.Is(err, link.ErrUnavailable), errors.Is(err, link.ErrExhausted):
 		s.log.Warn("request unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		return p(http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "the cluster cannot serve this request right now; retry", "")

@@ -62,7 +62,7 @@ func (f *fakeService) createLocked(req link.CreateRequest) (*link.Link, error) {
 	f.version++
 	l := &link.Link{Code: code, URL: req.URL, Owner: req.Owner, CreatedAt: now, UpdatedAt: now, ExpiresAt: req.ExpiresAt,
 		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, DropQuery: req.DropQuery, Title: req.Title,
-		Description: req.Description, Version: f.version}
+		Description: req.Description, PasswordHash: req.PasswordHash, Version: f.version}
 	f.links[code] = l
 	return l.Clone(), nil
 }
@@ -134,6 +134,9 @@ func (f *fakeService) Update(_ context.Context, code string, p link.Patch) (*lin
 	}
 	if p.Description != nil {
 		l.Description = *p.Description
+	}
+	if p.PasswordHash != nil {
+		l.PasswordHash = *p.PasswordHash
 	}
 	f.version++
 	l.UpdatedAt, l.Version = time.Now().UTC(), f.version

@@ -14,7 +14,8 @@ import (
 
 // FastListener wraps ln with the redirect fast path (package fastpath),
 // answering GET and HEAD /{code} for a link this node holds that is live,
-// not blocked and has no visit limit, as handleRedirect would. Serve the
+// not blocked and has neither a visit limit nor a password, as
+// handleRedirect would. Serve the
 // returned listener with the http.Server whose Handler is s; call Shutdown
 // after the server's own.
 func (s *Server) FastListener(ln net.Listener, opts fastpath.Options) *fastpath.Listener {
@@ -34,7 +35,7 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 		return fastpath.Answer{}, false
 	}
 	lk, ok := s.svc.ResolveLocal(code)
-	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || s.svc.BlockedURL(lk.URL) {
+	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || lk.PasswordHash != "" || s.svc.BlockedURL(lk.URL) {
 		return fastpath.Answer{}, false
 	}
 	if s.redirRate.PerSecond > 0 {

@@ -69,6 +69,7 @@ func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
 	c307 := code(`{"url":"https://example.com/307","redirect":307}`)
 	c308 := code(`{"url":"https://example.com/308","redirect":308}`)
 	limited := code(`{"url":"https://example.com/limited","max_visits":100}`)
+	locked := code(`{"url":"https://example.com/locked","password":"pw"}`)
 	disabled := code(`{"url":"https://example.com/disabled"}`)
 	if r := tn.do(t, "PATCH", "/api/v1/links/"+disabled, "application/json", []byte(`{"disabled":true}`)); r.status != 200 {
 		t.Fatalf("disable: %d", r.status)
@@ -106,6 +107,7 @@ func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
 		{"disabled", get("/" + disabled), []string{"GET"}, false},
 		{"deleted", get("/" + deleted), []string{"GET"}, false},
 		{"limited link", "HEAD /" + limited + " HTTP/1.1\r\nHost: sho.rt\r\n\r\n", []string{"HEAD"}, false},
+		{"password link", get("/" + locked), []string{"GET"}, false},
 		{"invalid code", get("/not.a.code"), []string{"GET"}, false},
 		{"escaped path", get("/" + c302[:1] + "%" + fmt.Sprintf("%02X", c302[1]) + c302[2:]), []string{"GET"}, false},
 		{"two segments", get("/" + c302 + "/x"), []string{"GET"}, false},

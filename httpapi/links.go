@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -33,6 +34,9 @@ type linkJSON struct {
 	MaxVisits   *uint64    `json:"max_visits"`
 	// ForwardQuery: the redirect adds the request's query to the URL's.
 	ForwardQuery bool `json:"forward_query"`
+	// PasswordProtected: the redirect asks for a password first (the
+	// password and its hash are never shown).
+	PasswordProtected bool `json:"password_protected"`
 	// Clicks counts human visits (GET /api/v1/links/{code} reads it; a
 	// new link has none); a listing leaves it out.
 	Clicks *uint64 `json:"clicks,omitempty"`
@@ -49,7 +53,8 @@ func (s *Server) toJSON(l *link.Link) linkJSON {
 		Title: l.Title, Description: l.Description,
 		CreatedAt: l.CreatedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC(),
 		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags, ForwardQuery: !l.DropQuery,
-		Owner: apikey.LinkOwner(l.Owner), Blocked: s.svc.BlockedURL(l.URL),
+		PasswordProtected: l.PasswordHash != "",
+		Owner:             apikey.LinkOwner(l.Owner), Blocked: s.svc.BlockedURL(l.URL),
 	}
 	if !l.ExpiresAt.IsZero() {
 		e := l.ExpiresAt.UTC()
@@ -94,6 +99,9 @@ type createBody struct {
 	ForwardQuery *bool   `json:"forward_query"`
 	Title        *string `json:"title"`
 	Description  *string `json:"description"`
+	// Password (1 to 128 bytes) makes the redirect ask for it; only its
+	// argon2id hash is stored.
+	Password *string `json:"password"`
 }
 
 func field(name, reason string, sentinel error) error {
@@ -161,6 +169,11 @@ func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
 	if b.Description != nil {
 		req.Description = *b.Description
 	}
+	if b.Password != nil {
+		if err := checkPasswordInput(*b.Password); err != nil {
+			return req, err
+		}
+	}
 	return req, req.Validate(s.policy, s.now())
 }
 
@@ -177,6 +190,12 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Owner = principalOf(r).owner()
+	if b.Password != nil {
+		if req.PasswordHash, err = s.hashPassword(r.Context(), *b.Password); err != nil {
+			s.Error(w, r, err)
+			return
+		}
+	}
 	l, err := s.svc.Create(r.Context(), req)
 	if err != nil {
 		s.Error(w, r, err)
@@ -233,7 +252,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // patchFields are the members a PATCH may hold.
-var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true, "title": true, "description": true}
+var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true, "title": true, "description": true, "password": true}
 
 // handlePatch serves PATCH /api/v1/links/{code}: a JSON merge patch of
 // {url, expires_at, redirect, disabled, tags}. expires_at: null removes the
@@ -253,12 +272,16 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, badRequest("malformed-json", "the body must be a JSON object"))
 		return
 	}
-	p, err := s.validatePatch(raw)
+	p, pw, err := s.validatePatch(raw)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
 	if err := s.checkOwner(r, code); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if err := s.hashPatchPassword(r.Context(), &p, pw); err != nil {
 		s.Error(w, r, err)
 		return
 	}
@@ -304,11 +327,50 @@ func patchValue[T any](raw map[string]json.RawMessage, name, kind string, ifNull
 	return &v, nil
 }
 
-func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, error) {
+// validatePatch reads a merge patch; the password, if the patch sets it,
+// comes back apart ("" removes it), for hashPatchPassword to hash.
+func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, *string, error) {
+	p, err := s.readPatch(raw)
+	if err != nil {
+		return p, nil, err
+	}
+	m, ok := raw["password"]
+	if !ok {
+		return p, nil, nil
+	}
+	pw := "" // null removes it, as ""
+	if !isNull(m) {
+		if err := decodeField("password", m, &pw, "a string or null"); err != nil {
+			return p, nil, err
+		}
+		if pw != "" {
+			if err := checkPasswordInput(pw); err != nil {
+				return p, nil, err
+			}
+		}
+	}
+	return p, &pw, nil
+}
+
+// hashPatchPassword sets p's password hash for pw, the password
+// validatePatch returned (nil: the patch leaves it alone).
+func (s *Server) hashPatchPassword(ctx context.Context, p *link.Patch, pw *string) error {
+	if pw == nil {
+		return nil
+	}
+	h, err := s.hashPassword(ctx, *pw)
+	if err != nil {
+		return err
+	}
+	p.PasswordHash = &h
+	return nil
+}
+
+func (s *Server) readPatch(raw map[string]json.RawMessage) (link.Patch, error) {
 	var p link.Patch
 	for k := range raw {
 		if !patchFields[k] {
-			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags, forward_query, title, description)", k)).(*requestError)
+			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags, forward_query, title, description, password)", k)).(*requestError)
 			re.field = k
 			return p, re
 		}

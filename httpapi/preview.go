@@ -22,7 +22,8 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 {{if .Description}}<p>{{.Description}}</p>{{end}}
 <dl>
 <dt>Short link</dt><dd>{{.Short}}</dd>
-<dt>Leads to</dt><dd class="dest"><a href="{{.URL}}" rel="nofollow noopener noreferrer">{{.URL}}</a></dd>
+{{if .Protected}}<dt>Leads to</dt><dd>a destination behind a password</dd>
+{{else}}<dt>Leads to</dt><dd class="dest"><a href="{{.URL}}" rel="nofollow noopener noreferrer">{{.URL}}</a></dd>{{end}}
 <dt>Created</dt><dd><time datetime="{{.Created}}">{{.CreatedText}}</time></dd>
 </dl>
 <p><img src="{{.QR}}" alt="QR code of {{.Short}}"></p>
@@ -58,11 +59,17 @@ func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	short := s.publicURL + "/" + l.Code
+	page := map[string]any{"Short": short, "URL": l.URL, "Title": l.Title, "Description": l.Description}
+	if l.PasswordHash != "" {
+		// The password guards the destination and what its owner wrote
+		// about it.
+		page = map[string]any{"Short": short, "Protected": true}
+	}
 	var body bytes.Buffer
-	if err := previewPage.Execute(&body, map[string]string{
-		"Short": short, "URL": l.URL, "Title": l.Title, "Description": l.Description, "QR": "/" + l.Code + "/qr?format=svg",
-		"Created": l.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), "CreatedText": l.CreatedAt.UTC().Format("2 January 2006, 15:04 UTC"),
-	}); err != nil {
+	page["QR"] = "/" + l.Code + "/qr?format=svg"
+	page["Created"] = l.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")
+	page["CreatedText"] = l.CreatedAt.UTC().Format("2 January 2006, 15:04 UTC")
+	if err := previewPage.Execute(&body, page); err != nil {
 		s.Error(w, r, err)
 		return
 	}

@@ -25,6 +25,8 @@ func (s *Server) registerRedirectRoutes() {
 		}
 		s.rec.Redirect(status, time.Since(start))
 	}).Methods(http.MethodGet, http.MethodHead)
+	// A password link's form posts here (password.go).
+	s.router.HandleFunc("/{code}", s.handleUnlock).Methods(http.MethodPost)
 }
 
 // fixedSingleSegment are the routes of one path segment that are not codes.
@@ -87,6 +89,10 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	}
 	if s.svc.BlockedURL(l.URL) {
 		return s.redirectError(w, r, errTakenDown)
+	}
+	if l.PasswordHash != "" {
+		// The form; its POST goes on (handleUnlock).
+		return s.writePasswordPage(w, r, http.StatusOK)
 	}
 	// A limited link grants each visit through Raft (exact across the
 	// cluster); links without a limit never get here. HEAD and bots look

@@ -17,6 +17,7 @@ import (
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/password"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -127,6 +128,9 @@ type Config struct {
 	CORSOrigins []string
 	// Pprof serves /debug/pprof/* on the admin handler.
 	Pprof bool
+	// Passwords hashes and checks link passwords (a password.New with
+	// its defaults when nil).
+	Passwords *password.Hasher
 }
 
 // Server is the HTTP handler of a node.
@@ -155,6 +159,10 @@ type Server struct {
 	corsAny         bool
 	// qrSlots bounds the QR codes rendered at once (qrRenders).
 	qrSlots chan struct{}
+	// passwords hashes and checks link passwords; guesses limits the
+	// guesses at them (password.go).
+	passwords *password.Hasher
+	guesses   *limiter
 }
 
 // New builds the router.
@@ -208,6 +216,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.limiter = newLimiter(s.now)
 	s.redirRate, s.redirLimiter = cfg.RedirectRate, newLimiter(s.now)
+	s.passwords, s.guesses = cfg.Passwords, newLimiter(s.now)
+	if s.passwords == nil {
+		s.passwords = password.New(password.Config{})
+	}
 	if s.rec == nil {
 		s.rec = nopRecorder{}
 	}

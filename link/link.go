@@ -54,6 +54,10 @@ type Link struct {
 	// string (forward_query: false); by default it is added to the
 	// destination's (ForwardQuery).
 	DropQuery bool
+	// PasswordHash is the argon2id PHC string of the link's password
+	// (internal/password), empty for an open link: a redirect then asks for
+	// the password first. It never leaves the cluster.
+	PasswordHash string
 	// Nonce is the creator's idempotency token: a create retried with the
 	// same code and nonce returns the existing link instead of a conflict.
 	Nonce uint64

@@ -25,6 +25,8 @@ type CreateRequest struct {
 	DropQuery bool
 	// Title and Description: see Link.
 	Title, Description string
+	// PasswordHash: see Link (the caller hashes the password).
+	PasswordHash string
 }
 
 // Validate checks r at now under p and normalises it (the URL, the redirect
@@ -81,12 +83,14 @@ type Patch struct {
 	DropQuery *bool
 	// Title and Description: "" removes them.
 	Title, Description *string
+	// PasswordHash: "" removes the password.
+	PasswordHash *string
 }
 
 // Empty reports whether p changes nothing.
 func (p *Patch) Empty() bool {
 	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil && p.DropQuery == nil &&
-		p.Title == nil && p.Description == nil
+		p.Title == nil && p.Description == nil && p.PasswordHash == nil
 }
 
 // Validate checks p at now under policy and normalises its URL, as
