@@ -21,6 +21,8 @@ import (
 
 	useragent "github.com/medama-io/go-useragent"
 	"github.com/phuslu/iploc"
+
+	"github.com/linkraft/linkraft/link"
 )
 
 // Agent is what a user agent says about the client.
@@ -73,6 +75,24 @@ func (e *Enricher) Agent(ua string) Agent {
 	e.memo[ua] = a
 	e.mu.Unlock()
 	return a
+}
+
+// Platform is what a redirect rule's device names (link.DeviceIOS,
+// DeviceAndroid, DeviceDesktop) for a User-Agent, "" for anything else
+// (tablets and phones of other systems, TVs, bots, no UA).
+func (e *Enricher) Platform(ua string) string {
+	a := e.Agent(ua)
+	switch {
+	case a.Bot:
+		return ""
+	case a.OS == "iOS":
+		return link.DeviceIOS
+	case a.OS == "Android":
+		return link.DeviceAndroid
+	case a.Device == "Desktop":
+		return link.DeviceDesktop
+	}
+	return ""
 }
 
 func orUnknown(s string) string {

@@ -102,6 +102,10 @@ func (n *Node) Clicks() *analytics.Pipeline { return n.clicks }
 // visits, analytics on or off.
 func (n *Node) IsBot(userAgent string) bool { return n.enricher.Agent(userAgent).Bot }
 
+// Platform is the device a redirect rule names for userAgent
+// (analytics.Enricher.Platform).
+func (n *Node) Platform(userAgent string) string { return n.enricher.Platform(userAgent) }
+
 func (n *Node) localVisits(code string, from, to time.Time, limit int) ([]link.Visit, error) {
 	if n.clicks == nil {
 		return []link.Visit{}, nil

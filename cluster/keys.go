@@ -24,8 +24,9 @@ import (
 // it (an older replica would skip it and hold other state). 1: the member
 // registry (implied by an incarnation). 2: API keys and the blocklist.
 // 3: a link's forward_query: false (DropQuery), title and description,
-// and the listing RPC (opList). 4: a link's password (a level-3 node would
-// skip the hash and redirect without asking for it).
+// and the listing RPC (opList). 4: a link's password and redirect rules (a
+// level-3 node would skip them, and redirect without asking for the
+// password or without the rules).
 const featureLevel = 4
 
 // levelKeys is the feature level of keys and the blocklist.
@@ -39,14 +40,15 @@ const levelLinkMeta = 3
 // with an error, so a listing waits for every node.
 const levelListing = 3
 
-// levelPassword is the feature level of a link's PasswordHash.
-const levelPassword = 4
+// levelLinkAccess is the feature level of a link's PasswordHash and
+// Rules.
+const levelLinkAccess = 4
 
 // createLevel is the feature level the fields req sets need.
 func createLevel(req link.CreateRequest) int {
 	switch {
-	case req.PasswordHash != "":
-		return levelPassword
+	case req.PasswordHash != "" || len(req.Rules) > 0:
+		return levelLinkAccess
 	case req.DropQuery || req.Title != "" || req.Description != "":
 		return levelLinkMeta
 	}
@@ -56,8 +58,8 @@ func createLevel(req link.CreateRequest) int {
 // patchLevel is the feature level the fields p sets need.
 func patchLevel(p link.Patch) int {
 	switch {
-	case p.PasswordHash != nil:
-		return levelPassword
+	case p.PasswordHash != nil || p.Rules != nil:
+		return levelLinkAccess
 	case p.DropQuery != nil || p.Title != nil || p.Description != nil:
 		return levelLinkMeta
 	}

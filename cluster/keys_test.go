@@ -193,13 +193,13 @@ func TestNewFieldsWaitForEveryNode(t *testing.T) {
 	}
 }
 
-// TestPasswordsWaitForEveryNode: beside a member at the level before
-// passwords, a link's password is refused (that member would store the
-// link without it and redirect without asking), while the fields of its
-// own level go on.
-func TestPasswordsWaitForEveryNode(t *testing.T) {
+// TestPasswordsAndRulesWaitForEveryNode: beside a member at the level
+// before them, a link's password and rules are refused (that member would
+// store the link without them and redirect without asking or without the
+// rules), while the fields of its own level go on.
+func TestPasswordsAndRulesWaitForEveryNode(t *testing.T) {
 	tc := newTestCluster(t, 2, 2)
-	tc.cfgs[1].level = levelPassword - 1
+	tc.cfgs[1].level = levelLinkAccess - 1
 	tc.startAll(0, 1)
 	n := tc.nodes[0]
 	testcluster.WaitFor(t, 10*time.Second, "n2 in n1's gossip", func() bool { return len(n.gossip.members()) == 2 })
@@ -218,7 +218,14 @@ func TestPasswordsWaitForEveryNode(t *testing.T) {
 	if !errors.Is(res[0].Err, ErrUpgradeNeeded) {
 		t.Fatalf("bulk with a password beside an older node: %+v", res)
 	}
-	if l, err := n.Get(ctx(t), "titled", true); err != nil || l.PasswordHash != "" {
+	rules := []link.Rule{{Device: link.DeviceIOS, URL: "https://apps.example/"}}
+	if _, err := n.Update(ctx(t), "titled", link.Patch{Rules: &rules}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("patch of rules beside an older node: %v", err)
+	}
+	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/r", Rules: rules}); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("create with rules beside an older node: %v", err)
+	}
+	if l, err := n.Get(ctx(t), "titled", true); err != nil || l.PasswordHash != "" || l.Rules != nil {
 		t.Fatalf("the refused patch was applied: %+v %v", l, err)
 	}
 }

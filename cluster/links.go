@@ -60,7 +60,7 @@ func newCreate(req link.CreateRequest, now time.Time) command.CreateIfAbsent {
 	return command.CreateIfAbsent{
 		Code: req.Alias, URL: req.URL, Owner: req.Owner, Now: now, ExpiresAt: req.ExpiresAt,
 		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(), DropQuery: req.DropQuery,
-		Title: req.Title, Description: req.Description, PasswordHash: req.PasswordHash,
+		Title: req.Title, Description: req.Description, PasswordHash: req.PasswordHash, Rules: req.Rules,
 	}
 }
 
@@ -196,6 +196,10 @@ func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Lin
 	if p.PasswordHash != nil {
 		u.Set |= command.SetPassword
 		u.PasswordHash = *p.PasswordHash
+	}
+	if p.Rules != nil {
+		u.Set |= command.SetRules
+		u.Rules = *p.Rules
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/linkraft/linkraft/internal/wire"
+	"github.com/linkraft/linkraft/link"
 )
 
 // Type is the first byte of every Raft entry. Values are append-only.
@@ -60,6 +61,8 @@ type CreateIfAbsent struct {
 	Title, Description string
 	// PasswordHash: see link.Link.
 	PasswordHash string
+	// Rules: see link.Link.
+	Rules []link.Rule
 }
 
 // UpdateMask says which fields an Update sets.
@@ -76,6 +79,7 @@ const (
 	SetTitle
 	SetDescription
 	SetPassword
+	SetRules
 )
 
 // Update changes the fields named by Set of a live link.
@@ -93,6 +97,8 @@ type Update struct {
 	Title, Description string
 	// PasswordHash, with SetPassword ("" removes the password).
 	PasswordHash string
+	// Rules, with SetRules (none removes them).
+	Rules []link.Rule
 }
 
 // Delete turns a live link into a tombstone.
@@ -169,7 +175,13 @@ const (
 	fTitle     = 16
 	fDesc      = 17
 	fPassword  = 18
-	fMask      = 20
+	fRules     = 19
+
+	fRuleDevice   = 1
+	fRuleCountry  = 2
+	fRuleLanguage = 3
+	fRuleURL      = 4
+	fMask         = 20
 
 	fSetCluster   = 1
 	fSetShards    = 2
@@ -190,6 +202,14 @@ const (
 	fPlaceRemoved = 3
 )
 
+// ruleCodec is a link's redirect rule, in commands and records alike.
+var ruleCodec = wire.NewCodec(nil,
+	wire.String(fRuleDevice, func(r *link.Rule) *string { return &r.Device }),
+	wire.String(fRuleCountry, func(r *link.Rule) *string { return &r.Country }),
+	wire.String(fRuleLanguage, func(r *link.Rule) *string { return &r.Language }),
+	wire.String(fRuleURL, func(r *link.Rule) *string { return &r.URL }),
+)
+
 var createCodec = wire.NewCodec(func(c *CreateIfAbsent) error { return needCode("create", c.Code) },
 	wire.String(fCode, func(c *CreateIfAbsent) *string { return &c.Code }),
 	wire.String(fURL, func(c *CreateIfAbsent) *string { return &c.URL }),
@@ -204,6 +224,7 @@ var createCodec = wire.NewCodec(func(c *CreateIfAbsent) error { return needCode(
 	wire.String(fTitle, func(c *CreateIfAbsent) *string { return &c.Title }),
 	wire.String(fDesc, func(c *CreateIfAbsent) *string { return &c.Description }),
 	wire.String(fPassword, func(c *CreateIfAbsent) *string { return &c.PasswordHash }),
+	wire.Messages(fRules, ruleCodec, func(c *CreateIfAbsent) *[]link.Rule { return &c.Rules }),
 )
 
 // Encode returns the Raft entry for c.
@@ -228,6 +249,7 @@ var updateCodec = wire.NewCodec(func(u *Update) error { return needCode("update"
 	wire.String(fTitle, func(u *Update) *string { return &u.Title }),
 	wire.String(fDesc, func(u *Update) *string { return &u.Description }),
 	wire.String(fPassword, func(u *Update) *string { return &u.PasswordHash }),
+	wire.Messages(fRules, ruleCodec, func(u *Update) *[]link.Rule { return &u.Rules }),
 )
 
 // Encode returns the Raft entry for u.

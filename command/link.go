@@ -73,6 +73,7 @@ func linkFields(stored bool) []wire.Field[link.Link] {
 		wire.String(fTitle, func(l *link.Link) *string { return &l.Title }),
 		wire.String(fDesc, func(l *link.Link) *string { return &l.Description }),
 		wire.String(fPassword, func(l *link.Link) *string { return &l.PasswordHash }),
+		wire.Messages(fRules, ruleCodec, func(l *link.Link) *[]link.Rule { return &l.Rules }),
 	}
 }
 

@@ -250,6 +250,9 @@ func (c *CreateIfAbsent) validate() error {
 	if err := checkPassword(c.PasswordHash); err != nil {
 		return err
 	}
+	if err := checkRules(c.Rules); err != nil {
+		return err
+	}
 	return checkTags(c.Tags)
 }
 
@@ -267,6 +270,23 @@ func checkText(title, description string) error {
 func checkPassword(hash string) error {
 	if hash != "" && password.Check(hash) != nil {
 		return invalid("password is not a bounded argon2id hash")
+	}
+	return nil
+}
+
+// checkRules is the apply-time check of a link's rules: what the redirect
+// may send (each URL as a link's), at most link.MaxRules, small conditions.
+func checkRules(rules []link.Rule) error {
+	if len(rules) > link.MaxRules {
+		return invalid("%d rules", len(rules))
+	}
+	for i, r := range rules {
+		if len(r.Device) > 16 || len(r.Country) > 2 || len(r.Language) > 16 {
+			return invalid("rule %d: a condition too long", i)
+		}
+		if err := checkURL(r.URL); err != nil {
+			return fmt.Errorf("rule %d: %w", i, err)
+		}
 	}
 	return nil
 }
@@ -289,6 +309,9 @@ func (u *Update) validate() error {
 		return err
 	}
 	if err := checkPassword(u.PasswordHash); err != nil {
+		return err
+	}
+	if err := checkRules(u.Rules); err != nil {
 		return err
 	}
 	return checkTags(u.Tags)

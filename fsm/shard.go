@@ -167,6 +167,7 @@ func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uin
 		Description:  c.Description,
 		Version:      index,
 		PasswordHash: c.PasswordHash,
+		Rules:        c.Rules,
 	}
 	f.putLink(tx, l)
 	return &Result{Link: l}
@@ -203,6 +204,9 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any
 	}
 	if u.Set&command.SetPassword != 0 {
 		l.PasswordHash = u.PasswordHash
+	}
+	if u.Set&command.SetRules != 0 {
+		l.Rules = u.Rules
 	}
 	l.UpdatedAt = u.Now
 	l.Version = index

@@ -17,7 +17,7 @@ const exportCost = 10
 
 // exportColumns is the CSV export's header row.
 var exportColumns = []string{"code", "short_url", "url", "title", "description", "tags", "owner", "created_at", "updated_at",
-	"expires_at", "redirect", "disabled", "max_visits", "forward_query"}
+	"expires_at", "redirect", "disabled", "max_visits", "forward_query", "password_protected", "rules"}
 
 // handleExport serves GET /api/v1/links/export?format=ndjson|csv: every
 // live link of the caller's owner (an admin key's: every owner's, or
@@ -106,7 +106,12 @@ func exportRow(j *linkJSON) []string {
 	if j.MaxVisits != nil {
 		maxVisits = strconv.FormatUint(*j.MaxVisits, 10)
 	}
+	rules := "" // the rules as the JSON array the API takes, "" for none
+	if len(j.Rules) > 0 {
+		b, _ := json.Marshal(j.Rules)
+		rules = string(b)
+	}
 	return []string{j.Code, j.ShortURL, j.URL, j.Title, j.Description, strings.Join(j.Tags, ";"), j.Owner,
 		j.CreatedAt.Format(time.RFC3339Nano), j.UpdatedAt.Format(time.RFC3339Nano), expires, strconv.Itoa(j.Redirect),
-		strconv.FormatBool(j.Disabled), maxVisits, strconv.FormatBool(j.ForwardQuery)}
+		strconv.FormatBool(j.Disabled), maxVisits, strconv.FormatBool(j.ForwardQuery), strconv.FormatBool(j.PasswordProtected), rules}
 }

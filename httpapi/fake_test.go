@@ -62,7 +62,7 @@ func (f *fakeService) createLocked(req link.CreateRequest) (*link.Link, error) {
 	f.version++
 	l := &link.Link{Code: code, URL: req.URL, Owner: req.Owner, CreatedAt: now, UpdatedAt: now, ExpiresAt: req.ExpiresAt,
 		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, DropQuery: req.DropQuery, Title: req.Title,
-		Description: req.Description, PasswordHash: req.PasswordHash, Version: f.version}
+		Description: req.Description, PasswordHash: req.PasswordHash, Rules: req.Rules, Version: f.version}
 	f.links[code] = l
 	return l.Clone(), nil
 }
@@ -137,6 +137,9 @@ func (f *fakeService) Update(_ context.Context, code string, p link.Patch) (*lin
 	}
 	if p.PasswordHash != nil {
 		l.PasswordHash = *p.PasswordHash
+	}
+	if p.Rules != nil {
+		l.Rules = *p.Rules
 	}
 	f.version++
 	l.UpdatedAt, l.Version = time.Now().UTC(), f.version

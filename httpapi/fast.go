@@ -48,8 +48,16 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 	}
 	// The query is a view of the connection's buffer: location copies
 	// what it keeps.
-	a := fastpath.Answer{Status: lk.Redirect, Location: location(lk, unsafeString(r.Query)), ID: lk.Code}
-	if lk.Redirect == http.StatusFound || lk.Redirect == http.StatusTemporaryRedirect {
+	dest := lk.URL
+	if len(lk.Rules) > 0 {
+		// The UA is copied: the platform memo keeps it as a map key.
+		dest = lk.Destination(s.visitor(string(clipBytes(r.UserAgent, MaxUserAgent)), s.fastClientIP(r), unsafeString(r.AcceptLanguage)))
+	}
+	a := fastpath.Answer{Status: lk.Redirect, Location: location(lk, dest, unsafeString(r.Query)), ID: lk.Code}
+	switch {
+	case len(lk.Rules) > 0:
+		a.CacheControl = noStore[0]
+	case lk.Redirect == http.StatusFound || lk.Redirect == http.StatusTemporaryRedirect:
 		a.CacheControl = privateMaxAge90[0]
 	}
 	return a, true

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/link"
@@ -57,7 +58,7 @@ func exchange(tb testing.TB, addr, raw string, methods ...string) []string {
 // over: malformed heads, bodies, other methods and paths, gone links,
 // pipelined sequences that switch from one to the other.
 func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
-	tn := startNode(t, link.URLPolicy{})
+	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.Platform = analytics.NewEnricher().Platform })
 	fastAddr, fl := strings.TrimPrefix(tn.srv.URL, "http://"), tn.fast
 	plain := httptest.NewServer(tn.srv.Config.Handler) // net/http alone
 	defer plain.Close()
@@ -70,6 +71,7 @@ func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
 	c308 := code(`{"url":"https://example.com/308","redirect":308}`)
 	limited := code(`{"url":"https://example.com/limited","max_visits":100}`)
 	locked := code(`{"url":"https://example.com/locked","password":"pw"}`)
+	ruled := code(`{"url":"https://example.com/ruled","redirect":301,"rules":[{"device":"ios","url":"https://example.com/ios"},{"language":"fr","url":"https://example.com/fr?x=1"}]}`)
 	disabled := code(`{"url":"https://example.com/disabled"}`)
 	if r := tn.do(t, "PATCH", "/api/v1/links/"+disabled, "application/json", []byte(`{"disabled":true}`)); r.status != 200 {
 		t.Fatalf("disable: %d", r.status)
@@ -108,6 +110,9 @@ func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
 		{"deleted", get("/" + deleted), []string{"GET"}, false},
 		{"limited link", "HEAD /" + limited + " HTTP/1.1\r\nHost: sho.rt\r\n\r\n", []string{"HEAD"}, false},
 		{"password link", get("/" + locked), []string{"GET"}, false},
+		{"rules, no match", get("/" + ruled), []string{"GET"}, true},
+		{"rules, device", get("/"+ruled, "User-Agent: "+uaIPhone+"\r\n"), []string{"GET"}, true},
+		{"rules, language and query", get("/"+ruled+"?utm=1", "Accept-Language: fr-FR, en;q=0.5\r\n", "accept-language: de\r\n"), []string{"GET"}, true},
 		{"invalid code", get("/not.a.code"), []string{"GET"}, false},
 		{"escaped path", get("/" + c302[:1] + "%" + fmt.Sprintf("%02X", c302[1]) + c302[2:]), []string{"GET"}, false},
 		{"two segments", get("/" + c302 + "/x"), []string{"GET"}, false},

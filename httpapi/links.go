@@ -37,6 +37,8 @@ type linkJSON struct {
 	// PasswordProtected: the redirect asks for a password first (the
 	// password and its hash are never shown).
 	PasswordProtected bool `json:"password_protected"`
+	// Rules send the visitors they match elsewhere (first match wins).
+	Rules []ruleJSON `json:"rules"`
 	// Clicks counts human visits (GET /api/v1/links/{code} reads it; a
 	// new link has none); a listing leaves it out.
 	Clicks *uint64 `json:"clicks,omitempty"`
@@ -45,6 +47,25 @@ type linkJSON struct {
 	// Blocked is set when the destination's domain is on the cluster's
 	// blocklist: the link answers 410 (a takedown).
 	Blocked bool `json:"blocked"`
+}
+
+// ruleJSON is a redirect rule as the API shows and takes it.
+type ruleJSON struct {
+	Device   string `json:"device,omitempty"`
+	Country  string `json:"country,omitempty"`
+	Language string `json:"language,omitempty"`
+	URL      string `json:"url"`
+}
+
+func rulesFromJSON(in []ruleJSON) []link.Rule {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]link.Rule, len(in))
+	for i, r := range in {
+		out[i] = link.Rule(r)
+	}
+	return out
 }
 
 func (s *Server) toJSON(l *link.Link) linkJSON {
@@ -62,6 +83,10 @@ func (s *Server) toJSON(l *link.Link) linkJSON {
 	}
 	if out.Tags == nil {
 		out.Tags = []string{}
+	}
+	out.Rules = make([]ruleJSON, len(l.Rules))
+	for i, r := range l.Rules {
+		out.Rules[i] = ruleJSON(r)
 	}
 	if l.MaxVisits > 0 {
 		mv := l.MaxVisits
@@ -102,6 +127,8 @@ type createBody struct {
 	// Password (1 to 128 bytes) makes the redirect ask for it; only its
 	// argon2id hash is stored.
 	Password *string `json:"password"`
+	// Rules: at most link.MaxRules.
+	Rules []ruleJSON `json:"rules"`
 }
 
 func field(name, reason string, sentinel error) error {
@@ -174,6 +201,7 @@ func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
 			return req, err
 		}
 	}
+	req.Rules = rulesFromJSON(b.Rules)
 	return req, req.Validate(s.policy, s.now())
 }
 
@@ -252,7 +280,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // patchFields are the members a PATCH may hold.
-var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true, "title": true, "description": true, "password": true}
+var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true, "title": true, "description": true, "password": true, "rules": true}
 
 // handlePatch serves PATCH /api/v1/links/{code}: a JSON merge patch of
 // {url, expires_at, redirect, disabled, tags}. expires_at: null removes the
@@ -370,7 +398,7 @@ func (s *Server) readPatch(raw map[string]json.RawMessage) (link.Patch, error) {
 	var p link.Patch
 	for k := range raw {
 		if !patchFields[k] {
-			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags, forward_query, title, description, password)", k)).(*requestError)
+			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags, forward_query, title, description, password, rules)", k)).(*requestError)
 			re.field = k
 			return p, re
 		}
@@ -406,6 +434,18 @@ func (s *Server) readPatch(raw map[string]json.RawMessage) (link.Patch, error) {
 			}
 		}
 		p.Tags = &tags
+	}
+	if m, ok := raw["rules"]; ok {
+		var in []ruleJSON // null removes them, as []
+		if !isNull(m) {
+			dec := json.NewDecoder(bytes.NewReader(m))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return p, field("rules", "must be an array of {device, country, language, url}", link.ErrInvalidInput)
+			}
+		}
+		rules := rulesFromJSON(in)
+		p.Rules = &rules
 	}
 	forward, err := patchValue[bool](raw, "forward_query", "true or false", field("forward_query", "must be true or false", link.ErrInvalidInput))
 	if err != nil {

@@ -187,7 +187,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 	h := w.Header()
-	h.Set("Location", location(l, r.URL.RawQuery))
+	h.Set("Location", location(l, s.destination(l, r), r.URL.RawQuery))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusSeeOther)
 	if s.clicks != nil {

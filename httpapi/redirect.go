@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -50,7 +51,10 @@ func redirectCode(r *http.Request) (string, bool) {
 }
 
 // Shared header values (see nosniff).
-var privateMaxAge90 = []string{"private, max-age=90"}
+var (
+	privateMaxAge90 = []string{"private, max-age=90"}
+	noStore         = []string{"no-store"}
+)
 
 var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="robots" content="noindex">
@@ -106,9 +110,11 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 		}
 	}
 	h := w.Header()
-	h["Location"] = []string{location(l, r.URL.RawQuery)}
-	switch l.Redirect {
-	case http.StatusFound, http.StatusTemporaryRedirect:
+	h["Location"] = []string{location(l, s.destination(l, r), r.URL.RawQuery)}
+	switch {
+	case len(l.Rules) > 0:
+		h["Cache-Control"] = noStore // the answer depends on who asks
+	case l.Redirect == http.StatusFound, l.Redirect == http.StatusTemporaryRedirect:
 		h["Cache-Control"] = privateMaxAge90
 	}
 	w.WriteHeader(l.Redirect)
@@ -119,13 +125,40 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	return l.Redirect
 }
 
-// location is where a redirect of l for a request with query sends the
-// client: the stored URL, plus the query unless the link drops it.
-func location(l *link.Link, query string) string {
+// location is where a redirect of l to dest (l.URL, or a rule's URL) for a
+// request with query sends the client: dest, plus the query unless the
+// link drops it.
+func location(l *link.Link, dest, query string) string {
 	if l.DropQuery || query == "" {
+		return dest
+	}
+	return link.ForwardQuery(dest, query)
+}
+
+// maxAcceptLanguage bounds what a rule reads of Accept-Language (bytes).
+const maxAcceptLanguage = 256
+
+// destination is where l sends the client of r: the URL of its first
+// matching rule, else its URL.
+func (s *Server) destination(l *link.Link, r *http.Request) string {
+	if len(l.Rules) == 0 {
 		return l.URL
 	}
-	return link.ForwardQuery(l.URL, query)
+	return l.Destination(s.visitor(r.UserAgent(), s.clientIP(r), r.Header.Get("Accept-Language")))
+}
+
+// visitor is what rules know of a client: its device (Config.Platform),
+// its country (analytics.Country, as the stats count it) and its most
+// preferred language.
+func (s *Server) visitor(ua string, ip netip.Addr, acceptLanguage string) link.Visitor {
+	v := link.Visitor{Language: link.PreferredLanguage(clip(acceptLanguage, maxAcceptLanguage))}
+	if c := analytics.Country(ip); c != "unknown" {
+		v.Country = c
+	}
+	if s.platform != nil {
+		v.Device = s.platform(clip(ua, MaxUserAgent))
+	}
+	return v
 }
 
 // MaxUserAgent and MaxReferer bound what analytics takes of those headers

@@ -131,6 +131,10 @@ type Config struct {
 	// Passwords hashes and checks link passwords (a password.New with
 	// its defaults when nil).
 	Passwords *password.Hasher
+	// Platform, if set, names a User-Agent's device for redirect rules
+	// (link.DeviceIOS, DeviceAndroid, DeviceDesktop or ""); without it no
+	// device rule matches.
+	Platform func(userAgent string) string
 }
 
 // Server is the HTTP handler of a node.
@@ -163,6 +167,7 @@ type Server struct {
 	// guesses at them (password.go).
 	passwords *password.Hasher
 	guesses   *limiter
+	platform  func(string) string
 }
 
 // New builds the router.
@@ -216,7 +221,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.limiter = newLimiter(s.now)
 	s.redirRate, s.redirLimiter = cfg.RedirectRate, newLimiter(s.now)
-	s.passwords, s.guesses = cfg.Passwords, newLimiter(s.now)
+	s.passwords, s.guesses, s.platform = cfg.Passwords, newLimiter(s.now), cfg.Platform
 	if s.passwords == nil {
 		s.passwords = password.New(password.Config{})
 	}

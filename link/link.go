@@ -58,6 +58,9 @@ type Link struct {
 	// (internal/password), empty for an open link: a redirect then asks for
 	// the password first. It never leaves the cluster.
 	PasswordHash string
+	// Rules send the visitors they match elsewhere (Destination); at most
+	// MaxRules.
+	Rules []Rule
 	// Nonce is the creator's idempotency token: a create retried with the
 	// same code and nonce returns the existing link instead of a conflict.
 	Nonce uint64
@@ -89,6 +92,9 @@ func (l *Link) Clone() *Link {
 	c := *l
 	if l.Tags != nil {
 		c.Tags = append([]string(nil), l.Tags...)
+	}
+	if l.Rules != nil {
+		c.Rules = append([]Rule(nil), l.Rules...)
 	}
 	return &c
 }

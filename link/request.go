@@ -27,6 +27,8 @@ type CreateRequest struct {
 	Title, Description string
 	// PasswordHash: see Link (the caller hashes the password).
 	PasswordHash string
+	// Rules: see Link.
+	Rules []Rule
 }
 
 // Validate checks r at now under p and normalises it (the URL, the redirect
@@ -65,6 +67,9 @@ func (r *CreateRequest) Validate(p URLPolicy, now time.Time) error {
 	if err := ValidateText(r.Title, r.Description); err != nil {
 		return err
 	}
+	if err := ValidateRules(r.Rules, p); err != nil {
+		return err
+	}
 	if r.MaxVisits > MaxVisitsLimit {
 		return &FieldError{Err: ErrInvalidInput, Field: "max_visits", Reason: "must be 1 to " + strconv.FormatUint(MaxVisitsLimit, 10)}
 	}
@@ -85,12 +90,14 @@ type Patch struct {
 	Title, Description *string
 	// PasswordHash: "" removes the password.
 	PasswordHash *string
+	// Rules: an empty list removes them.
+	Rules *[]Rule
 }
 
 // Empty reports whether p changes nothing.
 func (p *Patch) Empty() bool {
 	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil && p.DropQuery == nil &&
-		p.Title == nil && p.Description == nil && p.PasswordHash == nil
+		p.Title == nil && p.Description == nil && p.PasswordHash == nil && p.Rules == nil
 }
 
 // Validate checks p at now under policy and normalises its URL, as
@@ -117,6 +124,11 @@ func (p *Patch) Validate(policy URLPolicy, now time.Time) error {
 	}
 	if p.Tags != nil {
 		if err := ValidateTags(*p.Tags); err != nil {
+			return err
+		}
+	}
+	if p.Rules != nil {
+		if err := ValidateRules(*p.Rules, policy); err != nil {
 			return err
 		}
 	}

@@ -218,6 +218,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	// Bots never use up a limited link's visits, analytics on or off.
 	hcfg.IsBot = node.IsBot
+	hcfg.Platform = node.Platform
 	if clicks := node.Clicks(); clicks != nil {
 		hcfg.Clicks = clicks
 	}

@@ -389,6 +389,9 @@ type Request struct {
 	Query     []byte
 	UserAgent []byte
 	Referer   []byte
+	// AcceptLanguage is the first Accept-Language header's value (as
+	// net/http's Header.Get).
+	AcceptLanguage []byte
 	// Forwarded and XForwardedFor are those headers' values (non-nil, if
 	// empty, when the header is there); a request with more than one of
 	// them goes to net/http.
@@ -467,6 +470,10 @@ func parseHead(head []byte, r *Request) bool {
 			r.UserAgent = value
 		case asciiEqualFold(name, "referer"):
 			r.Referer = value
+		case asciiEqualFold(name, "accept-language"):
+			if r.AcceptLanguage == nil {
+				r.AcceptLanguage = nonNil(value)
+			}
 		case asciiEqualFold(name, "forwarded"):
 			r.Forwarded = nonNil(value)
 			forwards++
