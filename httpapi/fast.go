@@ -35,7 +35,7 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 		return fastpath.Answer{}, false
 	}
 	lk, ok := s.svc.ResolveLocal(code)
-	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || lk.PasswordHash != "" || s.svc.BlockedURL(lk.URL) {
+	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || lk.PasswordHash != "" || s.blocked(lk) {
 		return fastpath.Answer{}, false
 	}
 	if s.redirRate.PerSecond > 0 {

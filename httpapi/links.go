@@ -75,7 +75,7 @@ func (s *Server) toJSON(l *link.Link) linkJSON {
 		CreatedAt: l.CreatedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC(),
 		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags, ForwardQuery: !l.DropQuery,
 		PasswordProtected: l.PasswordHash != "",
-		Owner:             apikey.LinkOwner(l.Owner), Blocked: s.svc.BlockedURL(l.URL),
+		Owner:             apikey.LinkOwner(l.Owner), Blocked: s.blocked(l),
 	}
 	if !l.ExpiresAt.IsZero() {
 		e := l.ExpiresAt.UTC()

@@ -155,7 +155,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 		return s.Error(w, r, err)
 	case l.Gone(s.now()):
 		return s.redirectError(w, r, link.ErrGone)
-	case s.svc.BlockedURL(l.URL):
+	case s.blocked(l):
 		return s.redirectError(w, r, errTakenDown)
 	}
 	if l.PasswordHash != "" {

@@ -54,7 +54,7 @@ func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
 	case l.Gone(s.now()):
 		s.redirectError(w, r, link.ErrGone)
 		return
-	case s.svc.BlockedURL(l.URL):
+	case s.blocked(l):
 		s.redirectError(w, r, errTakenDown)
 		return
 	}

@@ -91,7 +91,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	if l.Gone(s.now()) {
 		return s.redirectError(w, r, link.ErrGone)
 	}
-	if s.svc.BlockedURL(l.URL) {
+	if s.blocked(l) {
 		return s.redirectError(w, r, errTakenDown)
 	}
 	if l.PasswordHash != "" {
@@ -175,6 +175,20 @@ func clip(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// blocked reports whether l leads to a blocked domain, through its URL
+// or any rule's: the whole link is taken down (410), as a link to it is.
+func (s *Server) blocked(l *link.Link) bool {
+	if s.svc.BlockedURL(l.URL) {
+		return true
+	}
+	for i := range l.Rules {
+		if s.svc.BlockedURL(l.Rules[i].URL) {
+			return true
+		}
+	}
+	return false
 }
 
 // errTakenDown answers a link whose destination is on the blocklist.

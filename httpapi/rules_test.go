@@ -129,4 +129,22 @@ func TestRedirectRules(t *testing.T) {
 		r.header.Get("Cache-Control") != "private, max-age=90" {
 		t.Fatalf("without rules: %v", r.header)
 	}
+
+	// A blocked domain in any rule takes the whole link down, for every
+	// visitor, on both paths.
+	tn.create(t, `{"url":"https://fine.example/","alias":"smuggle","rules":[{"country":"US","url":"https://phish.example/login"}]}`)
+	if r := tn.postJSON(t, "/api/v1/blocklist", `{"domain":"phish.example"}`); r.status != 201 {
+		t.Fatalf("block: %d %s", r.status, r.body)
+	}
+	for _, ip := range []string{ipUS, ipDE} {
+		if r := tn.do(t, "GET", "/smuggle", "", nil, "Authorization", "", "X-Forwarded-For", ip); r.status != 410 {
+			t.Fatalf("a link with a blocked rule URL, from %s: %d %v", ip, r.status, r.header)
+		}
+		if got := exchange(t, addr, "GET /smuggle HTTP/1.1\r\nHost: sho.rt\r\nX-Forwarded-For: "+ip+"\r\n\r\n", "GET"); len(got) != 1 || !strings.HasPrefix(got[0], "HTTP/1.1 410") {
+			t.Fatalf("the same on a fresh connection: %q", got)
+		}
+	}
+	if r := tn.do(t, "GET", "/api/v1/links/smuggle", "", nil); r.json(t)["blocked"] != true {
+		t.Fatalf("the link JSON: %s", r.body)
+	}
 }
