@@ -67,8 +67,23 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 			cmds[i].Code, codes = codes[0], codes[1:]
 		}
 	}
+	n.proposeCreates(ctx, cmds, out)
+	// A generated code that an alias took first: that ID's code is someone's
+	// alias. Rare (aliases that look like generated codes), so done alone.
+	for i := range out {
+		if generated[i] && errors.Is(out[i].Err, link.ErrAliasTaken) {
+			out[i].Link, out[i].Err = n.Create(ctx, reqs[i])
+		}
+	}
+	return out
+}
+
+// proposeCreates proposes every create of cmds whose out[i] has no error
+// yet, grouped by shard into CreateBatch entries, the shards in parallel,
+// and sets out[i] to each one's answer.
+func (n *Node) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent, out []CreateResult) {
 	byShard := map[int][]int{}
-	for i := range reqs {
+	for i := range cmds {
 		if out[i].Err == nil {
 			s := n.ring.Locate(cmds[i].Code)
 			byShard[s] = append(byShard[s], i)
@@ -111,14 +126,6 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 		}
 	}
 	wg.Wait()
-	// A generated code that an alias took first: that ID's code is someone's
-	// alias. Rare (aliases that look like generated codes), so done alone.
-	for i := range out {
-		if generated[i] && errors.Is(out[i].Err, link.ErrAliasTaken) {
-			out[i].Link, out[i].Err = n.Create(ctx, reqs[i])
-		}
-	}
-	return out
 }
 
 // applyCreateBatch proposes batch on group's leader, retrying an unknown

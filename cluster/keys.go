@@ -26,7 +26,8 @@ import (
 // 3: a link's forward_query: false (DropQuery), title and description,
 // and the listing RPC (opList). 4: a link's password and redirect rules (a
 // level-3 node would skip them, and redirect without asking for the
-// password or without the rules).
+// password or without the rules), and Idempotency-Key claims (an entry it
+// cannot apply).
 const featureLevel = 4
 
 // levelKeys is the feature level of keys and the blocklist.

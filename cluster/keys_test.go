@@ -194,7 +194,8 @@ func TestNewFieldsWaitForEveryNode(t *testing.T) {
 }
 
 // TestPasswordsAndRulesWaitForEveryNode: beside a member at the level
-// before them, a link's password and rules are refused (that member would
+// before them, a link's password and rules (and Idempotency-Key claims) are
+// refused (that member would
 // store the link without them and redirect without asking or without the
 // rules), while the fields of its own level go on.
 func TestPasswordsAndRulesWaitForEveryNode(t *testing.T) {
@@ -224,6 +225,10 @@ func TestPasswordsAndRulesWaitForEveryNode(t *testing.T) {
 	}
 	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/r", Rules: rules}); !errors.Is(err, ErrUpgradeNeeded) {
 		t.Fatalf("create with rules beside an older node: %v", err)
+	}
+	// An Idempotency-Key's claim is an entry that node cannot apply.
+	if _, _, err := n.CreateOnce(ctx(t), link.CreateRequest{URL: "https://e.example/i"}, IdempotencyKey("o", "k", nil)); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("a create with an Idempotency-Key beside an older node: %v", err)
 	}
 	if l, err := n.Get(ctx(t), "titled", true); err != nil || l.PasswordHash != "" || l.Rules != nil {
 		t.Fatalf("the refused patch was applied: %+v %v", l, err)

@@ -24,6 +24,7 @@ type applyResult struct {
 	leaseStart, leaseEnd uint64
 	placement            *command.Placement
 	batch                []fsm.Result // a CreateBatch's answers, in order
+	claim                *fsm.ClaimResult
 	// leader is the peer address of the leader that applied the command.
 	leader string
 }
@@ -243,7 +244,7 @@ func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd [
 	if err := errFromWire(resp.Err, resp.Detail); err != nil {
 		return nil, err
 	}
-	res := &applyResult{leaseStart: resp.LeaseStart, leaseEnd: resp.LeaseEnd, placement: resp.Placement, leader: resp.Leader}
+	res := &applyResult{leaseStart: resp.LeaseStart, leaseEnd: resp.LeaseEnd, placement: resp.Placement, leader: resp.Leader, claim: resp.Claim}
 	if resp.Link != nil {
 		l, err := command.DecodeLink(resp.Link)
 		if err != nil {
@@ -287,6 +288,8 @@ func resultOf(out any) (*applyResult, error) {
 		return &applyResult{}, r.Err
 	case *fsm.BatchResult:
 		return &applyResult{batch: r.Results}, nil
+	case *fsm.ClaimResult:
+		return &applyResult{claim: r}, nil
 	case *fsm.SettingsResult, *fsm.ClickBatchResult:
 		return &applyResult{}, nil
 	case *fsm.Rejection:

@@ -80,6 +80,8 @@ type rpcResponse struct {
 	More bool `json:"more,omitempty"`
 	// Tags is an opTags answer.
 	Tags map[string]uint64 `json:"tags,omitempty"`
+	// Claim is a ClaimKey's answer.
+	Claim *fsm.ClaimResult `json:"claim,omitempty"`
 }
 
 // rpcItem is one answer of a CreateBatch: the link or an error.
@@ -232,7 +234,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) *rpcResponse {
 		if err != nil {
 			return fail(err)
 		}
-		resp.LeaseStart, resp.LeaseEnd, resp.Leader = r.leaseStart, r.leaseEnd, r.leader
+		resp.LeaseStart, resp.LeaseEnd, resp.Leader, resp.Claim = r.leaseStart, r.leaseEnd, r.leader, r.claim
 		if r.link != nil {
 			resp.Link = command.EncodeLink(r.link)
 		}

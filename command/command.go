@@ -25,6 +25,8 @@ const (
 	TypeClickBatch   Type = 4 | IgnoreUnknownFlag
 	TypeConsumeVisit Type = 5
 	TypeCreateBatch  Type = 6
+	// TypeClaimKey claims an Idempotency-Key (idempotency.go).
+	TypeClaimKey Type = 7
 
 	TypeSetSettings  Type = 32
 	TypeLeaseRange   Type = 33

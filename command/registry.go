@@ -74,6 +74,7 @@ var commands = map[Type]Spec{
 	TypeDelete:         spec("delete", GroupShard, deleteCodec.Decode, (*Delete).validate),
 	TypeConsumeVisit:   spec("consume-visit", GroupShard, consumeVisitCodec.Decode, (*ConsumeVisit).validate),
 	TypeCreateBatch:    spec("create-batch", GroupShard, createBatchCodec.Decode, (*CreateBatch).validate),
+	TypeClaimKey:       spec("claim-key", GroupShard, claimKeyCodec.Decode, (*ClaimKey).validate),
 	TypeClickBatch: {Name: "click-batch", Group: GroupShard,
 		decode: func(b []byte) (any, error) { return clickBatchCodec.Decode(b) },
 		parse:  parseClickBatch,

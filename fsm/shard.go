@@ -53,7 +53,8 @@ type ShardFSM struct {
 func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
 	s, err := openStore(cfg.Path, command.GroupShard,
-		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated},
+		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated,
+			bucketClaims, bucketClaimExpiry},
 		f.applyCommand, buildIndexes, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -93,6 +94,8 @@ func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint
 		return f.applyClickBatch(tx, c)
 	case *command.CreateBatch:
 		return f.applyCreateBatch(tx, c, index)
+	case *command.ClaimKey:
+		return f.applyClaim(tx, c)
 	}
 	return f.reject(index, typ, fmt.Errorf("%w: no shard apply for %T", wire.ErrDecode, v))
 }

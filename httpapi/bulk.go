@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -47,6 +49,15 @@ type bulkResponse struct {
 // link; the cluster writes each shard's share as one Raft entry, which is
 // what makes it the way to import many links.
 func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
+	key, once, err := idempotencyKey(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	var raw *bytes.Buffer
+	if once {
+		raw = teeBody(r)
+	}
 	var b bulkBody
 	if err := readJSONLimit(w, r, &b, s.maxBulkBody); err != nil {
 		s.Error(w, r, err)
@@ -91,7 +102,18 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 		// slow cluster answers with per-link 503s, not a dropped connection.
 		ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 		defer cancel()
-		for j, res := range s.svc.CreateMany(ctx, reqs) {
+		var results []cluster.CreateResult
+		if once {
+			var replayed bool
+			if results, replayed, err = s.svc.CreateManyOnce(ctx, reqs, idempotencyOf(p, key, raw.Bytes())); err != nil {
+				s.Error(w, r, err)
+				return
+			}
+			markReplayed(w, replayed)
+		} else {
+			results = s.svc.CreateMany(ctx, reqs)
+		}
+		for j, res := range results {
 			if res.Err != nil {
 				out.Results[pos[j]] = s.bulkFailure(r, res.Err)
 				continue

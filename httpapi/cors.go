@@ -19,7 +19,7 @@ func (s *Server) corsHeaders(w http.ResponseWriter, r *http.Request) bool {
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", origin)
 	h.Add("Vary", "Origin")
-	h.Set("Access-Control-Expose-Headers", "Location, RateLimit, RateLimit-Policy, Retry-After")
+	h.Set("Access-Control-Expose-Headers", "Location, RateLimit, RateLimit-Policy, Retry-After, Idempotent-Replayed")
 	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
 		return false
 	}

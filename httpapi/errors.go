@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/password"
 	"github.com/linkraft/linkraft/link"
 )
@@ -69,6 +70,8 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 			kind = "invalid-alias"
 		}
 		return p(http.StatusBadRequest, kind, "Bad Request", fe.Error(), fe.Field)
+	case errors.Is(err, cluster.ErrIdempotencyMismatch):
+		return s.problemOf(r, errIdempotencyReused)
 	case errors.Is(err, link.ErrAliasTaken):
 		return p(http.StatusConflict, "alias-taken", "Conflict", "the code is already in use", "")
 	case errors.Is(err, link.ErrNotFound):

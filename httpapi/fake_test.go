@@ -27,6 +27,13 @@ type fakeService struct {
 	version uint64
 	keys    map[apikey.Hash]apikey.Key
 	blocked map[string]time.Time
+	claims  map[string]fakeClaim // Idempotency-Key claims, by identity
+}
+
+// fakeClaim is what a claimed Idempotency-Key made.
+type fakeClaim struct {
+	body  string
+	codes []string
 }
 
 var _ httpapi.Service = (*fakeService)(nil)
@@ -65,6 +72,47 @@ func (f *fakeService) createLocked(req link.CreateRequest) (*link.Link, error) {
 		Description: req.Description, PasswordHash: req.PasswordHash, Rules: req.Rules, Version: f.version}
 	f.links[code] = l
 	return l.Clone(), nil
+}
+
+func (f *fakeService) CreateOnce(ctx context.Context, req link.CreateRequest, idem cluster.Idempotency) (*link.Link, bool, error) {
+	res, replayed, err := f.CreateManyOnce(ctx, []link.CreateRequest{req}, idem)
+	if err != nil {
+		return nil, false, err
+	}
+	return res[0].Link, replayed, res[0].Err
+}
+
+// CreateManyOnce answers a known key with the links it made (not stored
+// again), as the cluster does.
+func (f *fakeService) CreateManyOnce(_ context.Context, reqs []link.CreateRequest, idem cluster.Idempotency) ([]cluster.CreateResult, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.claims == nil {
+		f.claims = map[string]fakeClaim{}
+	}
+	out := make([]cluster.CreateResult, len(reqs))
+	if c, ok := f.claims[idem.Key]; ok {
+		if c.body != idem.Body || len(c.codes) != len(reqs) {
+			return nil, false, cluster.ErrIdempotencyMismatch
+		}
+		for i, code := range c.codes {
+			if l := f.links[code]; l != nil {
+				out[i].Link = l.Clone()
+			} else {
+				out[i].Err = link.ErrAliasTaken
+			}
+		}
+		return out, true, nil
+	}
+	c := fakeClaim{body: idem.Body, codes: make([]string, len(reqs))}
+	for i, r := range reqs {
+		out[i].Link, out[i].Err = f.createLocked(r)
+		if out[i].Link != nil {
+			c.codes[i] = out[i].Link.Code
+		}
+	}
+	f.claims[idem.Key] = c
+	return out, false, nil
 }
 
 func (f *fakeService) CreateMany(_ context.Context, reqs []link.CreateRequest) []cluster.CreateResult {

@@ -207,6 +207,15 @@ func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
 
 // handleCreate serves POST /api/v1/links.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	key, once, err := idempotencyKey(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	var raw *bytes.Buffer
+	if once {
+		raw = teeBody(r)
+	}
 	var b createBody
 	if err := s.readJSON(w, r, &b); err != nil {
 		s.Error(w, r, err)
@@ -217,14 +226,22 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	req.Owner = principalOf(r).owner()
+	p := principalOf(r)
+	req.Owner = p.owner()
 	if b.Password != nil {
 		if req.PasswordHash, err = s.hashPassword(r.Context(), *b.Password); err != nil {
 			s.Error(w, r, err)
 			return
 		}
 	}
-	l, err := s.svc.Create(r.Context(), req)
+	var l *link.Link
+	if once {
+		var replayed bool
+		l, replayed, err = s.svc.CreateOnce(r.Context(), req, idempotencyOf(p, key, raw.Bytes()))
+		markReplayed(w, replayed)
+	} else {
+		l, err = s.svc.Create(r.Context(), req)
+	}
 	if err != nil {
 		s.Error(w, r, err)
 		return

@@ -25,6 +25,10 @@ import (
 type Service interface {
 	Create(ctx context.Context, req link.CreateRequest) (*link.Link, error)
 	CreateMany(ctx context.Context, reqs []link.CreateRequest) []cluster.CreateResult
+	// CreateOnce and CreateManyOnce are Create and CreateMany for a
+	// request with an Idempotency-Key; replayed reports a retry.
+	CreateOnce(ctx context.Context, req link.CreateRequest, idem cluster.Idempotency) (l *link.Link, replayed bool, err error)
+	CreateManyOnce(ctx context.Context, reqs []link.CreateRequest, idem cluster.Idempotency) ([]cluster.CreateResult, bool, error)
 	Get(ctx context.Context, code string, consistent bool) (*link.Link, error)
 	Resolve(ctx context.Context, code string) (*link.Link, error)
 	// ResolveLocal answers from this node's state alone, never waiting.

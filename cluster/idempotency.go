@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/link"
+)
+
+// Idempotency identifies a create sent with an Idempotency-Key (IETF
+// httpapi draft): its retries within command.ClaimTTL, through any node,
+// make nothing new and answer with the links the first made.
+type Idempotency struct {
+	// Key is the key's identity: the hex SHA-256 of the owner and the
+	// header's value (IdempotencyKey), so that two owners' keys never
+	// meet.
+	Key string
+	// Body is the hex SHA-256 of the request's body: a key sent again with
+	// another body is refused (ErrIdempotencyMismatch).
+	Body string
+}
+
+// IdempotencyKey returns the Idempotency of a request of owner with the
+// header value key and the body.
+func IdempotencyKey(owner, key string, body []byte) Idempotency {
+	k := sha256.Sum256([]byte(owner + "\x00" + key))
+	b := sha256.Sum256(body)
+	return Idempotency{Key: hex.EncodeToString(k[:]), Body: hex.EncodeToString(b[:])}
+}
+
+// ErrIdempotencyMismatch is returned for an Idempotency-Key used before
+// with another body (or another number of links).
+var ErrIdempotencyMismatch = errors.New("the Idempotency-Key was used with another request")
+
+// levelIdempotency is the feature level of command.ClaimKey: an older
+// node's shard would halt at the unknown entry.
+const levelIdempotency = 4
+
+// CreateOnce is Create for a request with an Idempotency-Key. The first
+// request claims the key for the code it is about to create (an alias, or
+// a fresh generated code); a retry finds the claim and creates the same
+// code with the same nonce, which answers the link the first made (or
+// makes it, if the first never got that far). replayed reports a retry.
+func (n *Node) CreateOnce(ctx context.Context, req link.CreateRequest, idem Idempotency) (l *link.Link, replayed bool, err error) {
+	res, replayed, err := n.createOnce(ctx, []link.CreateRequest{req}, idem)
+	if err != nil {
+		return nil, false, err
+	}
+	return res[0].Link, replayed, res[0].Err
+}
+
+// CreateManyOnce is CreateMany for a request with an Idempotency-Key (see
+// CreateOnce): its retries answer link by link as the first did.
+func (n *Node) CreateManyOnce(ctx context.Context, reqs []link.CreateRequest, idem Idempotency) ([]CreateResult, bool, error) {
+	return n.createOnce(ctx, reqs, idem)
+}
+
+func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem Idempotency) ([]CreateResult, bool, error) {
+	if len(reqs) == 0 || len(reqs) > command.MaxClaimCodes {
+		return nil, false, fmt.Errorf("%w: %d links with one Idempotency-Key", link.ErrInvalidInput, len(reqs))
+	}
+	if !n.clusterAt(levelIdempotency) {
+		return nil, false, ErrUpgradeNeeded
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
+	now := time.Now().UTC()
+	cmds := make([]command.CreateIfAbsent, len(reqs))
+	codes := make([]string, len(reqs))
+	need := 0
+	for i, req := range reqs {
+		cmds[i] = newCreate(req, now)
+		if codes[i] = cmds[i].Code; codes[i] == "" {
+			need++
+		}
+	}
+	var fresh []string
+	var err error
+	switch {
+	case need == 1:
+		var c string
+		c, err = n.nextCode(ctx)
+		fresh = []string{c}
+	case need > 1:
+		fresh, err = n.leaseCodes(ctx, need)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	generated := make([]bool, len(reqs))
+	for i := range codes {
+		if codes[i] == "" {
+			codes[i], fresh, generated[i] = fresh[0], fresh[1:], true
+		}
+	}
+	claim := command.ClaimKey{Key: idem.Key, Body: idem.Body, Codes: codes, Now: now, Attempt: newNonce()}
+	r, err := n.retryUnknown(ctx, shardGroupID(n.ring.Locate(idem.Key)), claim.Encode())
+	if err != nil {
+		return nil, false, err
+	}
+	if r.claim == nil {
+		return nil, false, fmt.Errorf("claim answered without a claim")
+	}
+	if r.claim.Body != idem.Body || len(r.claim.Codes) != len(reqs) {
+		return nil, false, ErrIdempotencyMismatch
+	}
+	// Our own claim proposed again (an unknown outcome) answers Existing
+	// with our Attempt: not a replay of an earlier request.
+	replayed := r.claim.Existing && r.claim.Attempt != claim.Attempt
+	out := make([]CreateResult, len(reqs))
+	for i := range cmds {
+		cmds[i].Code = r.claim.Codes[i]
+		cmds[i].Nonce = claimNonce(idem.Key, i)
+		if cmds[i].Code != codes[i] {
+			// The first request's generated code is the one to make.
+			generated[i] = false
+		}
+	}
+	n.proposeCreates(ctx, cmds, out)
+	for i := range out {
+		if errors.Is(out[i].Err, link.ErrAliasTaken) && (generated[i] || reqs[i].Alias == "") {
+			// A generated code an alias took first: its claim names it,
+			// so a retry with this key would meet the same alias.
+			out[i].Err = fmt.Errorf("%w: the generated code %s was taken by an alias; send the request with a new Idempotency-Key", link.ErrUnavailable, cmds[i].Code)
+		}
+	}
+	return out, replayed, nil
+}
+
+// claimNonce is the nonce of the i-th create of a claimed key: the same
+// for every retry, never 0.
+func claimNonce(key string, i int) uint64 {
+	h := sha256.Sum256(binary.BigEndian.AppendUint32([]byte(key), uint32(i)))
+	return binary.BigEndian.Uint64(h[:8]) | 1
+}

@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+
+	"github.com/linkraft/linkraft/cluster"
+)
+
+// Idempotency-Key (IETF httpapi draft) on POST /api/v1/links and
+// /api/v1/links/bulk: a retry with the same key and body within a day,
+// through any node, answers as the first request did and makes nothing new
+// (cluster.CreateOnce); the same key with another body is 422. Keys are the
+// caller's own: an owner's key never meets another owner's (anonymous
+// callers: their client network's).
+
+// maxIdempotencyKey bounds the header's value.
+const maxIdempotencyKey = 255
+
+// idempotencyKey returns the request's Idempotency-Key (the draft's
+// quoted string, or the bare token most clients send), "" without one.
+func idempotencyKey(r *http.Request) (string, bool, error) {
+	vs := r.Header.Values("Idempotency-Key")
+	if len(vs) == 0 {
+		return "", false, nil
+	}
+	v := vs[0]
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	bad := len(vs) > 1 || v == "" || len(v) > maxIdempotencyKey
+	for _, c := range []byte(v) {
+		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			bad = true
+		}
+	}
+	if bad {
+		return "", false, &requestError{status: http.StatusBadRequest, kind: "invalid-idempotency-key", title: "Bad Request",
+			detail: "Idempotency-Key must be one value of 1 to 255 printable ASCII characters (a UUID, say)", field: "Idempotency-Key"}
+	}
+	return v, true, nil
+}
+
+// teeBody makes r's body also copy into a buffer, for the idempotency
+// fingerprint of exactly what was read (readJSON reads it to its end).
+func teeBody(r *http.Request) *bytes.Buffer {
+	var buf bytes.Buffer
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(r.Body, &buf), r.Body}
+	return &buf
+}
+
+// idempotencyOf is the cluster's identity of key for p's request with body.
+func idempotencyOf(p *principal, key string, body []byte) cluster.Idempotency {
+	owner := "key:" + p.owner()
+	if p.anon {
+		owner = "anonymous:" + clientNet(p.ip)
+	}
+	return cluster.IdempotencyKey(owner, key, body)
+}
+
+// errIdempotencyReused answers a key sent again with another body.
+var errIdempotencyReused = &requestError{status: http.StatusUnprocessableEntity, kind: "idempotency-key-reused",
+	title: "Unprocessable Content", detail: "this Idempotency-Key was used with another request body; use a new key for a new request",
+	field: "Idempotency-Key"}
+
+// markReplayed says an answer repeats an earlier request's.
+func markReplayed(w http.ResponseWriter, replayed bool) {
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+}
