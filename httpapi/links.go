@@ -105,6 +105,7 @@ func (s *Server) registerLinkRoutes() {
 	r.HandleFunc("/api/v1/tags", s.measured("/api/v1/tags", s.authed(apikey.LinksRead, 1, false, s.handleTags))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/bulk-update", s.measured("/api/v1/links/bulk-update", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkUpdate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/bulk-delete", s.measured("/api/v1/links/bulk-delete", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkDelete))).Methods(http.MethodPost)
+	r.HandleFunc("/api/v1/links/import", s.measured("/api/v1/links/import", s.authed(apikey.LinksWrite, costByBody, false, s.handleImport))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksRead, 1, false, s.handleGet))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handlePatch))).Methods(http.MethodPatch)

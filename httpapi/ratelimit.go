@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"net/netip"
@@ -139,20 +140,51 @@ func (s *Server) limitRedirect(w http.ResponseWriter, r *http.Request) bool {
 // limit spends cost tokens for p and sets the RateLimit fields; it answers
 // 429 and reports false if the bucket lacks them.
 func (s *Server) limit(w http.ResponseWriter, r *http.Request, p *principal, cost int) bool {
-	var rate Rate
-	var id, policy string
-	switch {
-	case p.anon:
-		rate, id, policy = s.anonRate, "ip:"+clientNet(p.ip), "anonymous"
-	case p.admin():
+	id, policy, rate, limited := s.rateOf(p)
+	if !limited {
 		return true
-	default:
-		rate, id, policy = s.keyRate, "key:"+p.key.ID, "key"
-		if p.key.RateLimit > 0 {
-			rate = Rate{PerSecond: float64(p.key.RateLimit), Burst: 2 * int(p.key.RateLimit)}
-		}
 	}
 	return s.spend(w, r, s.limiter, id, policy, rate, cost)
+}
+
+// rateOf is p's bucket, policy name and rate; limited is false for admin
+// keys.
+func (s *Server) rateOf(p *principal) (id, policy string, rate Rate, limited bool) {
+	switch {
+	case p.anon:
+		return "ip:" + clientNet(p.ip), "anonymous", s.anonRate, true
+	case p.admin():
+		return "", "", Rate{}, false
+	}
+	rate = s.keyRate
+	if p.key.RateLimit > 0 {
+		rate = Rate{PerSecond: float64(p.key.RateLimit), Burst: 2 * int(p.key.RateLimit)}
+	}
+	return "key:" + p.key.ID, "key", rate, true
+}
+
+// pace takes n tokens (at most the bucket's size) of p's bucket, waiting
+// for them as long as ctx allows: a long request (an import) goes at the
+// caller's rate instead of failing part-way.
+func (s *Server) pace(ctx context.Context, p *principal, n int) error {
+	id, _, rate, limited := s.rateOf(p)
+	if !limited || rate.PerSecond <= 0 || rate.Burst <= 0 {
+		return nil
+	}
+	n = min(n, rate.Burst)
+	for {
+		v := s.limiter.take(id, rate, n)
+		if v.ok {
+			return nil
+		}
+		t := time.NewTimer(v.retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // spend takes cost tokens of bucket id in lim at rate and sets the

@@ -132,6 +132,9 @@ type Config struct {
 	CORSOrigins []string
 	// Pprof serves /debug/pprof/* on the admin handler.
 	Pprof bool
+	// MaxImportBytes bounds an import's body (DefaultMaxImportBytes when
+	// 0); it is read a chunk at a time.
+	MaxImportBytes int64
 	// Passwords hashes and checks link passwords (a password.New with
 	// its defaults when nil).
 	Passwords *password.Hasher
@@ -149,6 +152,7 @@ type Server struct {
 	policy      link.URLPolicy
 	maxBody     int64
 	maxBulkBody int64
+	maxImport   int64
 	rec         Recorder
 	log         *slog.Logger
 	now         func() time.Time
@@ -210,6 +214,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.policy.Blocked == nil {
 		s.policy.Blocked = cfg.Service.Blocked
+	}
+	if s.maxImport = cfg.MaxImportBytes; s.maxImport <= 0 {
+		s.maxImport = DefaultMaxImportBytes
 	}
 	if s.maxBulkBody <= 0 {
 		s.maxBulkBody = DefaultMaxBulkBodyBytes
@@ -329,6 +336,10 @@ func (w *statusWriter) WriteHeader(code int) {
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (deadlines,
+// flushes) through the wrapper.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
