@@ -57,6 +57,8 @@ type importSummary struct {
 // the rows before it are stored.
 func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
+	// The answer streams while the body is still being read.
+	_ = rc.EnableFullDuplex()
 	_ = rc.SetReadDeadline(time.Now().Add(importChunkTimeout))
 	body := http.MaxBytesReader(w, r.Body, s.maxImport)
 	rd, err := importer.New(body)

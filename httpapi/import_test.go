@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -164,4 +165,29 @@ func exported(t *testing.T, tn *testNode, format string) map[string]map[string]a
 		out[m["code"].(string)] = m
 	}
 	return out
+}
+
+// TestImportStreamsLargeFiles: a file of several chunks is read while the
+// answers stream (the body is still read after the first results are
+// written), and every row is answered in order.
+func TestImportStreamsLargeFiles(t *testing.T) {
+	tn := startNode(t, link.URLPolicy{})
+	var b strings.Builder
+	b.WriteString("url,tags\n")
+	const n = 1700
+	for i := range n {
+		fmt.Fprintf(&b, "https://example.com/big/%d,big\n", i)
+	}
+	rows, sum := tn.importFile(t, []byte(b.String()))
+	if len(rows) != n || sum["created"] != float64(n) {
+		t.Fatalf("%d rows answered, summary %v", len(rows), sum)
+	}
+	for i, r := range rows {
+		if r["row"] != float64(i+1) || r["status"] != float64(201) {
+			t.Fatalf("row %d: %v", i+1, r)
+		}
+	}
+	if r := tn.do(t, "GET", "/api/v1/tags", "", nil); !strings.Contains(string(r.body), `{"tag":"big","links":1700}`) {
+		t.Fatalf("tags: %s", r.body)
+	}
 }

@@ -24,6 +24,8 @@ var cliCommands = map[string]string{
 	"shards":  "every shard: leader, replicas, Raft indexes, links",
 	"remove":  "remove a node (by ID) from the cluster for good: linknode remove [-addr A] ID",
 	"keys":    "API keys: linknode keys create -name N -owner O -scopes links:read,links:write | list | revoke ID",
+	"import":  "import links from a file (linkraft CSV or NDJSON, or a Shlink, Kutt, YOURLS or Bitly export): linknode import [-url U] FILE",
+	"export":  "export your links: linknode export [-url U] [-format ndjson|csv] [-o FILE]",
 }
 
 // admin is a CLI's connection to a node's admin listener.

@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -136,6 +139,7 @@ func TestThreeProcessCluster(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &members); err != nil || len(members) != size {
 		t.Fatalf("linknode members -o json: %v\n%s", err, out.String())
 	}
+	linkFeatures(t, procs, env)
 	lead := map[string]int{}
 	for _, s := range st["shards"].([]any) {
 		sh := s.(map[string]any)
@@ -183,5 +187,112 @@ func TestThreeProcessCluster(t *testing.T) {
 				return nil
 			})
 		}
+	}
+}
+
+// linkFeatures runs issue 16's features against the built binary on the
+// three processes: each made through one node and used through the others.
+func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) {
+	t.Helper()
+	send := func(method, url, ctype, body string, hdr ...string) (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	auth := "Bearer " + testAdminKey
+	// A password link, unlocked through another node.
+	if st, _, b := send("POST", procs[0].base+"/api/v1/links", "application/json", `{"url":"https://proc.example/vault","alias":"proc-vault","password":"open sesame"}`, "Authorization", auth); st != 201 {
+		t.Fatalf("password link: %d %s", st, b)
+	}
+	testcluster.Eventually(t, 10*time.Second, func() error {
+		if st, _, _ := send("GET", procs[2].base+"/proc-vault", "", ""); st != 200 {
+			return fmt.Errorf("the password page on n3: %d", st)
+		}
+		return nil
+	})
+	if st, _, _ := send("POST", procs[1].base+"/proc-vault", "application/x-www-form-urlencoded", "password=wrong"); st != 403 {
+		t.Fatalf("a wrong password on n2: %d", st)
+	}
+	if st, h, _ := send("POST", procs[2].base+"/proc-vault", "application/x-www-form-urlencoded", "password=open+sesame"); st != 303 || h.Get("Location") != "https://proc.example/vault" {
+		t.Fatalf("the right password on n3: %d %v", st, h)
+	}
+	// Rules, read on another node.
+	if st, _, b := send("POST", procs[1].base+"/api/v1/links", "application/json", `{"url":"https://proc.example/app","alias":"proc-app","rules":[{"language":"fr","url":"https://proc.example/fr"}]}`, "Authorization", auth); st != 201 {
+		t.Fatalf("rules: %d %s", st, b)
+	}
+	testcluster.Eventually(t, 10*time.Second, func() error {
+		if st, h, _ := send("GET", procs[0].base+"/proc-app", "", "", "Accept-Language", "fr-FR"); st != 302 || h.Get("Location") != "https://proc.example/fr" {
+			return fmt.Errorf("rules on n1: %d %v", st, h)
+		}
+		return nil
+	})
+	// An Idempotency-Key retried through another node.
+	body := `{"url":"https://proc.example/once"}`
+	st1, _, b1 := send("POST", procs[0].base+"/api/v1/links", "application/json", body, "Authorization", auth, "Idempotency-Key", "proc-key-1")
+	st2, h2, b2 := send("POST", procs[2].base+"/api/v1/links", "application/json", body, "Authorization", auth, "Idempotency-Key", "proc-key-1")
+	var l1, l2 map[string]any
+	_ = json.Unmarshal([]byte(b1), &l1)
+	_ = json.Unmarshal([]byte(b2), &l2)
+	if st1 != 201 || st2 != 201 || l1["code"] != l2["code"] || h2.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("idempotent create: %d %s, then %d %v %s", st1, b1, st2, h2, b2)
+	}
+	// linknode import through n2, linknode export through n3.
+	dir := t.TempDir()
+	in := filepath.Join(dir, "shlink.csv")
+	csv := "\"createdAt\",\"domain\",\"shortCode\",\"shortUrl\",\"longUrl\",\"title\",\"tags\",\"visits\"\n" +
+		"\"2016-08-21T20:34:16+02:00\",\"s.test\",\"imp-one\",\"https://s.test/imp-one\",\"https://proc.example/imp1\",\"One\",\"moved|proc\",3\n" +
+		"\"2016-08-21T20:34:16+02:00\",\"s.test\",\"imp-two\",\"https://s.test/imp-two\",\"https://proc.example/imp2\",\"\",\"moved\",0\n"
+	if err := os.WriteFile(in, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut strings.Builder
+	if code := runTransfer("import", []string{"-url", procs[1].base, "-q", in}, env, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "(shlink-csv): 2 rows, 2 created, 0 failed") {
+		t.Fatalf("linknode import: %d %s %s", code, out.String(), errOut.String())
+	}
+	exported := filepath.Join(dir, "links.ndjson")
+	out.Reset()
+	testcluster.Eventually(t, 10*time.Second, func() error {
+		if st, _, _ := send("GET", procs[2].base+"/imp-two", "", ""); st != 302 {
+			return fmt.Errorf("imp-two on n3: %d", st)
+		}
+		return nil
+	})
+	// A listing reads every shard on its leader: while the balancer moves
+	// one it answers 503, which says to retry.
+	testcluster.Eventually(t, 20*time.Second, func() error {
+		out.Reset()
+		errOut.Reset()
+		if code := runTransfer("export", []string{"-url", procs[2].base, "-q", "-o", exported}, env, &out, &errOut); code != 0 {
+			if !strings.Contains(errOut.String(), "503") {
+				t.Fatalf("linknode export: %d %s", code, errOut.String())
+			}
+			return fmt.Errorf("linknode export: %s", errOut.String())
+		}
+		return nil
+	})
+	b, err := os.ReadFile(exported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Count(string(b), "\n")
+	if !strings.Contains(out.String(), fmt.Sprintf("exported %d links to %s", lines, exported)) ||
+		!strings.Contains(string(b), `"code":"imp-one"`) || strings.Contains(string(b), "open sesame") || strings.Contains(string(b), "argon2") {
+		t.Fatalf("linknode export: %s\n%s", out.String(), b)
 	}
 }

@@ -49,8 +49,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runKeygen(args[1:], stdout, stderr)
 		case "repair-shard":
 			return runRepair(args[1:], stdout, stderr)
-		case "status", "members", "shards", "remove":
+		case "status", "members", "shards", "remove", "keys":
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
+		case "import", "export":
+			return runTransfer(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		}
 	}
 	cfg, err := ParseFlags(args, os.LookupEnv, stderr)

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/linkraft/linkraft/internal/apikey"
+)
+
+// linknode import FILE and linknode export: the public API's
+// /api/v1/links/import and /api/v1/links/export with a progress bar (on
+// stderr) and a summary.
+
+// transfer is the connection of import and export to a node's public
+// listener.
+type transfer struct {
+	base, key string
+	client    *http.Client
+}
+
+// maxShownFailures bounds the failed rows import prints.
+const maxShownFailures = 20
+
+func runTransfer(name string, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("linknode "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := "http://127.0.0.1:8080"
+	if v, ok := lookupEnv("LINKNODE_URL"); ok {
+		def = v
+	}
+	base := fs.String("url", def, "public URL of any node (env LINKNODE_URL)")
+	keyFlag := fs.String("key", "", "API key with links:read (export) or links:write (import) (default: env LINKNODE_KEY, else <data-dir>/admin.key)")
+	dataDir := fs.String("data-dir", "linknode-data", "data dir whose admin.key to use when no key is given")
+	format := fs.String("format", "ndjson", "export: ndjson or csv")
+	out := fs.String("o", "-", "export: the file to write (- for stdout)")
+	quiet := fs.Bool("q", false, "no progress bar")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	t := transfer{base: strings.TrimRight(*base, "/"), key: *keyFlag, client: &http.Client{}}
+	if t.key == "" {
+		if v, ok := lookupEnv("LINKNODE_KEY"); ok {
+			t.key = strings.TrimSpace(v)
+		}
+	}
+	if t.key == "" {
+		k, err := apikey.LoadSecret(filepath.Join(*dataDir, "admin.key"))
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode: no API key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
+			return 2
+		}
+		t.key = k
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	progress := stderr
+	if *quiet {
+		progress = io.Discard
+	}
+	if name == "import" {
+		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "usage: linknode import [-url U] [-key K] FILE (- for stdin)")
+			return 2
+		}
+		return t.importFile(ctx, fs.Arg(0), stdout, stderr, progress)
+	}
+	if fs.NArg() != 0 || (*format != "ndjson" && *format != "csv") {
+		fmt.Fprintln(stderr, "usage: linknode export [-url U] [-key K] [-format ndjson|csv] [-o FILE]")
+		return 2
+	}
+	return t.export(ctx, *format, *out, stdout, stderr, progress)
+}
+
+func newBar(total int64, desc string, w io.Writer) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowBytes(true), progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+}
+
+// importFile uploads path and reads the per-row answers as they stream.
+func (t transfer) importFile(ctx context.Context, path string, stdout, stderr, progress io.Writer) int {
+	var in io.Reader = os.Stdin
+	size := int64(-1)
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return 1
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			size = st.Size()
+		}
+		in = f
+	}
+	bar := newBar(size, "uploading", progress)
+	reader := progressbar.NewReader(in, bar)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+"/api/v1/links/import", &reader)
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode:", err)
+		return 1
+	}
+	req.Header.Set("Authorization", "Bearer "+t.key)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := t.client.Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		_ = bar.Exit()
+		fmt.Fprintf(stderr, "linknode: import refused: %d %s\n", resp.StatusCode, strings.TrimSpace(string(b)))
+		return 1
+	}
+	type result struct {
+		Row     int    `json:"row"`
+		Status  int    `json:"status"`
+		Done    bool   `json:"done"`
+		Format  string `json:"format"`
+		Rows    int    `json:"rows"`
+		Created int    `json:"created"`
+		Failed  int    `json:"failed"`
+		Problem *struct {
+			Type, Detail string
+		} `json:"problem"`
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var failures []string
+	failed := 0
+	var sum *result
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			continue
+		}
+		if r.Done {
+			sum = &r
+			break
+		}
+		bar.Describe(fmt.Sprintf("row %d", r.Row))
+		if r.Status != http.StatusCreated {
+			failed++
+			if len(failures) < maxShownFailures && r.Problem != nil {
+				failures = append(failures, fmt.Sprintf("  row %d: %d %s", r.Row, r.Status, r.Problem.Detail))
+			}
+		}
+	}
+	_ = bar.Finish()
+	for _, f := range failures {
+		fmt.Fprintln(stderr, f)
+	}
+	if failed > len(failures) {
+		fmt.Fprintf(stderr, "  … and %d more failed rows\n", failed-len(failures))
+	}
+	if sum == nil {
+		fmt.Fprintln(stderr, "linknode: the import ended without its summary (the connection was cut): rows answered above are stored")
+		return 1
+	}
+	fmt.Fprintf(stdout, "imported %s (%s): %d rows, %d created, %d failed\n", path, sum.Format, sum.Rows, sum.Created, sum.Failed)
+	if sum.Problem != nil {
+		fmt.Fprintf(stderr, "linknode: the import stopped: %s\n", sum.Problem.Detail)
+		return 1
+	}
+	if sum.Failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// export writes the caller's links to out, counting them.
+func (t transfer) export(ctx context.Context, format, out string, stdout, stderr, progress io.Writer) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/api/v1/links/export?format="+format, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode:", err)
+		return 1
+	}
+	req.Header.Set("Authorization", "Bearer "+t.key)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		fmt.Fprintf(stderr, "linknode: export refused: %d %s\n", resp.StatusCode, strings.TrimSpace(string(b)))
+		return 1
+	}
+	var w io.Writer = stdout
+	var file *os.File
+	if out != "-" {
+		// Written beside the target and renamed at the end: a cut-short
+		// export never stands where a whole one is expected.
+		if file, err = os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*"); err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return 1
+		}
+		defer os.Remove(file.Name())
+		defer file.Close()
+		w = file
+	}
+	bar := newBar(-1, "exporting", progress)
+	body := io.TeeReader(resp.Body, io.MultiWriter(w, bar))
+	n := 0
+	if format == "csv" {
+		cr := csv.NewReader(body)
+		cr.FieldsPerRecord = -1
+		for {
+			if _, err = cr.Read(); err != nil {
+				break
+			}
+			n++
+		}
+		n = max(0, n-1) // the header
+	} else {
+		br := bufio.NewReader(body)
+		for {
+			var line []byte
+			if line, err = br.ReadSlice('\n'); len(line) > 0 && line[len(line)-1] == '\n' {
+				n++
+			}
+			if err == bufio.ErrBufferFull {
+				err = nil
+				continue
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	_ = bar.Finish()
+	if err != io.EOF {
+		fmt.Fprintln(stderr, "linknode: the export was cut short:", err)
+		return 1
+	}
+	if file != nil {
+		if err := file.Sync(); err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return 1
+		}
+		if err := file.Close(); err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return 1
+		}
+		if err := os.Rename(file.Name(), out); err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "exported %d links to %s\n", n, out)
+	} else {
+		fmt.Fprintf(stderr, "exported %d links\n", n)
+	}
+	return 0
+}
