@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -12,18 +13,31 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-// Listing reads two indexes of the live links, kept in the same
-// transaction as the links: by owner and creation time, and by creation
-// time alone (for a listing of every owner). An entry's key holds what it
-// sorts on and the code; the owner and the creation time of a link never
-// change, so an update leaves its entries alone and a delete removes them.
+// Listing reads three indexes of the live links, kept in the same
+// transaction as the links: by owner and creation time, by owner, tag and
+// creation time, and by creation time alone (for a listing of every
+// owner). An entry's key holds what it sorts on and the code; the owner
+// and the creation time of a link never change, so an update touches only
+// the tag entries of tags it adds or removes, and a delete removes them
+// all.
 var (
 	bucketByOwner   = []byte("links-by-owner")   // owner 0x00 created(8, BE) code -> empty
+	bucketByTag     = []byte("links-by-tag")     // owner 0x00 tag 0x00 created(8, BE) code -> empty
 	bucketByCreated = []byte("links-by-created") // created(8, BE) code -> empty
 	// keyIndexed, in the meta bucket, says the indexes cover every link
-	// (a file of an older version has links and no indexes).
-	keyIndexed = []byte("indexed-v1")
+	// (a file of an older version has links and fewer indexes or none:
+	// v1 had no tag index).
+	keyIndexed = []byte("indexed-v2")
 )
+
+// tagPrefix is the key prefix of owner's links with tag.
+func tagPrefix(owner, tag string) []byte {
+	return append(append(append([]byte(owner), 0), tag...), 0)
+}
+
+func tagKey(l *link.Link, tag string) []byte {
+	return append(append(tagPrefix(l.Owner, tag), createdKey(l.CreatedAt)...), l.Code...)
+}
 
 // createdKey is t as 8 bytes that sort as t does (times before 1970 sort
 // as 1970: no link is that old).
@@ -38,14 +52,30 @@ func ownerKey(l *link.Link) []byte {
 
 func createdIndexKey(l *link.Link) []byte { return append(createdKey(l.CreatedAt), l.Code...) }
 
-// index puts l's index entries, or removes them for a tombstone.
-func index(tx *bolt.Tx, l *link.Link) error {
-	byOwner, byCreated := tx.Bucket(bucketByOwner), tx.Bucket(bucketByCreated)
+// index puts l's index entries, or removes them for a tombstone; old is
+// the link as stored before (nil for none), whose tags l no longer has
+// lose their entries.
+func index(tx *bolt.Tx, old, l *link.Link) error {
+	byOwner, byCreated, byTag := tx.Bucket(bucketByOwner), tx.Bucket(bucketByCreated), tx.Bucket(bucketByTag)
+	if old != nil && !old.Deleted {
+		for _, t := range old.Tags {
+			if l.Deleted || !slices.Contains(l.Tags, t) {
+				if err := byTag.Delete(tagKey(old, t)); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	if l.Deleted {
 		if err := byOwner.Delete(ownerKey(l)); err != nil {
 			return err
 		}
 		return byCreated.Delete(createdIndexKey(l))
+	}
+	for _, t := range l.Tags {
+		if err := byTag.Put(tagKey(l, t), nil); err != nil {
+			return err
+		}
 	}
 	if err := byOwner.Put(ownerKey(l), nil); err != nil {
 		return err
@@ -77,7 +107,7 @@ func buildIndexes(db *bolt.DB) error {
 				if err != nil {
 					return fmt.Errorf("stored link %q: %w", k, err)
 				}
-				if err := index(tx, l); err != nil {
+				if err := index(tx, nil, l); err != nil {
 					return err
 				}
 				n++
@@ -101,7 +131,10 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, error) {
 	var out []*link.Link
 	err := f.view(func(tx *bolt.Tx) error {
 		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
-		if q.Owner != "" {
+		switch {
+		case q.Owner != "" && q.Tag != "":
+			b, prefix = tx.Bucket(bucketByTag), tagPrefix(q.Owner, q.Tag)
+		case q.Owner != "":
 			b, prefix = tx.Bucket(bucketByOwner), append([]byte(q.Owner), 0)
 		}
 		links := tx.Bucket(bucketLinks)

@@ -56,6 +56,8 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		{},
 		{Owner: "bob"},
 		{Owner: "alice", Tag: "red"},
+		{Owner: "bob", Tag: "green"},
+		{Owner: "carol", Tag: "blue", CreatedAfter: t0.Add(30 * time.Second)},
 		{Tag: "green"},
 		{Text: "REPORT"},
 		{Text: "e.example/1"},
@@ -117,6 +119,20 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 				}
 			}
 		}
+		// The tag index holds exactly the live links' tags: an update
+		// that changed a link's tags took its old entries away.
+		tags := 0
+		for _, l := range live {
+			tags += len(l.Tags)
+		}
+		if err := f.view(func(tx *bolt.Tx) error {
+			if n := tx.Bucket(bucketByTag).Stats().KeyN; n != tags {
+				return fmt.Errorf("%d tag index entries for %d tags of live links", n, tags)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	check(f)
 	if len(live) < 200 {
@@ -132,7 +148,7 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketByOwner, bucketByCreated} {
+		for _, b := range [][]byte{bucketByOwner, bucketByCreated, bucketByTag} {
 			if err := tx.DeleteBucket(b); err != nil {
 				return err
 			}

@@ -53,7 +53,7 @@ type ShardFSM struct {
 func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
 	s, err := openStore(cfg.Path, command.GroupShard,
-		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated,
+		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated, bucketByTag,
 			bucketClaims, bucketClaimExpiry},
 		f.applyCommand, buildIndexes, cfg.Logger)
 	if err != nil {
@@ -128,10 +128,13 @@ func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
 	if bugs.On(bugs.LoseLastApply) {
 		keepUndo(tx, l.Code)
 	}
+	// The link as stored before, for the tag entries it drops (a create
+	// finds none).
+	old := getLink(tx, l.Code)
 	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), command.EncodeRecord(l)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put %q: %v", f.path, l.Code, err))
 	}
-	if err := index(tx, l); err != nil {
+	if err := index(tx, old, l); err != nil {
 		panic(fmt.Sprintf("fsm %s: index %q: %v", f.path, l.Code, err))
 	}
 	f.changed = append(f.changed, l.Clone())

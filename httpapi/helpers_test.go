@@ -118,7 +118,8 @@ func serve(tb testing.TB, svc httpapi.Service, secret string, m *metrics.Metrics
 	client := &http.Client{
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport:     &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128},
+		// Every /api/v1 exchange is checked against the OpenAPI document.
+		Transport: specTransport{tb: tb, next: &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128}},
 	}
 	return &testNode{svc: svc, srv: srv, admin: admin, key: secret, fast: fast, client: client, metrics: m}
 }

@@ -251,6 +251,7 @@ func New(cfg Config) (*Server, error) {
 	// The admin listener: the admin API, metrics and profiles; the public
 	// one answers 404 for them.
 	s.registerAdminRoutes(cfg.Metrics, cfg.Pprof)
+	s.registerOpenAPIRoute()
 	s.registerLinkRoutes()
 	s.registerStatsRoutes()
 	s.registerQRRoutes()

@@ -90,7 +90,7 @@ func (s *Server) handleVisits(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, map[string]any{"code": code, "visits": visits, "partial": g.Partial, "missing_nodes": g.Missing})
+	writeJSON(w, r, http.StatusOK, map[string]any{"code": code, "visits": visits, "partial": g.Partial, "missing_nodes": orEmpty(g.Missing)})
 }
 
 // handleOrphans serves GET /api/v1/orphan-visits?top=N: requests for codes
@@ -106,7 +106,7 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	o, g := s.svc.Orphans(r.Context(), top)
-	writeJSON(w, r, http.StatusOK, map[string]any{"total": o.Total, "top": o.Top, "partial": g.Partial, "missing_nodes": g.Missing})
+	writeJSON(w, r, http.StatusOK, map[string]any{"total": o.Total, "top": o.Top, "partial": g.Partial, "missing_nodes": orEmpty(g.Missing)})
 }
 
 // handleStats serves GET /api/v1/links/{code}/stats?from=&to=&interval=
@@ -175,7 +175,8 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	out := statsJSON{Code: code, From: from, To: to, Interval: interval, BotsMode: string(bots),
 		Humans: st.Humans, Bots: st.Bots, Total: bots.Count(st.Humans, st.Bots), Uniques: st.Uniques,
 		Series: make([]pointJSON, len(st.Series)), BreakdownsSince: st.Since,
-		Countries: st.Countries, Devices: st.Devices, Browsers: st.Browsers, OS: st.OS, Referrers: st.Referrers}
+		Countries: orEmpty(st.Countries), Devices: orEmpty(st.Devices), Browsers: orEmpty(st.Browsers), OS: orEmpty(st.OS),
+		Referrers: orEmpty(st.Referrers)}
 	for i, p := range st.Series {
 		out.Series[i] = pointJSON{Time: p.Time, Humans: p.Humans, Bots: p.Bots, Count: bots.Count(p.Humans, p.Bots)}
 	}
@@ -204,4 +205,12 @@ func (s *Server) timeRange(q url.Values, span time.Duration) (from, to time.Time
 		return from, to, field("from", "must be before to", link.ErrInvalidInput)
 	}
 	return from, to, nil
+}
+
+// orEmpty is s, or an empty list for nil (JSON [] rather than null).
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

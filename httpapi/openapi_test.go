@@ -1,0 +1,190 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/linkraft/linkraft/httpapi"
+	"github.com/linkraft/linkraft/link"
+)
+
+// The OpenAPI document, loaded once for every test of the package.
+var spec struct {
+	once   sync.Once
+	doc    *openapi3.T
+	router routers.Router
+	err    error
+}
+
+func init() {
+	// NDJSON bodies are checked as text (each line is checked by the tests
+	// that read it).
+	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder)
+}
+
+func loadSpec() (*openapi3.T, routers.Router, error) {
+	spec.once.Do(func() {
+		loader := openapi3.NewLoader()
+		spec.doc, spec.err = loader.LoadFromData(httpapi.OpenAPI())
+		if spec.err != nil {
+			return
+		}
+		if spec.err = spec.doc.Validate(context.Background()); spec.err != nil {
+			return
+		}
+		// The router matches paths on any host (the test servers' ports).
+		routed := *spec.doc
+		routed.Servers = nil
+		spec.router, spec.err = legacy.NewRouter(&routed)
+	})
+	return spec.doc, spec.router, spec.err
+}
+
+// specTransport checks every /api/v1 exchange of a test against the
+// OpenAPI document: every answer must be one the document describes
+// (status, content type, body), and every request the API accepted (2xx)
+// must be one it documents. A request the API refused is not checked: the
+// tests send malformed ones on purpose, and the answer (a problem
+// document) is.
+type specTransport struct {
+	tb   testing.TB
+	next http.RoundTripper
+}
+
+func (t specTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.HasPrefix(req.URL.Path, "/api/v1/") || req.Method == http.MethodHead || req.Method == http.MethodOptions {
+		return t.next.RoundTrip(req)
+	}
+	var reqBody []byte
+	if req.Body != nil {
+		var err error
+		if reqBody, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return resp, nil
+	}
+	if err := checkExchange(req, reqBody, resp, body); err != nil {
+		t.tb.Errorf("OpenAPI: %s %s → %d: %v", req.Method, req.URL.RequestURI(), resp.StatusCode, err)
+	}
+	return resp, nil
+}
+
+func checkExchange(req *http.Request, reqBody []byte, resp *http.Response, body []byte) error {
+	_, router, err := loadSpec()
+	if err != nil {
+		return fmt.Errorf("the document: %w", err)
+	}
+	probe := req.Clone(context.Background())
+	probe.Body = io.NopCloser(bytes.NewReader(reqBody))
+	route, params, err := router.FindRoute(probe)
+	if err != nil {
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			return nil // no such route or method: nothing to document
+		}
+		return fmt.Errorf("not in the document: %w", err)
+	}
+	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}
+	in := &openapi3filter.RequestValidationInput{Request: probe, PathParams: params, Route: route, Options: opts}
+	if resp.StatusCode/100 == 2 {
+		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+			return fmt.Errorf("an accepted request the document does not allow: %w", err)
+		}
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Options: opts}
+	out.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		return fmt.Errorf("an answer the document does not describe: %w\nbody: %.600s", err, body)
+	}
+	if resp.StatusCode/100 == 2 {
+		exercised.Store(route.Method+" "+route.Path, true)
+	}
+	return nil
+}
+
+// exercised holds "METHOD /path" of every documented operation a test
+// has called with success (a checked 2xx).
+var exercised sync.Map
+
+// TestMain fails a whole run of the package (no -run) in which some
+// documented operation was never called with success: the document may
+// not describe what no test shows.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 && flag.Lookup("test.run").Value.String() == "" {
+		doc, _, err := loadSpec()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "OpenAPI document:", err)
+			os.Exit(1)
+		}
+		var missing []string
+		for path, item := range doc.Paths.Map() {
+			for method := range item.Operations() {
+				if _, ok := exercised.Load(method + " " + path); !ok {
+					missing = append(missing, method+" "+path)
+				}
+			}
+		}
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			fmt.Fprintf(os.Stderr, "FAIL: documented operations no test called with success:\n  %s\n", strings.Join(missing, "\n  "))
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// TestOpenAPIDocument: the served document is the embedded one, a valid
+// OpenAPI 3.1 document that names every /api/v1 route the server has.
+func TestOpenAPIDocument(t *testing.T) {
+	doc, _, err := loadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi %q", doc.OpenAPI)
+	}
+	tn := startFake(t, link.URLPolicy{}, nil)
+	r := tn.do(t, "GET", "/api/v1/openapi.json", "", nil, "Authorization", "")
+	if r.status != 200 || !bytes.Equal(r.body, httpapi.OpenAPI()) {
+		t.Fatalf("GET /api/v1/openapi.json: %d", r.status)
+	}
+	// No route the document leaves out is served: each documented path's
+	// other methods answer 405 (or 404, where the path is also
+	// /api/v1/links/{code} with a reserved word for a code).
+	for path, item := range doc.Paths.Map() {
+		concrete := strings.NewReplacer("{code}", "abc123", "{id}", "k1", "{domain}", "example.org").Replace(path)
+		for _, m := range []string{"GET", "POST", "PATCH", "DELETE", "PUT"} {
+			documented := item.GetOperation(m) != nil
+			r := tn.do(t, m, concrete, "application/json", []byte("{}"))
+			if !documented && r.status != http.StatusMethodNotAllowed && r.status != http.StatusNotFound {
+				t.Errorf("%s %s is served (%d) but not documented", m, path, r.status)
+			}
+		}
+	}
+}
