@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # linknode beside its peers, measured in one run on this machine.
 #
-#   bash scripts/bench.sh [redirect|create|scale|failover|analytics|all]    (default: redirect)
+#   bash scripts/bench.sh [redirect|create|scale|list|failover|analytics|all]    (default: redirect)
 #
 # redirect  GET /{code} with wrk (-t2 -c64, loopback) over the same links on:
 #             linknode   one node, analytics off (the redirect path alone)
@@ -19,6 +19,9 @@
 #           Raft log, snapshots, whole data dir; ~60-byte URLs), RSS after the load and after a restart, time from restart to
 #           /readyz, and redirect p50/p99 (uniform keys) after the restart: flat out
 #           and paced at SCALE_RATE (16000) requests/s, the same load for every count.
+# list      GET /api/v1/links (scripts/benchlist, 4 clients, 400 requests a kind) over LINKS links on
+#           one node, then through every node of a 3-node cluster: the newest 100, one owner's
+#           newest 100, 100 at a random depth (created_before), and walks of 10 pages by cursor.
 # failover  leader of most shards killed (SIGKILL): first successful write,
 #           every shard it led writable again, redirect errors on the survivors
 #           (scripts/benchcluster, median of 5).
@@ -352,6 +355,50 @@ scale_bench() {
   done
 }
 
+# ---------------------------------------------------------------- list
+list_bench() {
+  need none
+  build
+  go build -o "$work/benchlist" ./scripts/benchlist
+  {
+    echo
+    echo "## list — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
+    echo
+    echo "machine: $(machine); analytics off; links created through the bulk API, $BULK per request; scripts/benchlist: 4 clients, 400 requests a kind, 100 links a page"
+    echo
+    echo "| links, nodes | page | requests | p50 | p99 | slowest | errors |"
+    echo "|---|---|---|---|---|---|---|"
+  } | report
+  for n in $LINKS; do
+    rm -rf "$work/s1"
+    start_node s1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
+    local pid=${pids[-1]}
+    wait_http "http://127.0.0.1:$((PORT + 80))/api/v1/keys"
+    echo "loading $n links into one node..." >&2
+    "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -bulk "$BULK" -out "$work/codes-list" >&2
+    "$work/benchlist" -targets "http://127.0.0.1:$((PORT + 80))" -label "$n, 1 node" | report
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    rm -rf "$work/s1"
+
+    local join="127.0.0.1:$((PORT + 61)),127.0.0.1:$((PORT + 62)),127.0.0.1:$((PORT + 63))" cpids=()
+    rm -rf "$work"/c1 "$work"/c2 "$work"/c3
+    for i in 1 2 3; do
+      start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
+        -bootstrap-expect 3 -join "$join" -shards 8 -cluster-key-file "$work/cluster.key"
+      cpids+=("${pids[-1]}")
+    done
+    for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/api/v1/keys"; done
+    local targets="http://127.0.0.1:$((PORT + 81)),http://127.0.0.1:$((PORT + 82)),http://127.0.0.1:$((PORT + 83))"
+    echo "loading $n links into the 3-node cluster..." >&2
+    "$work/benchload" -targets "$targets" -n "$n" -bulk "$BULK" -out "$work/codes-list" >&2
+    "$work/benchlist" -targets "$targets" -label "$n, 3 nodes" | report
+    for p in "${cpids[@]}"; do kill "$p"; done
+    for p in "${cpids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"/c1 "$work"/c2 "$work"/c3
+  done
+}
+
 # ---------------------------------------------------------------- create, failover
 create_bench() {
   {
@@ -396,9 +443,10 @@ case $WHAT in
   redirect) redirect_bench ;;
   create) create_bench ;;
   scale) scale_bench ;;
+  list) list_bench ;;
   failover) failover_bench ;;
   analytics) analytics_bench ;;
   all) redirect_bench; create_bench; scale_bench; failover_bench; analytics_bench ;;
-  *) echo "usage: $0 [redirect|create|scale|failover|analytics|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [redirect|create|scale|list|failover|analytics|all]" >&2; exit 2 ;;
 esac
 echo "results appended to $RESULTS" >&2
