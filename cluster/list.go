@@ -41,15 +41,28 @@ func (n *Node) List(ctx context.Context, q link.ListQuery) (link.ListPage, error
 	q.Limit = min(max(q.Limit, 1), link.MaxListLimit)
 	parts := make([]shardPage, n.ring.Shards())
 	errs := make([]error, len(parts))
+	// Each shard is asked for its share of the page with room to spare,
+	// not for the whole page: a shard whose part is cut short ends the
+	// page there (mergePages), so a page is never wrong, only at times
+	// shorter than the limit, with a cursor to go on.
+	sq := q
+	sq.Limit = shardLimit(q.Limit, len(parts))
 	var wg sync.WaitGroup
 	for s := range parts {
-		wg.Go(func() { parts[s], errs[s] = n.listShard(ctx, s, q, 0) })
+		wg.Go(func() { parts[s], errs[s] = n.listShard(ctx, s, sq, 0) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return link.ListPage{}, err
 	}
 	return mergePages(parts, q), nil
+}
+
+// shardLimit is how many links a listing asks each of shards shards for,
+// for a page of limit: twice its even share and 8 more (so that uneven
+// shards still fill most pages), never more than the page.
+func shardLimit(limit, shards int) int {
+	return min(limit, 2*((limit+shards-1)/shards)+8)
 }
 
 // mergePages merges the shards' parts of a listing into one page of at

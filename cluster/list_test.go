@@ -66,7 +66,9 @@ func TestListingPagesAcrossShards(t *testing.T) {
 				}
 			}
 			q := base
-			q.Limit = 2 + rng.IntN(9)
+			// Small pages, and pages large enough that each of the 4
+			// shards is asked for less than the page (shardLimit).
+			q.Limit = []int{2 + rng.IntN(9), 20 + rng.IntN(30)}[rng.IntN(2)]
 			seen := map[string]bool{}
 			var prev *link.ListPosition
 			for page := 0; ; page++ {
