@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -49,15 +48,12 @@ type bulkResponse struct {
 // link; the cluster writes each shard's share as one Raft entry, which is
 // what makes it the way to import many links.
 func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
-	key, once, err := idempotencyKey(r)
+	key, raw, err := idempotent(r)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	var raw *bytes.Buffer
-	if once {
-		raw = teeBody(r)
-	}
+	once := raw != nil
 	var b bulkBody
 	if err := readJSONLimit(w, r, &b, s.maxBulkBody); err != nil {
 		s.Error(w, r, err)

@@ -42,15 +42,20 @@ func idempotencyKey(r *http.Request) (string, bool, error) {
 	return v, true, nil
 }
 
-// teeBody makes r's body also copy into a buffer, for the idempotency
-// fingerprint of exactly what was read (readJSON reads it to its end).
-func teeBody(r *http.Request) *bytes.Buffer {
-	var buf bytes.Buffer
+// idempotent reads r's Idempotency-Key, if it has one, and makes r's body
+// also copy into the returned buffer, for the fingerprint of exactly what
+// was read (readJSON reads it to its end); raw is nil without a key.
+func idempotent(r *http.Request) (key string, raw *bytes.Buffer, err error) {
+	key, once, err := idempotencyKey(r)
+	if err != nil || !once {
+		return "", nil, err
+	}
+	raw = &bytes.Buffer{}
 	r.Body = struct {
 		io.Reader
 		io.Closer
-	}{io.TeeReader(r.Body, &buf), r.Body}
-	return &buf
+	}{io.TeeReader(r.Body, raw), r.Body}
+	return key, raw, nil
 }
 
 // idempotencyOf is the cluster's identity of key for p's request with body.

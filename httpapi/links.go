@@ -208,15 +208,12 @@ func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
 
 // handleCreate serves POST /api/v1/links.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
-	key, once, err := idempotencyKey(r)
+	key, raw, err := idempotent(r)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	var raw *bytes.Buffer
-	if once {
-		raw = teeBody(r)
-	}
+	once := raw != nil
 	var b createBody
 	if err := s.readJSON(w, r, &b); err != nil {
 		s.Error(w, r, err)

@@ -73,16 +73,23 @@ func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(body.Len()))
-	h.Set("Cache-Control", "public, max-age=60")
-	h.Set("X-Robots-Tag", "noindex, nofollow")
 	// Nothing but its own QR image and inline style: a destination that
 	// tries to smuggle markup in finds no script to run.
-	h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'")
-	w.WriteHeader(http.StatusOK)
+	writePage(w, r, http.StatusOK, body.Bytes(), "public, max-age=60",
+		"default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'")
+}
+
+// writePage answers with one of the public HTML pages: kept out of search
+// engines, with its cache policy and content security policy.
+func writePage(w http.ResponseWriter, r *http.Request, status int, body []byte, cache, csp string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", cache)
+	h.Set("X-Robots-Tag", "noindex, nofollow")
+	h.Set("Content-Security-Policy", csp)
+	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(body.Bytes())
+		_, _ = w.Write(body)
 	}
 }

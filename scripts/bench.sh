@@ -120,6 +120,17 @@ start_node() {
   pids+=($!)
 }
 
+# start_cluster3: nodes c1, c2, c3 of a 3-node cluster (8 shards, analytics
+# off) in the background, waited for until each is ready.
+start_cluster3() {
+  local join="127.0.0.1:$((PORT + 61)),127.0.0.1:$((PORT + 62)),127.0.0.1:$((PORT + 63))"
+  for i in 1 2 3; do
+    start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
+      -bootstrap-expect 3 -join "$join" -shards 8 -cluster-key-file "$work/cluster.key"
+  done
+  for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/api/v1/keys"; done
+}
+
 # wrk_codes in out: the codes wrk cycles through, at most a million of them
 # spread evenly over in (what scripts/wrk/codes.lua would pick), as bare
 # codes: each wrk thread then reads a small file before it starts, so the
@@ -146,12 +157,7 @@ redirect_setup() { # $1: link count; fills $work/codes-<system>
   cp "$work/codes-linknode" "$work/codes-flask"
 
   if [[ " $SYSTEMS " == *" follower "* ]]; then
-    local join="127.0.0.1:$((PORT + 61)),127.0.0.1:$((PORT + 62)),127.0.0.1:$((PORT + 63))"
-    for i in 1 2 3; do
-      start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
-        -bootstrap-expect 3 -join "$join" -shards 8 -cluster-key-file "$work/cluster.key"
-    done
-    for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/api/v1/keys"; done
+    start_cluster3
     echo "loading $n links into the 3-node cluster..." >&2
     "$work/benchload" -targets "http://127.0.0.1:$((PORT + 81)),http://127.0.0.1:$((PORT + 82)),http://127.0.0.1:$((PORT + 83))" \
       -n "$n" -bulk "$BULK" -out "$work/codes-follower" >&2
@@ -381,14 +387,9 @@ list_bench() {
     wait "$pid" 2>/dev/null || true
     rm -rf "$work/s1"
 
-    local join="127.0.0.1:$((PORT + 61)),127.0.0.1:$((PORT + 62)),127.0.0.1:$((PORT + 63))" cpids=()
     rm -rf "$work"/c1 "$work"/c2 "$work"/c3
-    for i in 1 2 3; do
-      start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
-        -bootstrap-expect 3 -join "$join" -shards 8 -cluster-key-file "$work/cluster.key"
-      cpids+=("${pids[-1]}")
-    done
-    for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/api/v1/keys"; done
+    start_cluster3
+    local cpids=("${pids[@]: -3}")
     local targets="http://127.0.0.1:$((PORT + 81)),http://127.0.0.1:$((PORT + 82)),http://127.0.0.1:$((PORT + 83))"
     echo "loading $n links into the 3-node cluster..." >&2
     "$work/benchload" -targets "$targets" -n "$n" -bulk "$BULK" -out "$work/codes-list" >&2

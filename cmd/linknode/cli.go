@@ -62,22 +62,14 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		fmt.Fprintln(stderr, "linknode: -o must be table or json")
 		return 2
 	}
-	a := admin{base: strings.TrimRight(*addr, "/"), key: *keyFlag}
+	a := admin{base: strings.TrimRight(*addr, "/")}
 	if !strings.Contains(a.base, "://") {
 		a.base = "http://" + a.base
 	}
-	if a.key == "" {
-		if v, ok := lookupEnv("LINKNODE_KEY"); ok {
-			a.key = strings.TrimSpace(v)
-		}
-	}
-	if a.key == "" {
-		k, err := apikey.LoadSecret(filepath.Join(*dataDir, "admin.key"))
-		if err != nil {
-			fmt.Fprintln(stderr, "linknode: no admin key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
-			return 2
-		}
-		a.key = k
+	var err error
+	if a.key, err = resolveKey(*keyFlag, *dataDir, lookupEnv); err != nil {
+		fmt.Fprintln(stderr, "linknode: no admin key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
+		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -166,6 +158,18 @@ func printShards(w io.Writer, st cluster.Status) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.ID, s.Leader, strings.Join(s.Replicas, ","), s.State,
 			s.AppliedIndex, s.CommitIndex, s.LastContact, links)
 	}
+}
+
+// resolveKey is the API key a command uses: flag, else LINKNODE_KEY, else
+// <dataDir>/admin.key.
+func resolveKey(flag, dataDir string, lookupEnv func(string) (string, bool)) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if v, ok := lookupEnv("LINKNODE_KEY"); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v), nil
+	}
+	return apikey.LoadSecret(filepath.Join(dataDir, "admin.key"))
 }
 
 // call sends one request to the admin listener with the admin key.

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-
-	"github.com/linkraft/linkraft/internal/apikey"
 )
 
 // linknode import FILE and linknode export: the public API's
@@ -51,19 +49,11 @@ func runTransfer(name string, args []string, lookupEnv func(string) (string, boo
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	t := transfer{base: strings.TrimRight(*base, "/"), key: *keyFlag, client: &http.Client{}}
-	if t.key == "" {
-		if v, ok := lookupEnv("LINKNODE_KEY"); ok {
-			t.key = strings.TrimSpace(v)
-		}
-	}
-	if t.key == "" {
-		k, err := apikey.LoadSecret(filepath.Join(*dataDir, "admin.key"))
-		if err != nil {
-			fmt.Fprintln(stderr, "linknode: no API key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
-			return 2
-		}
-		t.key = k
+	t := transfer{base: strings.TrimRight(*base, "/"), client: &http.Client{}}
+	var err error
+	if t.key, err = resolveKey(*keyFlag, *dataDir, lookupEnv); err != nil {
+		fmt.Fprintln(stderr, "linknode: no API key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -83,6 +73,22 @@ func runTransfer(name string, args []string, lookupEnv func(string) (string, boo
 		return 2
 	}
 	return t.export(ctx, *format, *out, stdout, stderr, progress)
+}
+
+// do sends req with the key and returns its answer if it is 200; an error
+// names what was refused and why.
+func (t transfer) do(req *http.Request, what string) (*http.Response, error) {
+	req.Header.Set("Authorization", "Bearer "+t.key)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("linknode: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return nil, fmt.Errorf("linknode: %s refused: %d %s", what, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return resp, nil
 }
 
 func newBar(total int64, desc string, w io.Writer) *progressbar.ProgressBar {
@@ -114,20 +120,14 @@ func (t transfer) importFile(ctx context.Context, path string, stdout, stderr, p
 		fmt.Fprintln(stderr, "linknode:", err)
 		return 1
 	}
-	req.Header.Set("Authorization", "Bearer "+t.key)
 	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := t.client.Do(req)
+	resp, err := t.do(req, "import")
 	if err != nil {
-		fmt.Fprintln(stderr, "linknode:", err)
+		_ = bar.Exit()
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		_ = bar.Exit()
-		fmt.Fprintf(stderr, "linknode: import refused: %d %s\n", resp.StatusCode, strings.TrimSpace(string(b)))
-		return 1
-	}
 	type result struct {
 		Row     int    `json:"row"`
 		Status  int    `json:"status"`
@@ -191,18 +191,12 @@ func (t transfer) export(ctx context.Context, format, out string, stdout, stderr
 		fmt.Fprintln(stderr, "linknode:", err)
 		return 1
 	}
-	req.Header.Set("Authorization", "Bearer "+t.key)
-	resp, err := t.client.Do(req)
+	resp, err := t.do(req, "export")
 	if err != nil {
-		fmt.Fprintln(stderr, "linknode:", err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		fmt.Fprintf(stderr, "linknode: export refused: %d %s\n", resp.StatusCode, strings.TrimSpace(string(b)))
-		return 1
-	}
 	var w io.Writer = stdout
 	var file *os.File
 	if out != "-" {
