@@ -251,6 +251,54 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 	if st1 != 201 || st2 != 201 || l1["code"] != l2["code"] || h2.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("idempotent create: %d %s, then %d %v %s", st1, b1, st2, h2, b2)
 	}
+	// Query forwarding, the preview, the QR code, through another node.
+	if st, _, b := send("POST", procs[0].base+"/api/v1/links", "application/json", `{"url":"https://proc.example/q?a=1","alias":"proc-query","title":"Docs","tags":["tour"]}`, "Authorization", auth); st != 201 {
+		t.Fatalf("create: %d %s", st, b)
+	}
+	testcluster.Eventually(t, 10*time.Second, func() error {
+		if st, h, _ := send("GET", procs[1].base+"/proc-query?utm_source=mail&a=2", "", ""); st != 302 || h.Get("Location") != "https://proc.example/q?a=1&utm_source=mail" {
+			return fmt.Errorf("query forwarding on n2: %d %v", st, h)
+		}
+		return nil
+	})
+	if st, h, b := send("GET", procs[2].base+"/proc-query+", "", ""); st != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !strings.Contains(b, "https://proc.example/q?a=1") {
+		t.Fatalf("preview on n3: %d %v", st, h)
+	}
+	if st, h, b := send("GET", procs[2].base+"/proc-query/qr?format=png&size=128", "", ""); st != 200 || h.Get("Content-Type") != "image/png" || !strings.HasPrefix(b, "\x89PNG") {
+		t.Fatalf("QR on n3: %d %v", st, h)
+	}
+	// Listing, tags, bulk update and delete, each through another node
+	// (a listing reads every shard on its leader: 503 while one moves).
+	listed := func(base, query string) (map[string]any, error) {
+		st, _, b := send("GET", base+"/api/v1/links?"+query, "", "", "Authorization", auth)
+		var m map[string]any
+		if st != 200 || json.Unmarshal([]byte(b), &m) != nil {
+			return nil, fmt.Errorf("listing %s on %s: %d %s", query, base, st, b)
+		}
+		return m, nil
+	}
+	testcluster.Eventually(t, 20*time.Second, func() error {
+		m, err := listed(procs[1].base, "tag=tour&owner=admin")
+		if err != nil {
+			return err
+		}
+		if links := m["links"].([]any); len(links) != 1 || links[0].(map[string]any)["code"] != "proc-query" {
+			return fmt.Errorf("tagged listing: %v", m)
+		}
+		return nil
+	})
+	if st, _, b := send("GET", procs[2].base+"/api/v1/tags", "", "", "Authorization", auth); st != 200 || !strings.Contains(b, `{"tag":"tour","links":1}`) {
+		t.Fatalf("tags on n3: %d %s", st, b)
+	}
+	if st, _, b := send("POST", procs[0].base+"/api/v1/links/bulk-update", "application/json", `{"filter":{"tag":"tour"},"patch":{"title":"Renamed"}}`, "Authorization", auth); st != 200 || !strings.Contains(b, `"updated":1`) {
+		t.Fatalf("bulk update on n1: %d %s", st, b)
+	}
+	if st, _, b := send("POST", procs[1].base+"/api/v1/links/bulk-delete", "application/json", `{"codes":["proc-query"]}`, "Authorization", auth); st != 200 || !strings.Contains(b, `"deleted":1`) {
+		t.Fatalf("bulk delete on n2: %d %s", st, b)
+	}
+	if st, _, _ := send("GET", procs[2].base+"/api/v1/links/proc-query?consistent=true", "", "", "Authorization", auth); st != 410 {
+		t.Fatalf("the deleted link on n3: %d", st)
+	}
 	// linknode import through n2, linknode export through n3.
 	dir := t.TempDir()
 	in := filepath.Join(dir, "shlink.csv")
