@@ -154,7 +154,9 @@ func splitTags(s, sep string) []string {
 }
 
 func newCSV(br *bufio.Reader) (*Reader, error) {
-	cr := csv.NewReader(br)
+	bounded := &rowBound{r: br}
+	cr := csv.NewReader(bounded)
+	bounded.offset = cr.InputOffset
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	head, err := cr.Read()

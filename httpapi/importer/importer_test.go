@@ -131,6 +131,11 @@ func TestBadFiles(t *testing.T) {
 	if err == nil || len(rows) != 1 || !strings.Contains(err.Error(), "over") {
 		t.Fatalf("a huge value: %d rows, %v", len(rows), err)
 	}
+	hugeCell := "url\nhttps://a.example/\n\"" + strings.Repeat("x", 10*MaxRowBytes) + "\"\n"
+	_, rows, err = readAll(t, strings.NewReader(hugeCell))
+	if err == nil || len(rows) != 1 || !strings.Contains(err.Error(), "over") {
+		t.Fatalf("a huge CSV cell: %d rows, %v", len(rows), err)
+	}
 	bom := "\ufeffurl\nhttps://a.example/\n"
 	if format, rows, err := readAll(t, strings.NewReader(bom)); err != nil || format != FormatCSV || len(rows) != 1 {
 		t.Fatalf("a byte order mark: %q %v %v", format, rows, err)

@@ -92,7 +92,7 @@ func newJSON(br *bufio.Reader, first byte) (*Reader, error) {
 	r := &Reader{}
 	bounded := &rowBound{r: br}
 	dec := json.NewDecoder(bounded)
-	bounded.dec = dec
+	bounded.offset = dec.InputOffset
 	if first == '{' {
 		// One object a line (NDJSON), or one document wrapping an array:
 		// its first key tells.
@@ -181,20 +181,21 @@ func (r *Reader) items(dec *json.Decoder, inArray bool) func() (Row, error) {
 	}
 }
 
-// rowBound fails a read that would take the decoder more than
-// MaxRowBytes past the end of the last value it returned, so that one huge
-// value (a 100 MB string) is refused after that much, not held whole.
+// rowBound fails a read that would take the parser (a JSON decoder, a CSV
+// reader) more than 2*MaxRowBytes past the end of the last value or record
+// it returned (offset), so that one huge value (a 100 MB string or cell)
+// is refused after that much, not held whole.
 type rowBound struct {
-	r    io.Reader
-	dec  *json.Decoder
-	read int64
+	r      io.Reader
+	offset func() int64
+	read   int64
 }
 
-// errRowTooLarge ends a JSON file with a value over MaxRowBytes.
-var errRowTooLarge = fmt.Errorf("a JSON value is over %d bytes", MaxRowBytes)
+// errRowTooLarge ends a file with a value or record over MaxRowBytes.
+var errRowTooLarge = fmt.Errorf("a row is over %d bytes", MaxRowBytes)
 
 func (b *rowBound) Read(p []byte) (int, error) {
-	if b.dec != nil && b.read-b.dec.InputOffset() > 2*MaxRowBytes {
+	if b.offset != nil && b.read-b.offset() > 2*MaxRowBytes {
 		return 0, errRowTooLarge
 	}
 	n, err := b.r.Read(p)
