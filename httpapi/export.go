@@ -15,6 +15,9 @@ import (
 // of the owner's links.
 const exportCost = 10
 
+// exportPageTimeout is how long one page of an export may take to write.
+const exportPageTimeout = 30 * time.Second
+
 // exportColumns is the CSV export's header row.
 var exportColumns = []string{"code", "short_url", "url", "title", "description", "tags", "owner", "created_at", "updated_at",
 	"expires_at", "redirect", "disabled", "max_visits", "forward_query", "password_protected", "rules"}
@@ -66,8 +69,11 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	if format == "csv" {
 		_ = cw.Write(exportColumns)
 	}
-	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	for {
+		// The server's write timeout holds for each page, not the whole
+		// export: a large one streams for as long as it takes.
+		_ = rc.SetWriteDeadline(time.Now().Add(exportPageTimeout))
 		for _, l := range page.Links {
 			j := s.toJSON(l)
 			j.Clicks = nil
@@ -82,9 +88,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		cw.Flush()
-		if flusher != nil {
-			flusher.Flush()
-		}
+		_ = rc.Flush()
 		if page.Next == nil {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/linkraft/linkraft/link"
 )
@@ -77,5 +78,36 @@ func TestExportStreamsEveryLink(t *testing.T) {
 	}
 	if r := tn.postJSON(t, "/api/v1/links", `{"url":"https://example.com/e","alias":"export"}`); r.status != 400 {
 		t.Fatalf("alias export: %d %s", r.status, r.body)
+	}
+}
+
+// TestExportOutlastsTheWriteTimeout: an export that takes longer than the
+// server's write timeout (here 1 s; each page of a slow cluster takes
+// 400 ms) is whole: the timeout holds for each page, not the export.
+func TestExportOutlastsTheWriteTimeout(t *testing.T) {
+	tn := startFake(t, link.URLPolicy{}, nil)
+	tn.srv.Config.WriteTimeout = time.Second
+	fake := tn.svc.(*fakeService)
+	var b strings.Builder
+	b.WriteString(`{"links":[`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"url":"https://example.com/slow/%d"}`, i)
+	}
+	b.WriteString(`]}`)
+	for range 3 {
+		if r := tn.postJSON(t, "/api/v1/links/bulk", b.String()); r.status != 200 {
+			t.Fatalf("bulk: %d", r.status)
+		}
+	}
+	fake.mu.Lock()
+	fake.listDelay = 400 * time.Millisecond
+	fake.mu.Unlock()
+	start := time.Now()
+	r := tn.do(t, "GET", "/api/v1/links/export", "", nil)
+	if lines := strings.Count(string(r.body), "\n"); r.status != 200 || lines != 3000 {
+		t.Fatalf("export: %d, %d lines after %v", r.status, lines, time.Since(start))
 	}
 }

@@ -28,6 +28,8 @@ type fakeService struct {
 	keys    map[apikey.Hash]apikey.Key
 	blocked map[string]time.Time
 	claims  map[string]fakeClaim // Idempotency-Key claims, by identity
+	// listDelay is how long each List takes (a slow cluster).
+	listDelay time.Duration
 }
 
 // fakeClaim is what a claimed Idempotency-Key made.
@@ -371,7 +373,16 @@ func live(l *link.Link) error {
 }
 
 // List pages through the fake's live links as the cluster does.
-func (f *fakeService) List(_ context.Context, q link.ListQuery) (link.ListPage, error) {
+func (f *fakeService) List(ctx context.Context, q link.ListQuery) (link.ListPage, error) {
+	if f.listDelay > 0 {
+		t := time.NewTimer(f.listDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return link.ListPage{}, ctx.Err()
+		case <-t.C:
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var all []*link.Link
