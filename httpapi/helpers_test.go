@@ -32,6 +32,7 @@ type testNode struct {
 	admin   *httptest.Server // the admin listener
 	key     string           // the first admin key's secret
 	fast    *fastpath.Listener
+	api     *httpapi.Server
 	client  *http.Client
 	metrics *metrics.Metrics
 }
@@ -121,7 +122,7 @@ func serve(tb testing.TB, svc httpapi.Service, secret string, m *metrics.Metrics
 		// Every /api/v1 exchange is checked against the OpenAPI document.
 		Transport: specTransport{tb: tb, next: &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128}},
 	}
-	return &testNode{svc: svc, srv: srv, admin: admin, key: secret, fast: fast, client: client, metrics: m}
+	return &testNode{svc: svc, srv: srv, admin: admin, key: secret, fast: fast, client: client, metrics: m, api: api}
 }
 
 // waitKey waits until the node knows secret (the first admin key is made

@@ -110,7 +110,7 @@ func (s *Server) handleQR(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	wait := time.NewTimer(qrWait)
+	wait := time.NewTimer(s.qrWait)
 	defer wait.Stop()
 	select {
 	case s.qrSlots <- struct{}{}:

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/makiuchi-d/gozxing"
 	"github.com/makiuchi-d/gozxing/qrcode"
@@ -120,5 +121,22 @@ func TestQRCodesDecodeToTheShortURL(t *testing.T) {
 	tn.do(t, "DELETE", "/api/v1/links/qr-me", "", nil)
 	if r := tn.do(t, "GET", "/qr-me/qr", "", nil, "Authorization", ""); r.status != 410 {
 		t.Fatalf("deleted link: %d", r.status)
+	}
+}
+
+// TestQRBusyIsUnavailable: with every render slot taken, a QR request waits
+// its turn and then answers 503 with Retry-After, not a queue without end;
+// once the slots are free it is drawn again.
+func TestQRBusyIsUnavailable(t *testing.T) {
+	tn := startFake(t, link.URLPolicy{}, nil)
+	tn.create(t, `{"url":"https://example.com/busy","alias":"busy-qr"}`)
+	release := tn.api.HoldQRSlots(50 * time.Millisecond)
+	r := tn.do(t, "GET", "/busy-qr/qr", "", nil, "Authorization", "")
+	release()
+	if r.status != 503 || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("all slots busy: %d %v %s", r.status, r.header, r.body)
+	}
+	if r := tn.do(t, "GET", "/busy-qr/qr", "", nil, "Authorization", ""); r.status != 200 {
+		t.Fatalf("slots free again: %d", r.status)
 	}
 }

@@ -171,6 +171,7 @@ type Server struct {
 	corsAny         bool
 	// qrSlots bounds the QR codes rendered at once (qrRenders).
 	qrSlots chan struct{}
+	qrWait  time.Duration
 	// passwords hashes and checks link passwords; guesses limits the
 	// guesses at them (password.go).
 	passwords *password.Hasher
@@ -195,7 +196,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody: cfg.MaxBodyBytes, maxBulkBody: cfg.MaxBulkBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
 		isBot: cfg.IsBot, admin: mux.NewRouter(), anonymousCreate: cfg.AnonymousCreate,
 		keyRate: cfg.KeyRate, anonRate: cfg.AnonymousRate, proxies: trustedProxies(cfg.TrustedProxies),
-		cors: map[string]bool{}, qrSlots: make(chan struct{}, qrRenders),
+		cors: map[string]bool{}, qrSlots: make(chan struct{}, qrRenders), qrWait: qrWait,
 	}
 	if s.keyRate == (Rate{}) {
 		s.keyRate = DefaultKeyRate
