@@ -35,6 +35,8 @@ fuzz ./link FuzzValidateAlias
 fuzz ./link FuzzForwardQuery
 fuzz ./command FuzzDecode
 fuzz ./httpapi FuzzFastPathMatchesNetHTTP
+fuzz ./httpapi/importer FuzzImport
+fuzz ./internal/password FuzzCheck
 # The short chaos run: a real 5-node cluster in network namespaces under
 # partitions, kills and pauses (root only: namespaces and nftables).
 if [ "$(id -u)" -eq 0 ]; then

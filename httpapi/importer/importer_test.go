@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -140,4 +141,39 @@ func TestBadFiles(t *testing.T) {
 	if format, rows, err := readAll(t, strings.NewReader(bom)); err != nil || format != FormatCSV || len(rows) != 1 {
 		t.Fatalf("a byte order mark: %q %v %v", format, rows, err)
 	}
+}
+
+// FuzzImport: any file is read without a panic, a row at a time, never
+// past MaxRowBytes of one row, and reading ends.
+func FuzzImport(f *testing.F) {
+	for _, name := range []string{"shlink.csv", "shlink.json", "kutt.json", "yourls.csv", "bitly.json", "simple.csv"} {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"code":"a","url":"x","rules":[{"device":"ios"}]}` + "\n" + `{"url":7}`))
+	f.Add([]byte("url,rules\nx,\"[{\"\"url\"\":1}]\"\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r, err := New(bytes.NewReader(in))
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("New: %v is not ErrFormat", err)
+			}
+			return
+		}
+		for i := 0; ; i++ {
+			row, err := r.Next()
+			if err != nil {
+				return
+			}
+			if i > len(in) {
+				t.Fatalf("%d rows from %d bytes", i, len(in))
+			}
+			if row.N != i+1 || len(row.URL) > len(in) {
+				t.Fatalf("row %+v", row)
+			}
+		}
+	})
 }

@@ -94,3 +94,20 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+// FuzzCheck: Check and Verify never panic, and what Check accepts Verify
+// takes within the bounds.
+func FuzzCheck(f *testing.F) {
+	f.Add("$argon2id$v=19$m=8,t=1,p=1$c29tZXNhbHRzb21lc2FsdA$" + strings.Repeat("A", 43))
+	f.Add("$argon2id$v=19$m=19456,t=2,p=1$$")
+	f.Add("$$$$$$")
+	f.Fuzz(func(t *testing.T, phc string) {
+		if Check(phc) != nil {
+			return
+		}
+		d, err := parse(phc)
+		if err != nil || d.p.Memory > maxMemory || d.p.Time > maxTime || d.p.Threads > maxThreads {
+			t.Fatalf("Check accepted %q: %+v %v", phc, d.p, err)
+		}
+	})
+}
