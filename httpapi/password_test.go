@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/link"
@@ -175,9 +176,13 @@ func TestPasswordLinks(t *testing.T) {
 // TestPasswordGuessesAreLimited: 5 guesses at once from one network, then
 // 429 (even for the right password, so that stopping at a 429 tells
 // nothing); and 20 at one link from many networks, then 429 for everyone.
+// The server's clock stands still, so no bucket refills however slowly
+// the guesses (an argon2id check each) run.
 func TestPasswordGuessesAreLimited(t *testing.T) {
+	stopped := time.Now()
 	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		c.Now = func() time.Time { return stopped }
 	})
 	tn.create(t, `{"url":"https://example.com/a","alias":"guess-me","password":"right"}`)
 	tn.create(t, `{"url":"https://example.com/b","alias":"guess-too","password":"right"}`)
