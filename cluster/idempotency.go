@@ -34,6 +34,11 @@ func IdempotencyKey(owner, key string, body []byte) Idempotency {
 	return Idempotency{Key: hex.EncodeToString(k[:]), Body: hex.EncodeToString(b[:])}
 }
 
+// ErrClaimedCodeTaken is returned for a create whose key claimed a
+// generated code that an alias took first: a retry with the key would meet
+// the same alias, so the request needs a new key.
+var ErrClaimedCodeTaken = errors.New("the code this Idempotency-Key claimed was taken by an alias; send the request with a new key")
+
 // ErrIdempotencyMismatch is returned for an Idempotency-Key used before
 // with another body (or another number of links).
 var ErrIdempotencyMismatch = errors.New("the Idempotency-Key was used with another request")
@@ -127,7 +132,7 @@ func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem I
 		if errors.Is(out[i].Err, link.ErrAliasTaken) && (generated[i] || reqs[i].Alias == "") {
 			// A generated code an alias took first: its claim names it,
 			// so a retry with this key would meet the same alias.
-			out[i].Err = fmt.Errorf("%w: the generated code %s was taken by an alias; send the request with a new Idempotency-Key", link.ErrUnavailable, cmds[i].Code)
+			out[i].Err = fmt.Errorf("%w (%s)", ErrClaimedCodeTaken, cmds[i].Code)
 		}
 	}
 	return out, replayed, nil

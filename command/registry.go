@@ -242,6 +242,11 @@ func (c *CreateIfAbsent) validate() error {
 	if len(c.Owner) > maxStoredOwner {
 		return invalid("owner of %d bytes", len(c.Owner))
 	}
+	if strings.ContainsFunc(c.Owner, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		// The listing indexes' keys are owner 0x00 …: a control byte
+		// (NUL above all) would make one owner's prefix match another's.
+		return invalid("owner with a control character")
+	}
 	if err := checkRedirect(c.Redirect); err != nil {
 		return err
 	}

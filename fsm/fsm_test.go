@@ -258,6 +258,7 @@ func TestBadEntriesAreRejectedNotFatal(t *testing.T) {
 		"bad code":           (&command.CreateIfAbsent{Code: "../etc", URL: "https://a.example/"}).Encode(),
 		"bad redirect":       (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/", Redirect: 200}).Encode(),
 		"meta command":       (&command.LeaseRange{Node: "n1", N: 10}).Encode(),
+		"NUL in an owner":    (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/", Owner: "alice\x00zz"}).Encode(),
 		"plaintext password": (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/", PasswordHash: "hunter2"}).Encode(),
 		"4 GiB argon2 cost": (&command.Update{Code: "evil", Set: command.SetPassword,
 			PasswordHash: "$argon2id$v=19$m=4194304,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}).Encode(),

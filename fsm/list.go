@@ -26,8 +26,11 @@ var (
 	bucketByCreated = []byte("links-by-created") // created(8, BE) code -> empty
 	// keyIndexed, in the meta bucket, says the indexes cover every link
 	// (a file of an older version has links and fewer indexes or none:
-	// v1 had no tag index).
-	keyIndexed = []byte("indexed-v2")
+	// v1 had no tag index). keyIndexedV1 is v1's marker: present beside
+	// keyIndexed, it says a v1 binary ran on the file since (a downgrade),
+	// whose links have no tag entries, so the indexes are built again.
+	keyIndexed   = []byte("indexed-v2")
+	keyIndexedV1 = []byte("indexed-v1")
 )
 
 // tagPrefix is the key prefix of owner's links with tag.
@@ -88,7 +91,8 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 func buildIndexes(db *bolt.DB) error {
 	done := false
 	if err := db.View(func(tx *bolt.Tx) error {
-		done = tx.Bucket(bucketMeta).Get(keyIndexed) != nil
+		meta := tx.Bucket(bucketMeta)
+		done = meta.Get(keyIndexed) != nil && meta.Get(keyIndexedV1) == nil
 		return nil
 	}); err != nil || done {
 		return err
@@ -114,6 +118,9 @@ func buildIndexes(db *bolt.DB) error {
 			}
 			if k == nil {
 				done = true
+				if err := tx.Bucket(bucketMeta).Delete(keyIndexedV1); err != nil {
+					return err
+				}
 				return tx.Bucket(bucketMeta).Put(keyIndexed, []byte{1})
 			}
 			from = bytes.Clone(k)

@@ -160,5 +160,31 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	f = mustShard(t, ShardConfig{Path: path})
+	check(f)
+	// A downgrade: a v1 binary ran on the file (it writes its marker and
+	// keeps no tag entries). Reopened by this version, the indexes are
+	// built again, tag entries included.
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketByTag); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketByTag); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyIndexedV1, []byte{1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	check(mustShard(t, ShardConfig{Path: path}))
 }

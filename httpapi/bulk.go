@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/linkraft/linkraft/cluster"
@@ -69,6 +70,10 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 			detail: fmt.Sprintf("links must hold 1 to %d links", MaxBulkLinks), field: "links"})
 		return
 	}
+	if once && slices.ContainsFunc(b.Links, func(c createBody) bool { return c.Password != nil }) {
+		s.Error(w, r, errIdempotencyPassword)
+		return
+	}
 	// One rate-limit token per link.
 	p := principalOf(r)
 	if !s.limit(w, r, p, len(b.Links)) {
@@ -101,7 +106,15 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 		var results []cluster.CreateResult
 		if once {
 			var replayed bool
-			if results, replayed, err = s.svc.CreateManyOnce(ctx, reqs, idempotencyOf(p, key, raw.Bytes())); err != nil {
+			// The claim's codes follow the valid rows: which rows those
+			// were is part of the fingerprint, so a retry whose rows'
+			// validity changed (an expiry passed) is refused, never
+			// answered with another row's link.
+			fingerprint := raw.Bytes()
+			for _, i := range pos {
+				fingerprint = fmt.Appendf(fingerprint, "\x00%d", i)
+			}
+			if results, replayed, err = s.svc.CreateManyOnce(ctx, reqs, idempotencyOf(p, key, fingerprint)); err != nil {
 				s.Error(w, r, err)
 				return
 			}

@@ -72,6 +72,8 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 		return p(http.StatusBadRequest, kind, "Bad Request", fe.Error(), fe.Field)
 	case errors.Is(err, cluster.ErrIdempotencyMismatch):
 		return s.problemOf(r, errIdempotencyReused)
+	case errors.Is(err, cluster.ErrClaimedCodeTaken):
+		return p(http.StatusConflict, "idempotency-key-conflict", "Conflict", err.Error(), "Idempotency-Key")
 	case errors.Is(err, link.ErrAliasTaken):
 		return p(http.StatusConflict, "alias-taken", "Conflict", "the code is already in use", "")
 	case errors.Is(err, link.ErrNotFound):

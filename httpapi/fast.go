@@ -50,8 +50,9 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 	// what it keeps.
 	dest := lk.URL
 	if len(lk.Rules) > 0 {
-		// The UA is copied: the platform memo keeps it as a map key.
-		dest = lk.Destination(s.visitor(string(clipBytes(r.UserAgent, MaxUserAgent)), s.fastClientIP(r), unsafeString(r.AcceptLanguage)))
+		// The UA is a view of the connection's buffer: visitor copies
+		// what the platform memo keeps.
+		dest = lk.Destination(s.visitor(unsafeString(r.UserAgent), s.fastClientIP(r), unsafeString(r.AcceptLanguage)))
 	}
 	a := fastpath.Answer{Status: lk.Redirect, Location: location(lk, dest, unsafeString(r.Query)), ID: lk.Code}
 	switch {

@@ -112,6 +112,7 @@ func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
 		{"password link", get("/" + locked), []string{"GET"}, false},
 		{"rules, no match", get("/" + ruled), []string{"GET"}, true},
 		{"rules, device", get("/"+ruled, "User-Agent: "+uaIPhone+"\r\n"), []string{"GET"}, true},
+		{"rules, two User-Agents", get("/"+ruled, "User-Agent: "+uaIPhone+"\r\n", "User-Agent: "+uaDesktop+"\r\n"), []string{"GET"}, true},
 		{"rules, language and query", get("/"+ruled+"?utm=1", "Accept-Language: fr-FR, en;q=0.5\r\n", "accept-language: de\r\n"), []string{"GET"}, true},
 		{"invalid code", get("/not.a.code"), []string{"GET"}, false},
 		{"escaped path", get("/" + c302[:1] + "%" + fmt.Sprintf("%02X", c302[1]) + c302[2:]), []string{"GET"}, false},

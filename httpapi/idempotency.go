@@ -67,6 +67,13 @@ func idempotencyOf(p *principal, key string, body []byte) cluster.Idempotency {
 	return cluster.IdempotencyKey(owner, key, body)
 }
 
+// errIdempotencyPassword refuses an Idempotency-Key on a create that sets
+// a password: the body's fingerprint, kept through Raft for a day, would be
+// a fast hash of the password.
+var errIdempotencyPassword = &requestError{status: http.StatusBadRequest, kind: "invalid-input", title: "Bad Request",
+	detail: "a create with a password takes no Idempotency-Key (its fingerprint would keep a fast hash of the password); set the password with PATCH",
+	field:  "Idempotency-Key"}
+
 // errIdempotencyReused answers a key sent again with another body.
 var errIdempotencyReused = &requestError{status: http.StatusUnprocessableEntity, kind: "idempotency-key-reused",
 	title: "Unprocessable Content", detail: "this Idempotency-Key was used with another request body; use a new key for a new request",

@@ -58,6 +58,13 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("refused requests stored links:\n%s", after)
 	}
 
+	// A password's fingerprint would be a fast hash of it: refused.
+	if r := post("/api/v1/links", []byte(`{"url":"https://example.com/pw","password":"secret"}`), "pw-key"); r.status != 400 || r.json(t)["field"] != "Idempotency-Key" {
+		t.Fatalf("a password with a key: %d %s", r.status, r.body)
+	}
+	if r := post("/api/v1/links/bulk", []byte(`{"links":[{"url":"https://example.com/pw","password":"secret"}]}`), "pw-key-2"); r.status != 400 {
+		t.Fatalf("a bulk password with a key: %d %s", r.status, r.body)
+	}
 	bulk := []byte(`{"links":[{"url":"https://example.com/b1"},{"url":"javascript:alert(1)"},{"url":"https://example.com/b3","alias":"b-three"}]}`)
 	b1 := post("/api/v1/links/bulk", bulk, "bulk-1")
 	b2 := post("/api/v1/links/bulk", bulk, "bulk-1")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/httpapi/importer"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -27,6 +28,10 @@ const (
 	DefaultMaxImportBytes = 256 << 20
 	importChunk           = 500
 	importChunkTimeout    = 30 * time.Second
+	// importCreateTimeout bounds a chunk's creates, inside the chunk's
+	// timeout, so that a stalled cluster answers the chunk's rows with
+	// 503s and the answer goes on.
+	importCreateTimeout = 20 * time.Second
 )
 
 // importResult is one row's outcome (a line of the answer).
@@ -85,7 +90,6 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	var ended error
 	for ended == nil {
 		_ = rc.SetReadDeadline(time.Now().Add(importChunkTimeout))
-		_ = rc.SetWriteDeadline(time.Now().Add(importChunkTimeout))
 		var rows []importer.Row
 		for len(rows) < chunk {
 			row, err := rd.Next()
@@ -102,7 +106,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		if len(rows) == 0 {
 			break
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), importChunkTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), importCreateTimeout)
 		if err := s.pace(ctx, p, len(rows)); err != nil {
 			cancel()
 			ended = err
@@ -110,6 +114,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		}
 		results := s.importChunk(ctx, r, p, rows)
 		cancel()
+		_ = rc.SetWriteDeadline(time.Now().Add(importChunkTimeout))
 		for _, res := range results {
 			sum.Rows++
 			if res.Status == http.StatusCreated {
@@ -123,6 +128,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = rc.Flush()
 	}
+	_ = rc.SetWriteDeadline(time.Now().Add(importChunkTimeout))
 	sum.Format = rd.Format()
 	if ended != nil && ended != io.EOF {
 		pr := s.problemOf(r, badRequest("import-cut-short", ended.Error()))
@@ -142,8 +148,18 @@ func (s *Server) importChunk(ctx context.Context, r *http.Request, p *principal,
 		out[i] = importResult{Row: rows[i].N, Status: pr.Status, Problem: &pr}
 	}
 	for i, row := range rows {
-		if row.Err != nil {
+		switch {
+		case row.Err != nil:
 			fail(i, badRequest("malformed-row", row.Err.Error()))
+			continue
+		case row.PasswordProtected:
+			// The export has no password: imported, the link would
+			// redirect without asking.
+			fail(i, field("password_protected", "a password link is not imported (the export holds no password): create it and set its password", link.ErrInvalidInput))
+			continue
+		case row.Disabled:
+			// A create makes a live link: imported, it would redirect.
+			fail(i, field("disabled", "a disabled link is not imported (it would be live): create it and disable it, or leave it out", link.ErrInvalidInput))
 			continue
 		}
 		b := createBody{URL: &row.URL, Title: &row.Title, Description: &row.Description, Tags: row.Tags, ForwardQuery: row.ForwardQuery}
@@ -168,7 +184,11 @@ func (s *Server) importChunk(ctx context.Context, r *http.Request, p *principal,
 			continue
 		}
 		req.Owner = p.owner()
-		if row.Owner != "" && p.admin() {
+		if row.Owner != "" && p.admin() && row.Owner != req.Owner {
+			if err := apikey.ValidName("owner", row.Owner); err != nil {
+				fail(i, field("owner", err.Error(), link.ErrInvalidInput))
+				continue
+			}
 			req.Owner = row.Owner
 		}
 		reqs = append(reqs, req)

@@ -88,6 +88,26 @@ func TestImportEachFormat(t *testing.T) {
 	if rows[0]["status"] != float64(400) || rows[0]["problem"].(map[string]any)["type"] != "/problems/invalid-url" || rows[1]["status"] != float64(201) {
 		t.Fatalf("rows: %v", rows)
 	}
+	// What an import cannot carry fails its row: a password link (the
+	// export has no password), a disabled link (it would be live), an
+	// owner that is no owner name.
+	rows, _ = tn.importFile(t, []byte(`{"url":"https://example.com/p","code":"pw-link","password_protected":true}
+{"url":"https://example.com/d","code":"off-link","disabled":true}
+{"url":"https://example.com/o","code":"odd-owner","owner":"alice\u0000zz"}
+{"url":"https://example.com/k","code":"kept-link","owner":"carol"}
+`))
+	for i, field := range []string{"password_protected", "disabled", "owner"} {
+		if rows[i]["status"] != float64(400) || rows[i]["problem"].(map[string]any)["field"] != field {
+			t.Errorf("row %d: %v, want 400 on %s", i+1, rows[i], field)
+		}
+	}
+	if rows[3]["status"] != float64(201) || rows[3]["link"].(map[string]any)["owner"] != "carol" {
+		t.Errorf("an admin's import keeps a valid owner: %v", rows[3])
+	}
+	kutt := []byte(`{"total":2,"data":[{"address":"kutt-pw","target":"https://example.com/kp","password":true},{"address":"kutt-ban","target":"https://example.com/kb","banned":true}]}`)
+	if rows, _ := tn.importFile(t, kutt); rows[0]["status"] != float64(400) || rows[1]["status"] != float64(400) {
+		t.Errorf("Kutt's password and banned links: %v", rows)
+	}
 	before := tn.storedState(t)
 	for _, bad := range []string{"", "name,email\nx,y\n", "\x00\x01binary"} {
 		if r := tn.do(t, "POST", "/api/v1/links/import", "text/csv", []byte(bad)); r.status != 400 || r.json(t)["type"] != "/problems/unknown-format" {
@@ -167,9 +187,10 @@ func exported(t *testing.T, tn *testNode, format string) map[string]map[string]a
 	return out
 }
 
-// TestImportStreamsLargeFiles: a file of several chunks is read while the
-// answers stream (the body is still read after the first results are
-// written), and every row is answered in order.
+// TestImportStreamsLargeFiles: a file of several chunks (1,700 rows, 500 a
+// chunk) is answered row by row, in order, every row made. (That the body
+// is read while the answer streams is not shown here: the test client
+// sends the whole body first.)
 func TestImportStreamsLargeFiles(t *testing.T) {
 	tn := startNode(t, link.URLPolicy{})
 	var b strings.Builder

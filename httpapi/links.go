@@ -226,6 +226,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalOf(r)
 	req.Owner = p.owner()
+	if once && b.Password != nil {
+		s.Error(w, r, errIdempotencyPassword)
+		return
+	}
 	if b.Password != nil {
 		if req.PasswordHash, err = s.hashPassword(r.Context(), *b.Password); err != nil {
 			s.Error(w, r, err)

@@ -91,10 +91,11 @@ func (s *Server) writePasswordPage(w http.ResponseWriter, r *http.Request, statu
 	h := w.Header()
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
-	// No script, no framing (a framed form is a clickjacking target), and
-	// the form may post only back here.
+	// No script and no framing (a framed form is a clickjacking target).
+	// No form-action: Chrome and Safari apply it to the redirect that
+	// follows the form's POST, which leads to the destination's site.
 	writePage(w, r, status, body.Bytes(), "no-store",
-		"default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		"default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'")
 	return status
 }
 

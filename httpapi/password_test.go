@@ -61,7 +61,8 @@ func TestPasswordLinks(t *testing.T) {
 	for _, method := range []string{"GET", "HEAD"} {
 		r := keep(tn.do(t, method, "/locked", "", nil, "Authorization", "", "Accept", "text/html"))
 		if r.status != 200 || r.header.Get("Location") != "" || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") ||
-			r.header.Get("Cache-Control") != "no-store" || !strings.Contains(r.header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			r.header.Get("Cache-Control") != "no-store" || !strings.Contains(r.header.Get("Content-Security-Policy"), "frame-ancestors 'none'") ||
+			strings.Contains(r.header.Get("Content-Security-Policy"), "form-action") {
 			t.Fatalf("%s /locked: %d %v", method, r.status, r.header)
 		}
 		if method == "GET" && (!strings.Contains(string(r.body), `<form method="post">`) || strings.Contains(string(r.body), "example.com")) {

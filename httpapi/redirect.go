@@ -101,7 +101,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	// A limited link grants each visit through Raft (exact across the
 	// cluster); links without a limit never get here. HEAD and bots look
 	// without using a visit up.
-	if l.MaxVisits > 0 && r.Method == http.MethodGet && (s.isBot == nil || !s.isBot(clip(r.UserAgent(), MaxUserAgent))) {
+	if l.MaxVisits > 0 && r.Method == http.MethodGet && (s.isBot == nil || !s.isBot(strings.Clone(clip(r.UserAgent(), MaxUserAgent)))) {
 		if l, err = s.svc.ConsumeVisit(r.Context(), code); err != nil {
 			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
 				return s.redirectError(w, r, link.ErrGone)
@@ -156,7 +156,9 @@ func (s *Server) visitor(ua string, ip netip.Addr, acceptLanguage string) link.V
 		v.Country = c
 	}
 	if s.platform != nil {
-		v.Device = s.platform(clip(ua, MaxUserAgent))
+		// A copy: the platform memo keeps it, and a clip of a 64 KiB
+		// header would pin the whole header.
+		v.Device = s.platform(strings.Clone(clip(ua, MaxUserAgent)))
 	}
 	return v
 }

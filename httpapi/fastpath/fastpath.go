@@ -467,7 +467,9 @@ func parseHead(head []byte, r *Request) bool {
 				return false
 			}
 		case asciiEqualFold(name, "user-agent"):
-			r.UserAgent = value
+			if r.UserAgent == nil { // the first, as net/http's UserAgent()
+				r.UserAgent = nonNil(value)
+			}
 		case asciiEqualFold(name, "referer"):
 			r.Referer = value
 		case asciiEqualFold(name, "accept-language"):

@@ -38,6 +38,9 @@ type Row struct {
 	// Owner is the row's owner column, if the file has one (linkraft's
 	// export).
 	Owner string
+	// PasswordProtected and Disabled are what linkraft's export says of
+	// the link (the importer refuses such rows: see httpapi).
+	PasswordProtected, Disabled bool
 }
 
 // Rule is a redirect rule as the files hold it (linkraft's).
@@ -283,6 +286,17 @@ func parseCSVExtras(row *Row, cell func(int) string, first func(...string) int) 
 			return fmt.Errorf("forward_query: %q is not true or false", v)
 		}
 		row.ForwardQuery = &b
+	}
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"passwordprotected", &row.PasswordProtected}, {"disabled", &row.Disabled}} {
+		if v := cell(first(b.name)); v != "" {
+			if v != "true" && v != "false" {
+				return fmt.Errorf("%s: %q is not true or false", b.name, v)
+			}
+			*b.dst = v == "true"
+		}
 	}
 	if v := cell(first("rules")); v != "" {
 		dec := json.NewDecoder(strings.NewReader(v))

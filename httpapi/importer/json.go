@@ -25,6 +25,8 @@ type item struct {
 	ForwardQuery *bool    `json:"forward_query"`
 	Rules        []Rule   `json:"rules"`
 	Owner        string   `json:"owner"`
+	Protected    bool     `json:"password_protected"`
+	Disabled     bool     `json:"disabled"`
 	// Shlink
 	ShortCode string `json:"shortCode"`
 	LongURL   string `json:"longUrl"`
@@ -33,10 +35,12 @@ type item struct {
 		MaxVisits  *uint64 `json:"maxVisits"`
 	} `json:"meta"`
 	ShlinkForward *bool `json:"forwardQuery"`
-	// Kutt
-	Address  string  `json:"address"`
-	Target   string  `json:"target"`
-	ExpireIn *string `json:"expire_in"`
+	// Kutt (password says one is set; banned, that Kutt took it down)
+	Address      string  `json:"address"`
+	Target       string  `json:"target"`
+	ExpireIn     *string `json:"expire_in"`
+	KuttPassword bool    `json:"password"`
+	Banned       bool    `json:"banned"`
 	// Bitly
 	BitlyLong      string   `json:"long_url"`
 	Link           string   `json:"link"`
@@ -58,7 +62,7 @@ func (it *item) row() (Row, string) {
 		}
 		return r, FormatShlinkJSON
 	case it.Address != "" || it.Target != "":
-		r := Row{URL: it.Target, Alias: it.Address, Title: it.Description}
+		r := Row{URL: it.Target, Alias: it.Address, Title: it.Description, PasswordProtected: it.KuttPassword, Disabled: it.Banned}
 		if it.ExpireIn != nil {
 			r.ExpiresAt = *it.ExpireIn
 		}
@@ -71,7 +75,7 @@ func (it *item) row() (Row, string) {
 		return Row{URL: it.BitlyLong, Alias: lastSegment(short), Title: it.Title, Tags: it.Tags}, FormatBitlyJSON
 	}
 	r := Row{URL: it.URL, Alias: it.Alias, Title: it.Title, Description: it.Description, Tags: it.Tags, Redirect: it.Redirect,
-		ForwardQuery: it.ForwardQuery, Rules: it.Rules, Owner: it.Owner}
+		ForwardQuery: it.ForwardQuery, Rules: it.Rules, Owner: it.Owner, PasswordProtected: it.Protected, Disabled: it.Disabled}
 	if r.Alias == "" {
 		r.Alias = it.Code
 	}
