@@ -43,9 +43,16 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 	generated := make([]bool, len(reqs))
 	now := time.Now().UTC()
 	need := 0
+	gates := map[int]error{} // supports, once per level
 	for i, req := range reqs {
-		if !n.clusterAt(createLevel(req)) {
-			out[i].Err = ErrUpgradeNeeded
+		lv := createLevel(req)
+		err, ok := gates[lv]
+		if !ok {
+			err = n.supports(lv)
+			gates[lv] = err
+		}
+		if err != nil {
+			out[i].Err = err
 			continue
 		}
 		cmds[i] = newCreate(req, now)

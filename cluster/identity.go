@@ -130,17 +130,31 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 	if m.ID == n.cfg.NodeID && m.Incarnation != n.incarnation {
 		return fmt.Errorf("%w: gossip shows this node's ID with another incarnation", ErrRefused)
 	}
-	reg, ok, err := n.metaFSM.Incarnation(m.ID)
+	rec, ok, err := n.metaFSM.Member(m.ID)
 	if err != nil {
 		return err
 	}
-	if ok {
-		if reg != m.Incarnation {
-			return amnesia(m.ID, m.Incarnation, reg)
-		}
+	if ok && rec.Incarnation != m.Incarnation {
+		return amnesia(m.ID, m.Incarnation, rec.Incarnation)
+	}
+	// Once every live member knows AdmitNode, the registry records each
+	// node's level as well, and again whenever it changes (an upgrade, or
+	// a rollback).
+	admit := n.clusterAt(levelAdmit) && m.Level > 0
+	if ok && rec.Level > m.Level && m.Level < levelAdmit && n.refusedLog.due(m.ID, "rolled back") {
+		// It could not apply an AdmitNode: its recorded level stays, and
+		// only the live check holds fields back while it runs.
+		n.log.Error("node rolled back to a version from before feature levels were recorded: links with a password or rules are refused while it is live, but those it already holds are served by it without them; upgrade it again",
+			"member", m.ID, "level", m.Level, "recorded", rec.Level)
+	}
+	if ok && (!admit || rec.Level == m.Level) {
 		return nil
 	}
-	out, _, err := n.meta.Apply(ctx, (&command.RegisterNode{Node: m.ID, Incarnation: m.Incarnation, At: time.Now().UTC()}).Encode())
+	entry := (&command.RegisterNode{Node: m.ID, Incarnation: m.Incarnation, At: time.Now().UTC()}).Encode()
+	if admit {
+		entry = (&command.AdmitNode{Member: command.RegisterNode{Node: m.ID, Incarnation: m.Incarnation, At: time.Now().UTC(), Level: uint32(m.Level)}}).Encode()
+	}
+	out, _, err := n.meta.Apply(ctx, entry)
 	if err != nil {
 		return err
 	}
@@ -149,8 +163,15 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 		if errors.Is(r.Err, fsm.ErrIncarnation) {
 			return amnesia(m.ID, m.Incarnation, r.Incarnation)
 		}
-		if r.Err == nil {
-			n.log.Info("node registered", "member", m.ID, "incarnation", short(m.Incarnation))
+		switch {
+		case r.Err != nil:
+		case !ok:
+			n.log.Info("node registered", "member", m.ID, "incarnation", short(m.Incarnation), "level", m.Level)
+		case rec.Level > m.Level:
+			n.log.Warn("node came back at a lower feature level (rolled back): fields it cannot keep wait until it is upgraded again; links with them already stored on it are served by it without them",
+				"member", m.ID, "level", m.Level, "was", rec.Level)
+		default:
+			n.log.Info("node feature level recorded", "member", m.ID, "level", m.Level, "was", rec.Level)
 		}
 		return r.Err
 	case error:

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +29,10 @@ import (
 // and the listing RPC (opList). 4: a link's password and redirect rules (a
 // level-3 node would skip them, and redirect without asking for the
 // password or without the rules), and Idempotency-Key claims (an entry it
-// cannot apply).
-const featureLevel = 4
+// cannot apply). 5: the registry records each node's level (AdmitNode),
+// and passwords and rules wait for every registered node, not only the
+// live ones.
+const featureLevel = 5
 
 // levelKeys is the feature level of keys and the blocklist.
 const levelKeys = 2
@@ -42,8 +46,13 @@ const levelLinkMeta = 3
 const levelListing = 3
 
 // levelLinkAccess is the feature level of a link's PasswordHash and
-// Rules.
+// Rules. A replica below it would store such a link without them and
+// serve it openly, so they wait for every registered node (supports).
 const levelLinkAccess = 4
+
+// levelAdmit is the feature level of AdmitNode, which records a node's
+// level in the registry.
+const levelAdmit = 5
 
 // createLevel is the feature level the fields req sets need.
 func createLevel(req link.CreateRequest) int {
@@ -77,6 +86,72 @@ var ErrKeyNotFound = fsm.ErrKeyNotFound
 // ErrUpgradeNeeded is returned by key and blocklist writes while some live
 // node runs a version that cannot apply them.
 var ErrUpgradeNeeded = fmt.Errorf("%w: a node of the cluster runs an older version; upgrade every node first", link.ErrUnavailable)
+
+// supports returns nil if the cluster may take what needs level, else an
+// error wrapping ErrUpgradeNeeded that says which node is behind. Every
+// live member must gossip at least level. From levelLinkAccess on (fields
+// an older replica would drop, then serve the link without), that is not
+// enough: a node that is down, or rolled back, misses from gossip and would
+// come back to apply the entries with an older version. So every node of
+// the meta registry and of the meta group that is not removed must also
+// have been admitted at level or later (AdmitNode records the level it
+// gossiped). A node that never comes back holds those fields back until
+// the operator removes it.
+func (n *Node) supports(level int) error {
+	if !n.clusterAt(level) {
+		return fmt.Errorf("%w (a live node gossips a feature level below %d)", ErrUpgradeNeeded, level)
+	}
+	if n.gossip == nil || level < levelLinkAccess {
+		return nil
+	}
+	id, at, err := n.behind(level)
+	if err != nil {
+		return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+	}
+	if id != "" {
+		return fmt.Errorf("%w: node %s was last admitted at feature level %d, and this needs %d: start it on this version, or remove it (linknode remove %s) if it is gone for good",
+			ErrUpgradeNeeded, id, at, level, id)
+	}
+	return nil
+}
+
+// behind returns a node of the registry or the meta group, not removed,
+// whose recorded feature level is below level (0 if none was recorded),
+// or "" if there is none.
+func (n *Node) behind(level int) (string, int, error) {
+	members, err := n.metaFSM.Members()
+	if err != nil {
+		return "", 0, err
+	}
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return "", 0, err
+	}
+	p, err := n.metaFSM.Placement()
+	if err != nil {
+		return "", 0, err
+	}
+	removed := map[string]bool{}
+	if p != nil {
+		for _, id := range p.Removed {
+			removed[id] = true
+		}
+	}
+	levels := make(map[string]int, len(members)+len(servers))
+	for _, s := range servers {
+		levels[s.ID] = 0 // a member the registry does not know: older than it
+	}
+	for _, m := range members {
+		levels[m.ID] = m.Level
+	}
+	ids := slices.Sorted(maps.Keys(levels))
+	for _, id := range ids {
+		if !removed[id] && levels[id] < level {
+			return id, levels[id], nil
+		}
+	}
+	return "", 0, nil
+}
 
 // clusterAt reports whether every live member runs at least level.
 func (n *Node) clusterAt(level int) bool {

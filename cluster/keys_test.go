@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,5 +233,82 @@ func TestPasswordsAndRulesWaitForEveryNode(t *testing.T) {
 	}
 	if l, err := n.Get(ctx(t), "titled", true); err != nil || l.PasswordHash != "" || l.Rules != nil {
 		t.Fatalf("the refused patch was applied: %+v %v", l, err)
+	}
+}
+
+// TestPasswordsWaitForDownOlderNodes: the live check is not enough for
+// fields an older replica would drop. A node of the level before
+// passwords that is down when one is set would come back, apply the
+// entry without the hash and redirect without asking. So passwords wait
+// for every registered node's recorded level: refused while the older
+// node is down (naming it), taken once it is back on this version (its
+// replica then holds the hash), and a node that comes back at a lower
+// level than recorded (a rollback) is recorded lower again.
+func TestPasswordsWaitForDownOlderNodes(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	next := featureLevel + 1 // the nodes play a version after this one
+	tc.cfgs[0].level, tc.cfgs[1].level = next, next
+	tc.cfgs[2].level = levelLinkAccess - 1
+	tc.startAll(0, 1, 2)
+	n := tc.nodes[0]
+	const hash = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	locked := func(alias string) error {
+		_, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/" + alias, Alias: alias, PasswordHash: hash})
+		return err
+	}
+	testcluster.WaitFor(t, 10*time.Second, "n3 in n1's gossip", func() bool { return len(n.gossip.members()) == 3 })
+	if err := locked("while-live"); !errors.Is(err, ErrUpgradeNeeded) {
+		t.Fatalf("a password beside a live older node: %v", err)
+	}
+
+	tc.stop(2)
+	testcluster.WaitFor(t, 10*time.Second, "n3 gone from n1's gossip", func() bool { return n.clusterAt(levelLinkAccess) })
+	// n1 and n2 may have been registered while n3 was live, without a
+	// level: the meta leader admits them again now.
+	testcluster.WaitFor(t, 10*time.Second, "n1 and n2 recorded", func() bool {
+		for _, id := range []string{"n1", "n2"} {
+			if m, ok, err := n.metaFSM.Member(id); err != nil || !ok || m.Level != next {
+				return false
+			}
+		}
+		return true
+	})
+	err := locked("while-down")
+	if !errors.Is(err, ErrUpgradeNeeded) || !strings.Contains(err.Error(), "node n3") {
+		t.Fatalf("a password while an older node is down: %v", err)
+	}
+	res := n.CreateMany(ctx(t), []link.CreateRequest{{URL: "https://e.example/bulk", Rules: []link.Rule{{Device: link.DeviceIOS, URL: "https://apps.example/"}}}})
+	if !errors.Is(res[0].Err, ErrUpgradeNeeded) {
+		t.Fatalf("rules in a bulk while an older node is down: %+v", res)
+	}
+	if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://e.example/plain", Alias: "plain"}); err != nil {
+		t.Fatalf("a plain link while an older node is down: %v", err)
+	}
+
+	// Back on this version: recorded, and the password goes through.
+	tc.cfgs[2].level = next
+	tc.start(2)
+	testcluster.WaitFor(t, 30*time.Second, "a password once n3 is back upgraded", func() bool { return locked("after-upgrade") == nil })
+	testcluster.WaitFor(t, 10*time.Second, "the hash on n3's replica", func() bool {
+		l, ok := tc.nodes[2].ResolveLocal("after-upgrade")
+		return ok && l.PasswordHash == hash
+	})
+
+	// Rolled back to a version that records levels: recorded lower, and
+	// what needs the higher level waits again, even once it is down.
+	tc.stop(2)
+	tc.cfgs[2].level = featureLevel
+	tc.start(2)
+	testcluster.WaitFor(t, 30*time.Second, "n3's lower level recorded", func() bool {
+		m, ok, err := n.metaFSM.Member("n3")
+		return err == nil && ok && m.Level == featureLevel
+	})
+	tc.stop(2)
+	testcluster.WaitFor(t, 10*time.Second, "n3 gone from n1's gossip", func() bool { return n.clusterAt(next) })
+	if err := n.supports(next); !errors.Is(err, ErrUpgradeNeeded) || !strings.Contains(err.Error(), "node n3") {
+		t.Fatalf("level %d with n3 recorded at %d: %v", next, featureLevel, err)
+	}
+	if err := locked("after-rollback"); err != nil {
+		t.Fatalf("a password with n3 recorded at %d: %v", featureLevel, err)
 	}
 }

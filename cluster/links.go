@@ -20,8 +20,8 @@ const maxGeneratedAttempts = 64
 // if the alias is in use (tombstones included); without one it takes IDs
 // from the allocator until a code is free.
 func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, error) {
-	if !n.clusterAt(createLevel(req)) {
-		return nil, ErrUpgradeNeeded
+	if err := n.supports(createLevel(req)); err != nil {
+		return nil, err
 	}
 	cmd := newCreate(req, time.Now().UTC())
 	if cmd.Code != "" {
@@ -157,8 +157,8 @@ func (n *Node) ResolveLocal(code string) (*link.Link, bool) {
 // Update applies a patch (one that passed link.Patch.Validate) to a live
 // link.
 func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Link, error) {
-	if !n.clusterAt(patchLevel(p)) {
-		return nil, ErrUpgradeNeeded
+	if err := n.supports(patchLevel(p)); err != nil {
+		return nil, err
 	}
 	u := command.Update{Code: code, Now: time.Now().UTC()}
 	if p.URL != nil {

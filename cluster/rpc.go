@@ -430,7 +430,7 @@ func forwardable(group uint64, cmd []byte) error {
 		return nil
 	}
 	switch t := command.Type(cmd[0]); t {
-	case command.TypeSetSettings, command.TypeRegisterNode:
+	case command.TypeSetSettings, command.TypeRegisterNode, command.TypeAdmitNode:
 		return fmt.Errorf("%w: %s commands are not taken over the RPC", link.ErrInvalidInput, command.Name(t))
 	case command.TypeCreateKey:
 		// Keys made through the API may be forwarded; the first admin

@@ -296,7 +296,8 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 }
 
 // TestSettingsAndRegistryAreNotTakenOverTheRPC: no node forwards the
-// cluster settings or a member registration (the meta leader writes them
+// cluster settings or a member registration or admission, with its
+// feature level (the meta leader writes them
 // itself), so a member asking for one over the RPC is refused and nothing
 // changes.
 func TestSettingsAndRegistryAreNotTakenOverTheRPC(t *testing.T) {
@@ -306,6 +307,7 @@ func TestSettingsAndRegistryAreNotTakenOverTheRPC(t *testing.T) {
 	for _, cmd := range [][]byte{
 		(&command.SetSettings{Settings: command.Settings{ClusterID: "evil", Shards: 1, ReplicationFactor: 1}}).Encode(),
 		(&command.RegisterNode{Node: "n9", Incarnation: "feed", At: time.Now()}).Encode(),
+		(&command.AdmitNode{Member: command.RegisterNode{Node: "n9", Incarnation: "feed", At: time.Now(), Level: 99}}).Encode(),
 	} {
 		for _, target := range tc.nodes {
 			resp, err := tc.nodes[1].rpc.call(ctx(t), target.RaftAddr(), &rpcRequest{Op: opApply, Group: metaGroupID, Cmd: cmd})

@@ -36,6 +36,9 @@ const (
 	TypeCreateKey    Type = 36
 	TypeRevokeKey    Type = 37
 	TypeSetBlocked   Type = 38
+	// TypeAdmitNode registers a node as TypeRegisterNode does and records
+	// its feature level.
+	TypeAdmitNode Type = 39
 
 	// IgnoreUnknownFlag marks a type that a replica which does not know it
 	// may skip instead of panicking (for commands that only add optional
@@ -391,19 +394,49 @@ type RegisterNode struct {
 	Node        string
 	Incarnation string
 	At          time.Time
+	// Level is the node's feature level, set only in an AdmitNode (a
+	// RegisterNode entry leaves it out, as the versions before it wrote
+	// them).
+	Level uint32
 }
 
 const (
-	fRegNode = 1
-	fRegInc  = 2
-	fRegAt   = 3
+	fRegNode  = 1
+	fRegInc   = 2
+	fRegAt    = 3
+	fRegLevel = 4
 )
 
 var registerNodeCodec = wire.NewCodec[RegisterNode](nil,
 	wire.String(fRegNode, func(r *RegisterNode) *string { return &r.Node }),
 	wire.String(fRegInc, func(r *RegisterNode) *string { return &r.Incarnation }),
 	wire.Time(fRegAt, func(r *RegisterNode) *time.Time { return &r.At }),
+	wire.Uint(fRegLevel, func(r *RegisterNode) *uint32 { return &r.Level }),
 )
+
+// AdmitNode registers Member.Node with Member.Incarnation, as a
+// RegisterNode does, and records Member.Level as the node's feature level
+// (the level it gossiped when the meta leader admitted it). The registry's
+// levels are what fields an older replica would drop wait for: every
+// registered node, live or down, must be at their level.
+type AdmitNode struct {
+	Member RegisterNode
+}
+
+// Encode returns the Raft entry for a.
+func (a *AdmitNode) Encode() []byte {
+	return registerNodeCodec.Append([]byte{byte(TypeAdmitNode)}, &a.Member)
+}
+
+func (a *AdmitNode) validate() error {
+	if a.Member.Level == 0 || a.Member.Level > maxFeatureLevel {
+		return invalid("feature level %d", a.Member.Level)
+	}
+	return a.Member.validate()
+}
+
+// maxFeatureLevel bounds a recorded feature level.
+const maxFeatureLevel = 1 << 16
 
 // Encode returns the Raft entry for r.
 func (r *RegisterNode) Encode() []byte {

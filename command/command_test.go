@@ -28,6 +28,7 @@ func FuzzDecode(f *testing.F) {
 		Humans: Counts{Total: 2, Countries: map[string]uint64{"DE": 2}, Visitors: []byte{1, 2}}, Bots: Counts{Total: 1}},
 		Hours: []HourCount{{Hour: 7, Humans: 2, Bots: 1}}}}}).Encode())
 	f.Add((&RegisterNode{Node: "n1", Incarnation: "i1", At: t0}).Encode())
+	f.Add((&AdmitNode{Member: RegisterNode{Node: "n1", Incarnation: "i1", At: t0, Level: 5}}).Encode())
 	f.Add((&CreateKey{Key: apikey.Key{ID: "0011223344556677", Owner: "admin", Scopes: apikey.Admin, Hash: apikey.HashOf("x")}, First: true}).Encode())
 	f.Add((&RevokeKey{ID: "0011223344556677", At: t0}).Encode())
 	f.Add((&SetBlocked{Domain: "evil.example", Blocked: true, At: t0}).Encode())

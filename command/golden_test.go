@@ -66,6 +66,7 @@ func goldenSamples() []struct {
 		{"Update(title)", (&Update{Code: "tt", Now: t0, Set: SetTitle | SetDescription, Title: "New"}).Encode()},
 		{"Link(stored, title)", EncodeRecord(&link.Link{Code: "tt", URL: "https://example.com/t", CreatedAt: t0, UpdatedAt: t0,
 			Redirect: link.DefaultRedirect, Title: "Notes", Description: "Two\nlines"})},
+		{"AdmitNode", (&AdmitNode{Member: RegisterNode{Node: "n1", Incarnation: "inc-1", At: t0, Level: 5}}).Encode()},
 		{"Link(wire)", EncodeLink(lk)},
 		{"Link(stored)", EncodeRecord(lk)},
 		{"Link(stored, defaults)", EncodeRecord(plain)},

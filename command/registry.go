@@ -86,6 +86,7 @@ var commands = map[Type]Spec{
 	TypeCreateKey:    spec("create-key", GroupMeta, createKeyCodec.Decode, (*CreateKey).validate),
 	TypeRevokeKey:    spec("revoke-key", GroupMeta, revokeKeyCodec.Decode, (*RevokeKey).validate),
 	TypeSetBlocked:   spec("set-blocked", GroupMeta, setBlockedCodec.Decode, (*SetBlocked).validate),
+	TypeAdmitNode:    spec("admit-node", GroupMeta, wrapped(registerNodeCodec, func(a *AdmitNode) *RegisterNode { return &a.Member }), (*AdmitNode).validate),
 }
 
 // wrapped decodes a command that is one message (a SetSettings is its

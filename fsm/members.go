@@ -47,6 +47,26 @@ func (f *MetaFSM) applyRegister(tx *bolt.Tx, r *command.RegisterNode) any {
 	return &RegisterResult{Incarnation: r.Incarnation}
 }
 
+// applyAdmit registers a.Member as applyRegister does and records its
+// feature level. A node known under another incarnation is refused, its
+// record untouched.
+func (f *MetaFSM) applyAdmit(tx *bolt.Tx, a *command.AdmitNode) any {
+	b := tx.Bucket(bucketMembers)
+	rec := command.RegisterNode{Incarnation: a.Member.Incarnation, At: a.Member.At, Level: a.Member.Level}
+	if v := b.Get([]byte(a.Member.Node)); v != nil {
+		var old command.RegisterNode
+		_ = old.Unmarshal(v)
+		if old.Incarnation != a.Member.Incarnation {
+			return &RegisterResult{Incarnation: old.Incarnation, Err: fmt.Errorf("%w: %s is %s, not %s", ErrIncarnation, a.Member.Node, old.Incarnation, a.Member.Incarnation)}
+		}
+		rec.At = old.At // registered at: the first time
+	}
+	if err := b.Put([]byte(a.Member.Node), rec.AppendTo(nil)); err != nil {
+		panic(fmt.Sprintf("fsm %s: put member: %v", f.path, err))
+	}
+	return &RegisterResult{Incarnation: rec.Incarnation}
+}
+
 func decodeMember(v []byte) (string, time.Time) {
 	var r command.RegisterNode
 	if err := r.Unmarshal(v); err != nil {
@@ -55,16 +75,52 @@ func decodeMember(v []byte) (string, time.Time) {
 	return r.Incarnation, r.At
 }
 
+// Member is a node of the registry.
+type Member struct {
+	ID          string
+	Incarnation string
+	// Level is the feature level recorded when the node was last
+	// admitted; 0 if it was registered by a version that did not record
+	// levels and has not been admitted since.
+	Level        int
+	RegisteredAt time.Time
+}
+
+// Members returns the registry, in node ID order.
+func (f *MetaFSM) Members() ([]Member, error) {
+	var out []Member
+	err := f.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMembers).ForEach(func(k, v []byte) error {
+			var r command.RegisterNode
+			if err := r.Unmarshal(v); err != nil {
+				return fmt.Errorf("fsm: member %q: %w", k, err)
+			}
+			out = append(out, Member{ID: string(k), Incarnation: r.Incarnation, Level: int(r.Level), RegisteredAt: r.At})
+			return nil
+		})
+	})
+	return out, err
+}
+
 // Incarnation returns the incarnation registered for node id, if any.
 func (f *MetaFSM) Incarnation(id string) (string, bool, error) {
-	var inc string
+	m, ok, err := f.Member(id)
+	return m.Incarnation, ok, err
+}
+
+// Member returns node id's record in the registry, if any.
+func (f *MetaFSM) Member(id string) (Member, bool, error) {
+	var m Member
 	var ok bool
 	err := f.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketMembers).Get([]byte(id)); v != nil {
-			inc, _ = decodeMember(v)
-			ok = true
+			var r command.RegisterNode
+			if err := r.Unmarshal(v); err != nil {
+				return fmt.Errorf("fsm: member %q: %w", id, err)
+			}
+			m, ok = Member{ID: id, Incarnation: r.Incarnation, Level: int(r.Level), RegisteredAt: r.At}, true
 		}
 		return nil
 	})
-	return inc, ok, err
+	return m, ok, err
 }

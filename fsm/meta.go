@@ -94,6 +94,8 @@ func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint6
 		return f.applyPlacement(tx, &c.Placement, index)
 	case *command.RegisterNode:
 		return f.applyRegister(tx, c)
+	case *command.AdmitNode:
+		return f.applyAdmit(tx, c)
 	case *command.CreateKey:
 		return f.applyCreateKey(tx, c)
 	case *command.RevokeKey:

@@ -93,6 +93,10 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 	case errors.Is(err, password.ErrBusy):
 		s.log.Warn("password hashing busy", "method", r.Method, "path", r.URL.Path)
 		return p(http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "too many password checks at once; retry", "")
+	case errors.Is(err, cluster.ErrUpgradeNeeded):
+		s.log.Warn("request waits for an upgrade", "method", r.Method, "path", r.URL.Path, "err", err)
+		return p(http.StatusServiceUnavailable, "upgrade-needed", "Service Unavailable",
+			"a node of the cluster runs, or last ran, an older version that cannot keep this; it is taken once every node is upgraded (or the old one removed)", "")
 	case errors.Is(err, link.ErrNotLeader), errors.Is(err, link.ErrUnavailable), errors.Is(err, link.ErrExhausted):
 		s.log.Warn("request unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		return p(http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "the cluster cannot serve this request right now; retry", "")
