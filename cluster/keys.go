@@ -31,7 +31,7 @@ import (
 // password or without the rules), and Idempotency-Key claims (an entry it
 // cannot apply). 5: the registry records each node's level (AdmitNode),
 // and passwords and rules wait for every registered node, not only the
-// live ones.
+// live ones; listings by clicks.
 const featureLevel = 5
 
 // levelKeys is the feature level of keys and the blocklist.
@@ -53,6 +53,10 @@ const levelLinkAccess = 4
 // levelAdmit is the feature level of AdmitNode, which records a node's
 // level in the registry.
 const levelAdmit = 5
+
+// levelListClicks is the feature level of a listing by clicks (an older
+// node answers its part of one in creation order).
+const levelListClicks = 5
 
 // createLevel is the feature level the fields req sets need.
 func createLevel(req link.CreateRequest) int {

@@ -23,7 +23,9 @@ const listBudget = 768 << 10
 // whether it may have more past the last.
 type shardPage struct {
 	links []*link.Link
-	more  bool
+	// clicks are the links' human clicks; nil from an older node.
+	clicks []uint64
+	more   bool
 }
 
 // List returns one page of the live links that pass q, across every shard,
@@ -33,7 +35,7 @@ type shardPage struct {
 // are merged, and the page ends where the shard with the earliest last
 // link may go on, so no link is skipped or repeated from page to page.
 func (n *Node) List(ctx context.Context, q link.ListQuery) (link.ListPage, error) {
-	if !n.clusterAt(levelListing) {
+	if !n.clusterAt(levelListing) || q.ByClicks && !n.clusterAt(levelListClicks) {
 		return link.ListPage{}, ErrUpgradeNeeded
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
@@ -70,63 +72,77 @@ func shardLimit(limit, shards int) int {
 // shard's answer cut short by its size) ends the page there: a link of
 // that shard past it could come before the other parts' next links.
 func mergePages(parts []shardPage, q link.ListQuery) link.ListPage {
-	var all []*link.Link
+	type entry struct {
+		l   *link.Link
+		pos link.ListPosition
+	}
+	var all []entry
+	counted := true
 	var cut *link.ListPosition // the earliest last link of a part that may have more
 	for _, p := range parts {
-		all = append(all, p.links...)
+		counted = counted && len(p.clicks) == len(p.links)
+		for i, l := range p.links {
+			e := entry{l: l, pos: link.ListPosition{Created: l.CreatedAt, Code: l.Code}}
+			if i < len(p.clicks) {
+				e.pos.Clicks = p.clicks[i]
+			}
+			all = append(all, e)
+		}
 		if p.more && len(p.links) > 0 {
-			last := positionOf(p.links[len(p.links)-1])
-			if cut == nil || after(*cut, last, q.Desc) {
+			last := all[len(all)-1].pos
+			if cut == nil || compare(last, *cut, q) < 0 {
 				cut = &last
 			}
 		}
 	}
-	slices.SortFunc(all, func(a, b *link.Link) int {
-		c := a.CreatedAt.Compare(b.CreatedAt)
-		if c == 0 {
-			c = cmp.Compare(a.Code, b.Code)
-		}
-		if q.Desc {
-			return -c
-		}
-		return c
-	})
+	slices.SortFunc(all, func(a, b entry) int { return compare(a.pos, b.pos, q) })
 	more := cut != nil
 	if cut != nil {
-		all = slices.DeleteFunc(all, func(l *link.Link) bool { return after(positionOf(l), *cut, q.Desc) })
+		all = slices.DeleteFunc(all, func(e entry) bool { return after(e.pos, *cut, q) })
 	}
 	if len(all) > q.Limit {
 		all, more = all[:q.Limit], true
 	}
-	page := link.ListPage{Links: all}
+	page := link.ListPage{Links: make([]*link.Link, len(all))}
+	if counted {
+		page.Clicks = make([]uint64, len(all))
+	}
+	for i, e := range all {
+		page.Links[i] = e.l
+		if counted {
+			page.Clicks[i] = e.pos.Clicks
+		}
+	}
 	if more && len(all) > 0 {
-		p := positionOf(all[len(all)-1])
+		p := all[len(all)-1].pos
 		page.Next = &p
 	}
 	return page
 }
 
-func positionOf(l *link.Link) link.ListPosition {
-	return link.ListPosition{Created: l.CreatedAt, Code: l.Code}
-}
-
-// after reports whether a comes after b in a listing's order.
-func after(a, b link.ListPosition, desc bool) bool {
+// compare orders two positions as q lists them.
+func compare(a, b link.ListPosition, q link.ListQuery) int {
 	c := a.Created.Compare(b.Created)
+	if q.ByClicks {
+		c = cmp.Compare(a.Clicks, b.Clicks)
+	}
 	if c == 0 {
 		c = cmp.Compare(a.Code, b.Code)
 	}
-	if desc {
-		return c < 0
+	if q.Desc {
+		return -c
 	}
-	return c > 0
+	return c
 }
+
+// after reports whether a comes after b in q's order.
+func after(a, b link.ListPosition, q link.ListQuery) bool { return compare(a, b, q) > 0 }
 
 // listShard reads shard s's part of a listing on its leader.
 func (n *Node) listShard(ctx context.Context, s int, q link.ListQuery, hops int) (shardPage, error) {
 	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) (shardPage, error) {
-		links, err := sh.FSM().ListLinks(q)
-		return shardPage{links: links, more: len(links) == q.Limit}, err
+		links, clicks, err := sh.FSM().ListLinks(q)
+		return shardPage{links: links, clicks: clicks, more: len(links) == q.Limit}, err
 	}, func(addr string) (shardPage, error) { return n.remoteList(ctx, addr, s, q, hops) })
 }
 
@@ -186,6 +202,9 @@ func (n *Node) remoteList(ctx context.Context, addr string, s int, q link.ListQu
 			return shardPage{}, err
 		}
 		p.links = append(p.links, l)
+		if resp.Counted {
+			p.clicks = append(p.clicks, item.Clicks)
+		}
 	}
 	return p, nil
 }
@@ -209,9 +228,14 @@ func (n *Node) serveList(ctx context.Context, req *rpcRequest, resp *rpcResponse
 			resp.More = true
 			break
 		}
-		resp.Batch = append(resp.Batch, rpcItem{Link: b})
+		item := rpcItem{Link: b}
+		if i < len(p.clicks) {
+			item.Clicks = p.clicks[i]
+		}
+		resp.Batch = append(resp.Batch, item)
 	}
 	resp.More = resp.More || p.more
+	resp.Counted = len(p.clicks) == len(p.links)
 	return nil
 }
 

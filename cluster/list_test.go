@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -54,7 +55,27 @@ func TestListingPagesAcrossShards(t *testing.T) {
 			live[l.Code] = l
 		}
 	}
-	queries := []link.ListQuery{{}, {Owner: "bob"}, {Owner: "alice", Tag: "red"}, {Tag: "green"}, {Text: "quarterly"}, {Owner: "carol", Desc: true}, {Desc: true}}
+	// Human clicks on most links, one batch a shard, through Raft as a
+	// node's analytics flush sends them.
+	clicks := map[string]uint64{}
+	batches := map[int]*command.ClickBatch{}
+	for code := range live {
+		if h := uint64(rng.IntN(6)); h > 0 {
+			clicks[code] = h
+			s := tc.nodes[0].ring.Locate(code)
+			if batches[s] == nil {
+				batches[s] = &command.ClickBatch{Node: "list-test", Seq: 1}
+			}
+			batches[s].Deltas = append(batches[s].Deltas, command.ClickDelta{Code: code, Delta: command.ClickTotals{Humans: command.Counts{Total: h}}})
+		}
+	}
+	for s, b := range batches {
+		if err := tc.nodes[s%3].submitClicks(ctx(t), s, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := []link.ListQuery{{}, {Owner: "bob"}, {Owner: "alice", Tag: "red"}, {Tag: "green"}, {Text: "quarterly"}, {Owner: "carol", Desc: true}, {Desc: true},
+		{ByClicks: true, Desc: true}, {Owner: "bob", ByClicks: true}, {Owner: "alice", Tag: "red", ByClicks: true, Desc: true}}
 	extra := 0
 	var late []*link.Link
 	for ni, n := range tc.nodes {
@@ -79,12 +100,18 @@ func TestListingPagesAcrossShards(t *testing.T) {
 				if len(got.Links) > q.Limit {
 					t.Fatalf("a page of %d links for a limit of %d", len(got.Links), q.Limit)
 				}
-				for _, l := range got.Links {
-					p := positionOf(l)
+				if len(got.Clicks) != len(got.Links) {
+					t.Fatalf("node %d, query %d: %d links, %d click counts", ni, qi, len(got.Links), len(got.Clicks))
+				}
+				for i, l := range got.Links {
+					p := link.ListPosition{Created: l.CreatedAt, Code: l.Code, Clicks: got.Clicks[i]}
 					if seen[l.Code] {
 						t.Fatalf("node %d, query %d: %s listed twice", ni, qi, l.Code)
 					}
-					if prev != nil && !after(p, *prev, q.Desc) {
+					if _, old := live[l.Code]; old && got.Clicks[i] != clicks[l.Code] {
+						t.Fatalf("node %d, query %d: %s listed with %d clicks, has %d", ni, qi, l.Code, got.Clicks[i], clicks[l.Code])
+					}
+					if prev != nil && !after(p, *prev, q) {
 						t.Fatalf("node %d, query %d: %s out of order", ni, qi, l.Code)
 					}
 					if (q.Owner != "" && l.Owner != q.Owner) || !q.Matches(l) || l.Deleted {
@@ -164,7 +191,7 @@ func TestMergePagesStopsWhereAShortPartStops(t *testing.T) {
 	answer := func(s int, q link.ListQuery) shardPage {
 		var out []*link.Link
 		for _, l := range shards[s] {
-			if q.After == nil || after(positionOf(l), *q.After, false) {
+			if q.After == nil || after(link.ListPosition{Created: l.CreatedAt, Code: l.Code}, *q.After, q) {
 				out = append(out, l)
 			}
 		}

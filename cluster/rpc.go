@@ -78,17 +78,23 @@ type rpcResponse struct {
 	Leader string `json:"leader,omitempty"`
 	// More says an opList answer may have more links past its last.
 	More bool `json:"more,omitempty"`
+	// Counted says an opList answer's items carry their human clicks (a
+	// version before it sends none).
+	Counted bool `json:"counted,omitempty"`
 	// Tags is an opTags answer.
 	Tags map[string]uint64 `json:"tags,omitempty"`
 	// Claim is a ClaimKey's answer.
 	Claim *fsm.ClaimResult `json:"claim,omitempty"`
 }
 
-// rpcItem is one answer of a CreateBatch: the link or an error.
+// rpcItem is one answer of a CreateBatch (the link or an error), or one
+// link of a listing.
 type rpcItem struct {
 	Link   []byte `json:"link,omitempty"`
 	Err    string `json:"err,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Clicks is a listed link's human clicks (opList).
+	Clicks uint64 `json:"clicks,omitempty"`
 }
 
 // error kinds on the wire

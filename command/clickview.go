@@ -401,3 +401,34 @@ func (m *TotalsMerger) parseTotals(v []byte) error {
 	}
 	return r.Err()
 }
+
+// HumanClicks reads the human visit count of a stored ClickTotals record
+// (nil: 0) without decoding its breakdowns.
+func HumanClicks(stored []byte) (uint64, error) {
+	var n uint64
+	r := wire.NewReader(stored)
+	for num, typ := range r.Fields() {
+		if num != fTotalsHumans {
+			r.Skip(num, typ)
+			continue
+		}
+		c := wire.NewReader(r.Bytes(typ, num))
+		for cn, ct := range c.Fields() {
+			if cn == fCountsTotal {
+				n = c.Uint(ct, cn)
+			} else {
+				c.Skip(cn, ct)
+			}
+		}
+		if err := c.Err(); err != nil {
+			return 0, err
+		}
+	}
+	return n, r.Err()
+}
+
+// HumanTotals returns the human visit count before and after the last
+// Merge.
+func (m *TotalsMerger) HumanTotals() (before, after uint64) {
+	return m.cur[0].total, m.cur[0].total + m.add[0].total
+}

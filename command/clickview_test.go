@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/linkraft/linkraft/internal/wire"
+	"github.com/linkraft/linkraft/link"
 )
 
 // randomCounts draws breakdowns from a pool of keys that straddles the
@@ -137,5 +138,29 @@ func TestCreateBatchDecodeRejectsEmpty(t *testing.T) {
 	t.Parallel()
 	if _, err := Decode([]byte{byte(TypeCreateBatch)}); !errors.Is(err, wire.ErrDecode) {
 		t.Fatalf("empty batch decoded: %v", err)
+	}
+}
+
+// TestLightReaders: HumanClicks and RecordOwner read what the full
+// decoders read.
+func TestLightReaders(t *testing.T) {
+	tot := ClickTotals{Humans: Counts{Total: 42, Countries: map[string]uint64{"DE": 42}, Visitors: []byte{1}}, Bots: Counts{Total: 7}}
+	if n, err := HumanClicks(tot.AppendTo(nil)); err != nil || n != 42 {
+		t.Fatalf("HumanClicks = %d, %v", n, err)
+	}
+	if n, err := HumanClicks(nil); err != nil || n != 0 {
+		t.Fatalf("HumanClicks(nil) = %d, %v", n, err)
+	}
+	if _, err := HumanClicks([]byte{0x0a, 0x05, 0x08}); err == nil {
+		t.Fatal("a cut record read without an error")
+	}
+	for _, l := range []*link.Link{
+		{Code: "abc", URL: "https://e.example", Owner: "team-a", Deleted: true, Tags: []string{"x"}},
+		{Code: "abd", URL: "https://e.example", Owner: "", Title: "t"},
+	} {
+		owner, deleted, err := RecordOwner(EncodeRecord(l))
+		if err != nil || string(owner) != l.Owner || deleted != l.Deleted {
+			t.Fatalf("RecordOwner(%+v) = %q %v %v", l, owner, deleted, err)
+		}
 	}
 }

@@ -81,3 +81,21 @@ var (
 	linkCodec   = wire.NewCodec(nil, linkFields(false)...)
 	recordCodec = wire.NewCodec(nil, linkFields(true)...)
 )
+
+// RecordOwner reads the owner and the deleted flag of a stored link
+// record without decoding the rest (the click path's index update). owner
+// is a view of v.
+func RecordOwner(v []byte) (owner []byte, deleted bool, err error) {
+	r := wire.NewReader(v)
+	for num, typ := range r.Fields() {
+		switch num {
+		case fOwner:
+			owner = r.Bytes(typ, num)
+		case fDeleted:
+			deleted = r.Uint(typ, num) != 0
+		default:
+			r.Skip(num, typ)
+		}
+	}
+	return owner, deleted, r.Err()
+}

@@ -39,7 +39,7 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body command.ClickBatchBody) any
 		fail(err)
 	}
 	a := clickApply{
-		totals: tx.Bucket(bucketClicks), hours: tx.Bucket(bucketClickHours),
+		tx: tx, totals: tx.Bucket(bucketClicks), hours: tx.Bucket(bucketClickHours),
 	}
 	a.linkCur, a.totalsCur, a.hoursCur = tx.Bucket(bucketLinks).Cursor(), a.totals.Cursor(), a.hours.Cursor()
 	if _, _, err := command.ReadClickBatch(body, func(d []byte) error { return f.applyClickDelta(&a, d) }); err != nil {
@@ -50,6 +50,7 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body command.ClickBatchBody) any
 
 // clickApply holds one batch's buckets and scratch space.
 type clickApply struct {
+	tx            *bolt.Tx
 	totals, hours *bolt.Bucket
 	// Lookups go through one cursor per bucket (a Get makes a new cursor
 	// each time); Seek repositions them after every Put.
@@ -85,6 +86,20 @@ func (f *ShardFSM) applyClickDelta(a *clickApply, body []byte) error {
 	// bbolt keeps keys and values until the commit: both are copies.
 	if err := a.totals.Put(bytes.Clone(d.Code), bytes.Clone(merged)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put clicks: %v", f.path, err))
+	}
+	if before, after := a.merger.HumanTotals(); before != after {
+		// The link's click index entries move (a tombstone has none).
+		v := get(a.linkCur, d.Code)
+		owner, deleted, err := command.RecordOwner(v)
+		if err != nil {
+			panic(fmt.Sprintf("fsm %s: stored link %q: %v", f.path, d.Code, err))
+		}
+		if v != nil && !deleted {
+			code := bytes.Clone(d.Code)
+			if err := moveClicks(a.tx, bytes.Clone(owner), code, before, after, true, true); err != nil {
+				panic(fmt.Sprintf("fsm %s: click index of %q: %v", f.path, d.Code, err))
+			}
+		}
 	}
 	return d.Hours(func(h command.HourCount) error {
 		k := hourKey(string(d.Code), h.Hour)

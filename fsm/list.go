@@ -3,34 +3,44 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
-// Listing reads three indexes of the live links, kept in the same
+// Listing reads five indexes of the live links, kept in the same
 // transaction as the links: by owner and creation time, by owner, tag and
-// creation time, and by creation time alone (for a listing of every
-// owner). An entry's key holds what it sorts on and the code; the owner
-// and the creation time of a link never change, so an update touches only
-// the tag entries of tags it adds or removes, and a delete removes them
-// all.
+// creation time, by creation time alone (for a listing of every owner),
+// and by human clicks, with and without the owner. An entry's key holds
+// what it sorts on and the code; the owner and the creation time of a link
+// never change, so an update touches only the tag entries of tags it adds
+// or removes, a click batch moves the click entries of the links it
+// counts, and a delete removes them all.
 var (
-	bucketByOwner   = []byte("links-by-owner")   // owner 0x00 created(8, BE) code -> empty
-	bucketByTag     = []byte("links-by-tag")     // owner 0x00 tag 0x00 created(8, BE) code -> empty
-	bucketByCreated = []byte("links-by-created") // created(8, BE) code -> empty
+	bucketByOwner     = []byte("links-by-owner")      // owner 0x00 created(8, BE) code -> empty
+	bucketByTag       = []byte("links-by-tag")        // owner 0x00 tag 0x00 created(8, BE) code -> empty
+	bucketByCreated   = []byte("links-by-created")    // created(8, BE) code -> empty
+	bucketByClicks    = []byte("links-by-clicks")     // owner 0x00 clicks(8, BE) code -> empty
+	bucketByClicksAll = []byte("links-by-clicks-all") // clicks(8, BE) code -> empty
+	// indexBuckets are every index, emptied before a rebuild.
+	indexBuckets = [][]byte{bucketByOwner, bucketByTag, bucketByCreated, bucketByClicks, bucketByClicksAll}
 	// keyIndexed, in the meta bucket, says the indexes cover every link
 	// (a file of an older version has links and fewer indexes or none:
-	// v1 had no tag index). keyIndexedV1 is v1's marker: present beside
-	// keyIndexed, it says a v1 binary ran on the file since (a downgrade),
-	// whose links have no tag entries, so the indexes are built again.
-	keyIndexed   = []byte("indexed-v2")
-	keyIndexedV1 = []byte("indexed-v1")
+	// v1 had no tag index, v2 no click index). An older version's marker
+	// beside it says that version ran on the file since (a downgrade),
+	// and kept fewer indexes meanwhile, so they are built again.
+	keyIndexed    = []byte("indexed-v3")
+	olderIndexed  = [][]byte{[]byte("indexed-v1"), []byte("indexed-v2")}
+	keyIndexedV1  = olderIndexed[0]
+	keyIndexedV2  = olderIndexed[1]
+	maxIndexedKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 )
 
 // tagPrefix is the key prefix of owner's links with tag.
@@ -55,6 +65,42 @@ func ownerKey(l *link.Link) []byte {
 
 func createdIndexKey(l *link.Link) []byte { return append(createdKey(l.CreatedAt), l.Code...) }
 
+// clicksKey is a click index entry under prefix (the owner's, or none).
+func clicksKey(prefix []byte, clicks uint64, code []byte) []byte {
+	k := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(prefix)+8+len(code)), prefix...), clicks)
+	return append(k, code...)
+}
+
+func ownerPrefix(owner []byte) []byte {
+	return append(append(make([]byte, 0, len(owner)+1), owner...), 0)
+}
+
+// moveClicks moves a live link's click entries from clicks from to to
+// (putOnly: there are none yet; delOnly: remove them).
+func moveClicks(tx *bolt.Tx, owner, code []byte, from, to uint64, put, del bool) error {
+	byClicks, all := tx.Bucket(bucketByClicks), tx.Bucket(bucketByClicksAll)
+	if del {
+		if err := byClicks.Delete(clicksKey(ownerPrefix(owner), from, code)); err != nil {
+			return err
+		}
+		if err := all.Delete(clicksKey(nil, from, code)); err != nil {
+			return err
+		}
+	}
+	if put {
+		if err := byClicks.Put(clicksKey(ownerPrefix(owner), to, code), nil); err != nil {
+			return err
+		}
+		return all.Put(clicksKey(nil, to, code), nil)
+	}
+	return nil
+}
+
+// storedClicks is the human clicks stored for code.
+func storedClicks(tx *bolt.Tx, code string) (uint64, error) {
+	return command.HumanClicks(tx.Bucket(bucketClicks).Get([]byte(code)))
+}
+
 // index puts l's index entries, or removes them for a tombstone; old is
 // the link as stored before (nil for none), whose tags l no longer has
 // lose their entries.
@@ -67,6 +113,17 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 					return err
 				}
 			}
+		}
+	}
+	if old == nil || old.Deleted != l.Deleted {
+		// Made (clicks may be stored already, for a rebuild) or deleted
+		// now: an update leaves the click entries where they are.
+		n, err := storedClicks(tx, l.Code)
+		if err != nil {
+			return fmt.Errorf("stored clicks of %q: %w", l.Code, err)
+		}
+		if err := moveClicks(tx, []byte(l.Owner), []byte(l.Code), n, n, !l.Deleted, l.Deleted); err != nil {
+			return err
 		}
 	}
 	if l.Deleted {
@@ -92,7 +149,10 @@ func buildIndexes(db *bolt.DB) error {
 	done := false
 	if err := db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		done = meta.Get(keyIndexed) != nil && meta.Get(keyIndexedV1) == nil
+		done = meta.Get(keyIndexed) != nil
+		for _, k := range olderIndexed {
+			done = done && meta.Get(k) == nil
+		}
 		return nil
 	}); err != nil || done {
 		return err
@@ -100,6 +160,19 @@ func buildIndexes(db *bolt.DB) error {
 	var from []byte
 	for {
 		err := db.Update(func(tx *bolt.Tx) error {
+			if from == nil {
+				// Entries an older version left behind (it did not keep
+				// every index) go first: the rebuild puts back what is
+				// true now.
+				for _, b := range indexBuckets {
+					if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+						return err
+					}
+					if _, err := tx.CreateBucket(b); err != nil {
+						return err
+					}
+				}
+			}
 			c := tx.Bucket(bucketLinks).Cursor()
 			k, v := c.First()
 			if from != nil {
@@ -118,8 +191,10 @@ func buildIndexes(db *bolt.DB) error {
 			}
 			if k == nil {
 				done = true
-				if err := tx.Bucket(bucketMeta).Delete(keyIndexedV1); err != nil {
-					return err
+				for _, k := range olderIndexed {
+					if err := tx.Bucket(bucketMeta).Delete(k); err != nil {
+						return err
+					}
 				}
 				return tx.Bucket(bucketMeta).Put(keyIndexed, []byte{1})
 			}
@@ -133,31 +208,39 @@ func buildIndexes(db *bolt.DB) error {
 }
 
 // ListLinks returns up to q.Limit live links of this shard that pass q,
-// in creation order (then code), past q.After.
-func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, error) {
+// in creation order (then code), or with q.ByClicks in order of human
+// clicks (then code), past q.After; and each link's human clicks.
+func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, []uint64, error) {
 	var out []*link.Link
+	var clicks []uint64
 	err := f.view(func(tx *bolt.Tx) error {
 		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
 		switch {
+		case q.ByClicks && q.Owner != "":
+			b, prefix = tx.Bucket(bucketByClicks), ownerPrefix([]byte(q.Owner))
+		case q.ByClicks:
+			b = tx.Bucket(bucketByClicksAll)
 		case q.Owner != "" && q.Tag != "":
 			b, prefix = tx.Bucket(bucketByTag), tagPrefix(q.Owner, q.Tag)
 		case q.Owner != "":
-			b, prefix = tx.Bucket(bucketByOwner), append([]byte(q.Owner), 0)
+			b, prefix = tx.Bucket(bucketByOwner), ownerPrefix([]byte(q.Owner))
 		}
-		links := tx.Bucket(bucketLinks)
+		links, totals := tx.Bucket(bucketLinks), tx.Bucket(bucketClicks)
 		c := b.Cursor()
-		// lo and hi bound the keys by creation time; the cursor's own
-		// position comes on top.
-		lo := append(bytes.Clone(prefix), createdKey(q.CreatedAfter.Add(time.Nanosecond))...)
-		if q.CreatedAfter.IsZero() {
-			lo = bytes.Clone(prefix)
+		// lo and hi bound the keys (by creation time, for the creation
+		// indexes); the cursor's own position comes on top.
+		lo, hi := bytes.Clone(prefix), append(bytes.Clone(prefix), maxIndexedKey...)
+		if !q.ByClicks && !q.CreatedAfter.IsZero() {
+			lo = append(bytes.Clone(prefix), createdKey(q.CreatedAfter.Add(time.Nanosecond))...)
 		}
-		hi := append(bytes.Clone(prefix), createdKey(q.CreatedBefore)...)
-		if q.CreatedBefore.IsZero() {
-			hi = append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+		if !q.ByClicks && !q.CreatedBefore.IsZero() {
+			hi = append(bytes.Clone(prefix), createdKey(q.CreatedBefore)...)
 		}
 		if q.After != nil {
 			pos := append(append(bytes.Clone(prefix), createdKey(q.After.Created)...), q.After.Code...)
+			if q.ByClicks {
+				pos = clicksKey(prefix, q.After.Clicks, []byte(q.After.Code))
+			}
 			if q.Desc {
 				hi = minBytes(hi, pos)
 			} else {
@@ -189,13 +272,24 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, error) {
 			if err != nil {
 				return fmt.Errorf("stored link %q: %w", code, err)
 			}
-			if !l.Deleted && q.Matches(l) {
-				out = append(out, l)
+			if l.Deleted || !q.Matches(l) {
+				continue
 			}
+			if q.ByClicks && (!q.CreatedAfter.IsZero() && !l.CreatedAt.After(q.CreatedAfter) ||
+				!q.CreatedBefore.IsZero() && !l.CreatedAt.Before(q.CreatedBefore)) {
+				continue
+			}
+			n := binary.BigEndian.Uint64(k[len(prefix):])
+			if !q.ByClicks {
+				if n, err = command.HumanClicks(totals.Get(code)); err != nil {
+					return fmt.Errorf("stored clicks of %q: %w", code, err)
+				}
+			}
+			out, clicks = append(out, l), append(clicks, n)
 		}
 		return nil
 	})
-	return out, err
+	return out, clicks, err
 }
 
 func step(c *bolt.Cursor, desc bool) []byte {

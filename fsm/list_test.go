@@ -51,6 +51,23 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 			live[code] = r.Link
 		}
 	}
+	// Human (and bot) clicks on random codes, deleted ones included, in
+	// batches from two nodes.
+	clicks := map[string]uint64{}
+	for b := range 60 {
+		var deltas []command.ClickDelta
+		for range 1 + rng.IntN(12) {
+			code := fmt.Sprintf("c%03d", rng.IntN(400))
+			d := command.ClickDelta{Code: code, Delta: command.ClickTotals{Humans: command.Counts{Total: uint64(rng.IntN(4))}, Bots: command.Counts{Total: uint64(rng.IntN(2))}}}
+			if d.Delta.Humans.Total+d.Delta.Bots.Total == 0 || slices.ContainsFunc(deltas, func(x command.ClickDelta) bool { return x.Code == code }) {
+				continue
+			}
+			deltas = append(deltas, d)
+			clicks[code] += d.Delta.Humans.Total
+		}
+		index++
+		applyAt(t, f, index, (&command.ClickBatch{Node: []string{"n1", "n2"}[b%2], Seq: uint64(b/2 + 1), Deltas: deltas}).Encode())
+	}
 	yes, no := true, false
 	queries := []link.ListQuery{
 		{},
@@ -78,44 +95,53 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 					want = append(want, l)
 				}
 			}
-			slices.SortFunc(want, func(a, b *link.Link) int {
-				if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-					return c
-				}
-				return cmp.Compare(a.Code, b.Code)
-			})
-			for _, desc := range []bool{false, true} {
-				if desc {
-					slices.Reverse(want)
-				}
-				for _, limit := range []int{1, 7, 1000} {
-					q := base
-					q.Desc, q.Limit = desc, limit
-					var got []string
-					for page := 0; ; page++ {
-						ls, err := f.ListLinks(q)
-						if err != nil {
-							t.Fatal(err)
-						}
-						for _, l := range ls {
-							got = append(got, l.Code)
-						}
-						if len(ls) < limit || page > len(want) {
-							break
-						}
-						last := ls[len(ls)-1]
-						q.After = &link.ListPosition{Created: last.CreatedAt, Code: last.Code}
+			for _, byClicks := range []bool{false, true} {
+				slices.SortFunc(want, func(a, b *link.Link) int {
+					c := a.CreatedAt.Compare(b.CreatedAt)
+					if byClicks {
+						c = cmp.Compare(clicks[a.Code], clicks[b.Code])
 					}
-					var wantCodes []string
-					for _, l := range want {
-						wantCodes = append(wantCodes, l.Code)
+					if c != 0 {
+						return c
 					}
-					if !slices.Equal(got, wantCodes) {
-						t.Fatalf("query %d (desc %v, limit %d): got %d codes %v\nwant %d %v", qi, desc, limit, len(got), got, len(wantCodes), wantCodes)
+					return cmp.Compare(a.Code, b.Code)
+				})
+				for _, desc := range []bool{false, true} {
+					if desc {
+						slices.Reverse(want)
 					}
-				}
-				if desc {
-					slices.Reverse(want)
+					for _, limit := range []int{1, 7, 1000} {
+						q := base
+						q.Desc, q.Limit, q.ByClicks = desc, limit, byClicks
+						var got []string
+						for page := 0; ; page++ {
+							ls, ns, err := f.ListLinks(q)
+							if err != nil {
+								t.Fatal(err)
+							}
+							for i, l := range ls {
+								got = append(got, l.Code)
+								if ns[i] != clicks[l.Code] {
+									t.Fatalf("query %d: %s listed with %d clicks, has %d", qi, l.Code, ns[i], clicks[l.Code])
+								}
+							}
+							if len(ls) < limit || page > len(want) {
+								break
+							}
+							last := ls[len(ls)-1]
+							q.After = &link.ListPosition{Created: last.CreatedAt, Code: last.Code, Clicks: ns[len(ns)-1]}
+						}
+						var wantCodes []string
+						for _, l := range want {
+							wantCodes = append(wantCodes, l.Code)
+						}
+						if !slices.Equal(got, wantCodes) {
+							t.Fatalf("query %d (by clicks %v, desc %v, limit %d): got %d codes %v\nwant %d %v", qi, byClicks, desc, limit, len(got), got, len(wantCodes), wantCodes)
+						}
+					}
+					if desc {
+						slices.Reverse(want)
+					}
 				}
 			}
 		}
@@ -125,9 +151,15 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		for _, l := range live {
 			tags += len(l.Tags)
 		}
+		// The click indexes hold one entry per live link, at its clicks.
 		if err := f.view(func(tx *bolt.Tx) error {
 			if n := tx.Bucket(bucketByTag).Stats().KeyN; n != tags {
 				return fmt.Errorf("%d tag index entries for %d tags of live links", n, tags)
+			}
+			for _, b := range [][]byte{bucketByClicks, bucketByClicksAll} {
+				if n := tx.Bucket(b).Stats().KeyN; n != len(live) {
+					return fmt.Errorf("%d entries in %s for %d live links", n, b, len(live))
+				}
 			}
 			return nil
 		}); err != nil {
@@ -148,7 +180,7 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketByOwner, bucketByCreated, bucketByTag} {
+		for _, b := range indexBuckets {
 			if err := tx.DeleteBucket(b); err != nil {
 				return err
 			}
@@ -162,29 +194,37 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 	}
 	f = mustShard(t, ShardConfig{Path: path})
 	check(f)
-	// A downgrade: a v1 binary ran on the file (it writes its marker and
-	// keeps no tag entries). Reopened by this version, the indexes are
-	// built again, tag entries included.
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bucketByTag); err != nil {
-			return err
+	// A downgrade: a v1 or v2 binary ran on the file (it writes its
+	// marker, keeps no tag entries (v1) and no click entries (v1, v2), so
+	// some left behind are stale). Reopened by this version, the indexes
+	// are built again from nothing.
+	for _, older := range olderIndexed {
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
 		}
-		if _, err := tx.CreateBucket(bucketByTag); err != nil {
-			return err
+		db, err = bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return tx.Bucket(bucketMeta).Put(keyIndexedV1, []byte{1})
-	}); err != nil {
-		t.Fatal(err)
+		if err := db.Update(func(tx *bolt.Tx) error {
+			if err := tx.DeleteBucket(bucketByTag); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(bucketByTag); err != nil {
+				return err
+			}
+			// A stale click entry, as the older binary left it.
+			if err := tx.Bucket(bucketByClicksAll).Put(clicksKey(nil, 999, []byte("c000")), nil); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketMeta).Put(older, []byte{1})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f = mustShard(t, ShardConfig{Path: path})
+		check(f)
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	check(mustShard(t, ShardConfig{Path: path}))
 }

@@ -53,7 +53,7 @@ type ShardFSM struct {
 func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
 	s, err := openStore(cfg.Path, command.GroupShard,
-		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated, bucketByTag,
+		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated, bucketByTag, bucketByClicks, bucketByClicksAll,
 			bucketClaims, bucketClaimExpiry},
 		f.applyCommand, buildIndexes, cfg.Logger)
 	if err != nil {

@@ -396,6 +396,9 @@ func (f *fakeService) List(ctx context.Context, q link.ListQuery) (link.ListPage
 	}
 	order := func(a, b link.ListPosition) int {
 		c := a.Created.Compare(b.Created)
+		if q.ByClicks {
+			c = 0 // every link of the fake has 0 clicks
+		}
 		if c == 0 {
 			c = strings.Compare(a.Code, b.Code)
 		}
@@ -416,6 +419,7 @@ func (f *fakeService) List(ctx context.Context, q link.ListQuery) (link.ListPage
 		page.Next = &p
 	}
 	page.Links = all
+	page.Clicks = make([]uint64, len(all)) // the fake counts no clicks
 	return page, nil
 }
 

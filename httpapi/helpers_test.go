@@ -100,6 +100,9 @@ func serve(tb testing.TB, svc httpapi.Service, secret string, m *metrics.Metrics
 		Service: svc, PublicURL: "http://sho.rt", URLPolicy: policy, Metrics: m.Handler(), Recorder: m,
 		KeyRate: httpapi.Rate{PerSecond: -1}, // limits have their own tests
 	}
+	if n, ok := svc.(*cluster.Node); ok && n.Clicks() != nil {
+		hcfg.Clicks = n.Clicks() // a node with analytics on, wired as linknode wires it
+	}
 	if apiOpt != nil {
 		apiOpt(&hcfg)
 	}

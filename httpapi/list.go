@@ -21,18 +21,26 @@ type listJSON struct {
 // cursorJSON is what a cursor holds (base64url of this JSON): the last
 // link's place and the order it was listed in.
 type cursorJSON struct {
-	Created int64  `json:"c"`
+	Created int64  `json:"c,omitempty"`
+	Clicks  uint64 `json:"n,omitempty"`
 	Code    string `json:"k"`
 	Desc    bool   `json:"d"`
+	// ByClicks: the listing is by clicks (Clicks is the place, Created
+	// is left out).
+	ByClicks bool `json:"b,omitempty"`
 }
 
 // maxCursor bounds a cursor's length (a code is at most 64 bytes).
 const maxCursor = 256
 
 // handleList serves GET /api/v1/links?q=&tag=&owner=&created_after=
-// &created_before=&expired=&disabled=&sort=created|-created&limit=&cursor=:
+// &created_before=&expired=&disabled=&sort=created|-created|clicks|-clicks
+// &limit=&cursor=:
 // a page of the caller's live links (every owner's, or owner's, for an
-// admin key), newest first by default, with the cursor of the next page.
+// admin key), newest first by default, each with its human clicks, with
+// the cursor of the next page. A listing by clicks pages by the counts it
+// read: a link whose count moves between pages may be listed twice or
+// not at all.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	q, err := s.listQuery(r)
 	if err != nil {
@@ -45,15 +53,22 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := listJSON{Links: make([]linkJSON, 0, len(page.Links))}
-	for _, l := range page.Links {
+	for i, l := range page.Links {
 		j := s.toJSON(l)
-		j.Clicks = nil // a count per link would be a read per link
+		j.Clicks = nil // during a rolling upgrade, an older node counts none
+		if page.Clicks != nil {
+			j.Clicks = &page.Clicks[i]
+		}
 		out.Links = append(out.Links, j)
 	}
 	if page.Next != nil {
-		b, _ := json.Marshal(cursorJSON{Created: page.Next.Created.UnixNano(), Code: page.Next.Code, Desc: q.Desc})
-		c := base64.RawURLEncoding.EncodeToString(b)
-		out.NextCursor = &c
+		c := cursorJSON{Created: page.Next.Created.UnixNano(), Code: page.Next.Code, Desc: q.Desc}
+		if q.ByClicks {
+			c = cursorJSON{Clicks: page.Next.Clicks, Code: page.Next.Code, Desc: q.Desc, ByClicks: true}
+		}
+		b, _ := json.Marshal(c)
+		next := base64.RawURLEncoding.EncodeToString(b)
+		out.NextCursor = &next
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }
@@ -97,10 +112,12 @@ func (s *Server) listQuery(r *http.Request) (link.ListQuery, error) {
 	case "", "-created":
 	case "created":
 		q.Desc = false
-	case "clicks", "-clicks":
-		return q, field("sort", "sorting by clicks is not supported yet: use created or -created", link.ErrInvalidInput)
+	case "clicks":
+		q.ByClicks, q.Desc = true, false
+	case "-clicks":
+		q.ByClicks = true
 	default:
-		return q, field("sort", "must be created or -created", link.ErrInvalidInput)
+		return q, field("sort", "must be created, -created, clicks or -clicks", link.ErrInvalidInput)
 	}
 	if raw := v.Get("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
@@ -112,13 +129,16 @@ func (s *Server) listQuery(r *http.Request) (link.ListQuery, error) {
 	if raw := v.Get("cursor"); raw != "" {
 		var c cursorJSON
 		b, err := base64.RawURLEncoding.DecodeString(raw)
-		if err != nil || len(raw) > maxCursor || json.Unmarshal(b, &c) != nil || !link.ValidCode(c.Code) || c.Created <= 0 {
+		if err != nil || len(raw) > maxCursor || json.Unmarshal(b, &c) != nil || !link.ValidCode(c.Code) || (c.Created <= 0) != c.ByClicks {
 			return q, field("cursor", "is not a cursor this API gave", link.ErrInvalidInput)
 		}
-		if c.Desc != q.Desc {
-			return q, field("cursor", "belongs to a listing in the other order", link.ErrInvalidInput)
+		if c.Desc != q.Desc || c.ByClicks != q.ByClicks {
+			return q, field("cursor", "belongs to a listing in another order", link.ErrInvalidInput)
 		}
-		q.After = &link.ListPosition{Created: time.Unix(0, c.Created).UTC(), Code: c.Code}
+		q.After = &link.ListPosition{Code: c.Code, Clicks: c.Clicks}
+		if !c.ByClicks {
+			q.After.Created = time.Unix(0, c.Created).UTC()
+		}
 	}
 	return q, nil
 }

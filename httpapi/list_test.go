@@ -5,7 +5,10 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -27,8 +30,8 @@ func listAll(t *testing.T, tn *testNode, key, query string, limit int) []string 
 		m := r.json(t)
 		for _, l := range m["links"].([]any) {
 			lj := l.(map[string]any)
-			if _, ok := lj["clicks"]; ok {
-				t.Fatalf("a listed link carries clicks: %v", lj)
+			if _, ok := lj["clicks"].(float64); !ok {
+				t.Fatalf("a listed link without its clicks: %v", lj)
 			}
 			codes = append(codes, lj["code"].(string))
 		}
@@ -91,9 +94,16 @@ func TestListLinksOverHTTP(t *testing.T) {
 	if r := tn.do(t, "GET", "/api/v1/links?owner=bob", "", nil, "Authorization", bearer(alice)); r.status != 403 || r.json(t)["type"] != "/problems/forbidden" {
 		t.Fatalf("alice listing bob's links: %d %s", r.status, r.body)
 	}
+	// By clicks (none here): ties go by code.
+	byCode := slices.Sorted(slices.Values(aliceCodes))
+	if got := listAll(t, tn, alice, "sort=clicks", 2); !slices.Equal(got, byCode) {
+		t.Fatalf("alice's listing by clicks = %v, want %v", got, byCode)
+	}
 	first := tn.do(t, "GET", "/api/v1/links?limit=1", "", nil, "Authorization", bearer(alice)).json(t)["next_cursor"].(string)
-	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "sort=clicks", "sort=-clicks", "sort=name", "cursor=nonsense",
-		"cursor=" + url.QueryEscape(first) + "&sort=created", "created_after=yesterday", "created_before=1969-01-01T00:00:00Z", "expired=maybe",
+	firstByClicks := tn.do(t, "GET", "/api/v1/links?limit=1&sort=-clicks", "", nil, "Authorization", bearer(alice)).json(t)["next_cursor"].(string)
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "sort=name", "sort=visits", "cursor=nonsense",
+		"cursor=" + url.QueryEscape(first) + "&sort=created", "cursor=" + url.QueryEscape(first) + "&sort=-clicks",
+		"cursor=" + url.QueryEscape(firstByClicks), "cursor=" + url.QueryEscape(firstByClicks) + "&sort=clicks", "created_after=yesterday", "created_before=1969-01-01T00:00:00Z", "expired=maybe",
 		"disabled=2", "q=" + url.QueryEscape(string(make([]byte, 300)))} {
 		if r := tn.do(t, "GET", "/api/v1/links?"+q, "", nil, "Authorization", bearer(alice)); r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%.60s: %d %s", q, r.status, r.body)
@@ -113,5 +123,44 @@ func TestListLinksOverHTTP(t *testing.T) {
 		if r := tn.do(t, "GET", "/api/v1/tags"+q, "", nil, "Authorization", bearer(alice)); r.status < 400 {
 			t.Fatalf("tags%s: %d", q, r.status)
 		}
+	}
+}
+
+// TestListByClicksOnANode: on a real node with analytics, redirects are
+// counted, flushed through Raft into each shard's click index, and
+// sort=-clicks lists the most visited first, with each link's clicks,
+// paging with its cursor.
+func TestListByClicksOnANode(t *testing.T) {
+	t.Parallel()
+	tn := startNode(t, link.URLPolicy{}, func(c *cluster.Config) {
+		c.Analytics = &cluster.AnalyticsConfig{FlushInterval: 50 * time.Millisecond}
+	})
+	visits := map[string]int{"pop-a": 3, "pop-b": 0, "pop-c": 5, "pop-d": 1, "pop-e": 2}
+	for code := range visits {
+		if r := tn.do(t, "POST", "/api/v1/links", "application/json", []byte(`{"url":"https://example.com/`+code+`","alias":"`+code+`"}`)); r.status != 201 {
+			t.Fatalf("create %s: %d %s", code, r.status, r.body)
+		}
+	}
+	for code, n := range visits {
+		for range n {
+			if r := tn.do(t, "GET", "/"+code, "", nil, "User-Agent", "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0"); r.status != 302 {
+				t.Fatalf("redirect %s: %d", code, r.status)
+			}
+		}
+	}
+	want := []string{"pop-c", "pop-a", "pop-e", "pop-d", "pop-b"}
+	var got []string
+	defer func() { t.Logf("last listing: %v", got) }()
+	testcluster.WaitFor(t, 10*time.Second, "the clicks in the listing", func() bool {
+		got = listAll(t, tn, tn.key, "sort=-clicks", 2)
+		return slices.Equal(got, want)
+	})
+	m := tn.do(t, "GET", "/api/v1/links?sort=-clicks&limit=1", "", nil).json(t)
+	if top := m["links"].([]any)[0].(map[string]any); top["code"] != "pop-c" || top["clicks"] != float64(5) {
+		t.Fatalf("the most visited link: %v", top)
+	}
+	slices.Reverse(want)
+	if got := listAll(t, tn, tn.key, "sort=clicks", 3); !slices.Equal(got, want) {
+		t.Fatalf("least visited first: %v, want %v", got, want)
 	}
 }

@@ -22,10 +22,13 @@ type ListQuery struct {
 	// (false) expired at Now, or disabled.
 	Expired, Disabled *bool
 	Now               time.Time
-	// Desc lists newest first.
+	// Desc lists newest (or with ByClicks, most clicked) first.
 	Desc bool
+	// ByClicks orders by human clicks, then code, instead of by creation
+	// time.
+	ByClicks bool
 	// After, if set, starts past this position (a page's last link):
-	// links sort by creation time, then code.
+	// links sort by creation time (or clicks), then code.
 	After *ListPosition
 	// Limit bounds the links returned.
 	Limit int
@@ -34,7 +37,10 @@ type ListQuery struct {
 // ListPosition is a link's place in a listing.
 type ListPosition struct {
 	Created time.Time
-	Code    string
+	// Clicks is the place in a listing by clicks (Created is then
+	// unused).
+	Clicks uint64 `json:",omitempty"`
+	Code   string
 }
 
 // Matches reports whether l passes q's filters other than the owner and
@@ -58,11 +64,13 @@ func (q *ListQuery) Matches(l *Link) bool {
 // MaxListLimit bounds a listing's page.
 const MaxListLimit = 1000
 
-// ListPage is one page of a listing: the links, and where the next page
-// starts (nil: this is the last).
+// ListPage is one page of a listing: the links, their human clicks (nil
+// if some node could not count them: an older version), and where the
+// next page starts (nil: this is the last).
 type ListPage struct {
-	Links []*Link
-	Next  *ListPosition
+	Links  []*Link
+	Clicks []uint64
+	Next   *ListPosition
 }
 
 // TagCount is a tag and how many live links carry it.

@@ -21,7 +21,9 @@
 #           and paced at SCALE_RATE (16000) requests/s, the same load for every count.
 # list      GET /api/v1/links (scripts/benchlist, 4 clients, 400 requests a kind) over LINKS links on
 #           one node, then through every node of a 3-node cluster: the newest 100, one owner's
-#           newest 100, 100 at a random depth (created_before), and walks of 10 pages by cursor.
+#           newest 100, 100 at a random depth (created_before), walks of 10 pages by cursor, and
+#           the 100 most clicked (sort=-clicks) of every owner and of one. LIST_NODES="1 3" picks
+#           the single node, the cluster, or both (the default).
 # failover  leader of most shards killed (SIGKILL): first successful write,
 #           every shard it led writable again, redirect errors on the survivors
 #           (scripts/benchcluster, median of 5).
@@ -50,6 +52,7 @@ CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 SCALE_RATE=${SCALE_RATE:-16000} # scale: the paced load whose latency compares across link counts
 BULK=${BULK:-1000} # links per bulk create when loading (0: one create per link)
+LIST_NODES=${LIST_NODES:-"1 3"} # list: 1 node, the 3-node cluster, or both
 OPEN_RATES=${OPEN_RATES:-250,500,750,1000} # create: offered creates/s of the open-loop runs
 VEGETA=${VEGETA:-$(command -v vegeta || echo "$(go env GOPATH)/bin/vegeta")}
 PORT=${BENCH_PORT_BASE:-18400} # every port is PORT + a fixed offset
@@ -376,6 +379,7 @@ list_bench() {
     echo "|---|---|---|---|---|---|---|"
   } | report
   for n in $LINKS; do
+    if [[ " $LIST_NODES " == *" 1 "* ]]; then
     rm -rf "$work/s1"
     start_node s1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
     local pid=${pids[-1]}
@@ -386,6 +390,8 @@ list_bench() {
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     rm -rf "$work/s1"
+    fi
+    [[ " $LIST_NODES " == *" 3 "* ]] || continue
 
     rm -rf "$work"/c1 "$work"/c2 "$work"/c3
     start_cluster3

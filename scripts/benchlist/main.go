@@ -1,6 +1,7 @@
 // Command benchlist measures GET /api/v1/links against running nodes: for
 // each kind of page (the newest links, one owner's, a page deep in the
-// index, a walk of consecutive pages by cursor) it sends -n requests from
+// index, a walk of consecutive pages by cursor, the most clicked of every
+// owner and of one) it sends -n requests from
 // -clients concurrent clients, spread over -targets, and prints a markdown
 // row per kind with p50, p99 and the slowest. Bounded: -n requests a kind,
 // and every request times out after 10 s.
@@ -84,6 +85,8 @@ func main() {
 			return "limit=100&created_before=" + url.QueryEscape(t.Format(time.RFC3339Nano))
 		}, false},
 		{"the next page by cursor (walks of 10)", nil, true},
+		{"the 100 most clicked (every owner)", func(*rand.Rand) string { return "limit=100&sort=-clicks" }, false},
+		{"the 100 most clicked of one owner", func(*rand.Rand) string { return "limit=100&sort=-clicks&owner=" + url.QueryEscape(owner) }, false},
 	}
 	for _, k := range kinds {
 		var (
