@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/linkraft/linkraft/httpapi/importer"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -100,7 +101,8 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// exportRow is one link as a CSV row of exportColumns.
+// exportRow is one link as a CSV row of exportColumns. Cells of free text
+// are made safe to open in a spreadsheet (importer.CSVSafe).
 func exportRow(j *linkJSON) []string {
 	expires := ""
 	if j.ExpiresAt != nil {
@@ -115,7 +117,8 @@ func exportRow(j *linkJSON) []string {
 		b, _ := json.Marshal(j.Rules)
 		rules = string(b)
 	}
-	return []string{j.Code, j.ShortURL, j.URL, j.Title, j.Description, strings.Join(j.Tags, ";"), j.Owner,
+	return []string{importer.CSVSafe(j.Code), j.ShortURL, j.URL, importer.CSVSafe(j.Title), importer.CSVSafe(j.Description),
+		importer.CSVSafe(strings.Join(j.Tags, ";")), importer.CSVSafe(j.Owner),
 		j.CreatedAt.Format(time.RFC3339Nano), j.UpdatedAt.Format(time.RFC3339Nano), expires, strconv.Itoa(j.Redirect),
 		strconv.FormatBool(j.Disabled), maxVisits, strconv.FormatBool(j.ForwardQuery), strconv.FormatBool(j.PasswordProtected), rules}
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -148,6 +149,9 @@ func TestExportImportRoundTrip(t *testing.T) {
 		`{"url":"https://example.com/1","alias":"rt-one","title":"One","description":"line one\nline two","tags":["a","b"],"redirect":308,"expires_at":"2031-02-03T04:05:06Z","max_visits":9}`,
 		`{"url":"https://example.com/2?x=1","forward_query":false,"rules":[{"device":"ios","url":"https://apps.example/"},{"country":"DE","language":"de","url":"https://example.de/"}]}`,
 		`{"url":"https://example.com/3","title":"=cmd|' /C calc'!A0,\"quoted\""}`,
+		// Cells a spreadsheet would run as formulas, and quotes.
+		`{"url":"https://example.com/4","alias":"-minus","title":"+1+1","description":"@SUM(A1)","tags":["-neg","x"]}`,
+		`{"url":"https://example.com/5","title":"'quoted","description":"''=twice"}`,
 	} {
 		src.create(t, b)
 	}
@@ -155,14 +159,26 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("bob: %d", r.status)
 	}
 	want := exported(t, src, "ndjson")
-	if len(want) != 4 {
+	if len(want) != 6 {
 		t.Fatalf("exported %d links", len(want))
+	}
+	// In the CSV, no cell starts a formula.
+	recs, err := csv.NewReader(bytes.NewReader(src.do(t, "GET", "/api/v1/links/export?format=csv", "", nil).body)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		for _, cell := range rec {
+			if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+				t.Errorf("a CSV cell a spreadsheet would run: %q", cell)
+			}
+		}
 	}
 	for _, format := range []string{"ndjson", "csv"} {
 		dst := startNode(t, link.URLPolicy{})
 		body := src.do(t, "GET", "/api/v1/links/export?format="+format, "", nil).body
 		rows, sum := dst.importFile(t, body)
-		if sum["created"] != float64(4) || sum["failed"] != float64(0) {
+		if sum["created"] != float64(6) || sum["failed"] != float64(0) {
 			t.Fatalf("%s import: %v %v", format, sum, rows)
 		}
 		if d := cmp.Diff(want, exported(t, dst, "ndjson")); d != "" {

@@ -53,6 +53,7 @@ THREADS=${THREADS:-2}
 SCALE_RATE=${SCALE_RATE:-16000} # scale: the paced load whose latency compares across link counts
 BULK=${BULK:-1000} # links per bulk create when loading (0: one create per link)
 LIST_NODES=${LIST_NODES:-"1 3"} # list: 1 node, the 3-node cluster, or both
+LOAD_CLIENTS=${LOAD_CLIENTS:-64} # list: concurrent bulk loaders into the 3-node cluster (64 saturate 2 cores: 503s)
 OPEN_RATES=${OPEN_RATES:-250,500,750,1000} # create: offered creates/s of the open-loop runs
 VEGETA=${VEGETA:-$(command -v vegeta || echo "$(go env GOPATH)/bin/vegeta")}
 PORT=${BENCH_PORT_BASE:-18400} # every port is PORT + a fixed offset
@@ -398,7 +399,7 @@ list_bench() {
     local cpids=("${pids[@]: -3}")
     local targets="http://127.0.0.1:$((PORT + 81)),http://127.0.0.1:$((PORT + 82)),http://127.0.0.1:$((PORT + 83))"
     echo "loading $n links into the 3-node cluster..." >&2
-    "$work/benchload" -targets "$targets" -n "$n" -bulk "$BULK" -out "$work/codes-list" >&2
+    "$work/benchload" -targets "$targets" -n "$n" -bulk "$BULK" -clients "$LOAD_CLIENTS" -out "$work/codes-list" >&2
     "$work/benchlist" -targets "$targets" -label "$n, 3 nodes" | report
     for p in "${cpids[@]}"; do kill "$p"; done
     for p in "${cpids[@]}"; do wait "$p" 2>/dev/null || true; done

@@ -226,9 +226,10 @@ func newCSV(br *bufio.Reader) (*Reader, error) {
 	case has("url"):
 		format = FormatCSV
 		m = func(_ []string, cell func(int) string) Row {
-			row := Row{URL: cell(col["url"]), Alias: cell(first("alias", "code")), Title: cell(first("title")),
-				Description: cell(first("description")), Tags: splitTags(cell(first("tags")), ";"),
-				ExpiresAt: cell(first("expiresat")), Owner: cell(first("owner"))}
+			text := func(i int) string { return csvUnsafe(cell(i)) } // as our export wrote it
+			row := Row{URL: cell(col["url"]), Alias: text(first("alias", "code")), Title: text(first("title")),
+				Description: text(first("description")), Tags: splitTags(text(first("tags")), ";"),
+				ExpiresAt: cell(first("expiresat")), Owner: text(first("owner"))}
 			if err := parseCSVExtras(&row, cell, first); err != nil {
 				return Row{Err: err}
 			}
@@ -306,4 +307,28 @@ func parseCSVExtras(row *Row, cell func(int) string, first func(...string) int) 
 		}
 	}
 	return nil
+}
+
+// formulaStart are the first characters that make a spreadsheet read a
+// cell as a formula (OWASP's CSV injection list), and the quote that
+// CSVSafe puts before them.
+const formulaStart = "=+-@\t\r'"
+
+// CSVSafe returns s as a CSV cell that a spreadsheet shows as text: one
+// that would start a formula (=, +, -, @, a tab or a CR) gets a single quote
+// first, and so does one that starts with a quote, so that csvUnsafe's
+// removal of one quote gives back exactly s.
+func CSVSafe(s string) string {
+	if s != "" && strings.IndexByte(formulaStart, s[0]) >= 0 {
+		return "'" + s
+	}
+	return s
+}
+
+// csvUnsafe undoes CSVSafe.
+func csvUnsafe(s string) string {
+	if len(s) > 1 && s[0] == '\'' && strings.IndexByte(formulaStart, s[1]) >= 0 {
+		return s[1:]
+	}
+	return s
 }

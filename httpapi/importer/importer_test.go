@@ -177,3 +177,17 @@ func FuzzImport(f *testing.F) {
 		}
 	})
 }
+
+// TestCSVSafe: every cell that would start a formula is quoted, and
+// csvUnsafe gives back exactly what CSVSafe was given.
+func TestCSVSafe(t *testing.T) {
+	for _, s := range []string{"", "plain", "=1+1", "+1", "-x", "@SUM(A1)", "\tx", "\rx", "'", "'=", "''=x", "'plain", "a=b"} {
+		got := CSVSafe(s)
+		if got != "" && strings.ContainsRune("=+-@\t\r", rune(got[0])) {
+			t.Errorf("CSVSafe(%q) = %q starts a formula", s, got)
+		}
+		if back := csvUnsafe(got); back != s {
+			t.Errorf("csvUnsafe(CSVSafe(%q)) = %q", s, back)
+		}
+	}
+}
