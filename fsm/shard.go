@@ -124,13 +124,12 @@ func getLink(tx *bolt.Tx, code string) *link.Link {
 	return l
 }
 
-func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
+// putLink stores l, whose stored form before is old (nil for none: the
+// callers have read it already), and its index entries.
+func (f *ShardFSM) putLink(tx *bolt.Tx, old, l *link.Link) {
 	if bugs.On(bugs.LoseLastApply) {
 		keepUndo(tx, l.Code)
 	}
-	// The link as stored before, for the tag entries it drops (a create
-	// finds none).
-	old := getLink(tx, l.Code)
 	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), command.EncodeRecord(l)); err != nil {
 		panic(fmt.Sprintf("fsm %s: put %q: %v", f.path, l.Code, err))
 	}
@@ -141,7 +140,8 @@ func (f *ShardFSM) putLink(tx *bolt.Tx, l *link.Link) {
 }
 
 func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uint64) any {
-	if old := getLink(tx, c.Code); old != nil {
+	old := getLink(tx, c.Code)
+	if old != nil {
 		if c.Nonce != 0 && old.Nonce == c.Nonce {
 			// The same create, retried after an unknown outcome: it took
 			// effect, so it succeeds — even if the link was deleted since
@@ -175,7 +175,7 @@ func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uin
 		PasswordHash: c.PasswordHash,
 		Rules:        c.Rules,
 	}
-	f.putLink(tx, l)
+	f.putLink(tx, old, l)
 	return &Result{Link: l}
 }
 
@@ -184,6 +184,7 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any
 	if err := live(l); err != nil {
 		return &Result{Err: err}
 	}
+	old := *l // what the index holds (the fields below are set in place)
 	if u.Set&command.SetURL != 0 {
 		l.URL = u.URL
 	}
@@ -216,7 +217,7 @@ func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any
 	}
 	l.UpdatedAt = u.Now
 	l.Version = index
-	f.putLink(tx, l)
+	f.putLink(tx, &old, l)
 	return &Result{Link: l}
 }
 
@@ -237,9 +238,10 @@ func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *command.ConsumeVisit, index
 	if l.OutOfVisits() {
 		return &Result{Err: link.ErrGone}
 	}
+	old := *l
 	l.Visits++
 	l.Version = index
-	f.putLink(tx, l)
+	f.putLink(tx, &old, l)
 	if c.Nonce != 0 {
 		if err := granted.Put(key, []byte{1}); err != nil {
 			panic(fmt.Sprintf("fsm %s: put visit nonce: %v", f.path, err))
@@ -263,7 +265,7 @@ func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *command.Delete, index uint64) any
 		Deleted:   true,
 		Version:   index,
 	}
-	f.putLink(tx, tomb)
+	f.putLink(tx, l, tomb)
 	return &Result{Link: tomb}
 }
 
