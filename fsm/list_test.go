@@ -170,43 +170,42 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 	if len(live) < 200 {
 		t.Fatalf("only %d live links: the test lost its point", len(live))
 	}
+	// offline changes the closed file as another version would, then
+	// reopens it with this one and checks again.
+	offline := func(edit func(tx *bolt.Tx) error) {
+		t.Helper()
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(edit); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f = mustShard(t, ShardConfig{Path: path})
+		check(f)
+	}
 	// An older version's file: links, no indexes. Reopened, it lists the
 	// same.
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
+	offline(func(tx *bolt.Tx) error {
 		for _, b := range indexBuckets {
 			if err := tx.DeleteBucket(b); err != nil {
 				return err
 			}
 		}
 		return tx.Bucket(bucketMeta).Delete(keyIndexed)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f = mustShard(t, ShardConfig{Path: path})
-	check(f)
+	})
 	// A downgrade: a v1 or v2 binary ran on the file (it writes its
 	// marker, keeps no tag entries (v1) and no click entries (v1, v2), so
 	// some left behind are stale). Reopened by this version, the indexes
 	// are built again from nothing.
 	for _, older := range olderIndexed {
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		db, err = bolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Update(func(tx *bolt.Tx) error {
+		offline(func(tx *bolt.Tx) error {
 			if err := tx.DeleteBucket(bucketByTag); err != nil {
 				return err
 			}
@@ -218,13 +217,6 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 				return err
 			}
 			return tx.Bucket(bucketMeta).Put(older, []byte{1})
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-		f = mustShard(t, ShardConfig{Path: path})
-		check(f)
+		})
 	}
 }
