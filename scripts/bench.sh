@@ -23,7 +23,9 @@
 #           one node, then through every node of a 3-node cluster: the newest 100, one owner's
 #           newest 100, 100 at a random depth (created_before), walks of 10 pages by cursor, and
 #           the 100 most clicked (sort=-clicks) of every owner and of one. LIST_NODES="1 3" picks
-#           the single node, the cluster, or both (the default).
+#           the single node, the cluster, or both (the default). LIST_SEED=1 loads the
+#           cluster's links into one node and then joins the other two (they get every
+#           shard by snapshot): 10M links load in minutes instead of an hour here.
 # failover  leader of most shards killed (SIGKILL): first successful write,
 #           every shard it led writable again, redirect errors on the survivors
 #           (scripts/benchcluster, median of 5).
@@ -54,6 +56,7 @@ SCALE_RATE=${SCALE_RATE:-16000} # scale: the paced load whose latency compares a
 BULK=${BULK:-1000} # links per bulk create when loading (0: one create per link)
 LIST_NODES=${LIST_NODES:-"1 3"} # list: 1 node, the 3-node cluster, or both
 LOAD_CLIENTS=${LOAD_CLIENTS:-64} # list: concurrent bulk loaders into the 3-node cluster (64 saturate 2 cores: 503s)
+LIST_SEED=${LIST_SEED:-} # list: set to load the cluster's links into one node, then join two (snapshots)
 OPEN_RATES=${OPEN_RATES:-250,500,750,1000} # create: offered creates/s of the open-loop runs
 VEGETA=${VEGETA:-$(command -v vegeta || echo "$(go env GOPATH)/bin/vegeta")}
 PORT=${BENCH_PORT_BASE:-18400} # every port is PORT + a fixed offset
@@ -395,12 +398,42 @@ list_bench() {
     [[ " $LIST_NODES " == *" 3 "* ]] || continue
 
     rm -rf "$work"/c1 "$work"/c2 "$work"/c3
-    start_cluster3
-    local cpids=("${pids[@]: -3}")
     local targets="http://127.0.0.1:$((PORT + 81)),http://127.0.0.1:$((PORT + 82)),http://127.0.0.1:$((PORT + 83))"
-    echo "loading $n links into the 3-node cluster..." >&2
-    "$work/benchload" -targets "$targets" -n "$n" -bulk "$BULK" -clients "$LOAD_CLIENTS" -out "$work/codes-list" >&2
-    "$work/benchlist" -targets "$targets" -label "$n, 3 nodes" | report
+    local label="$n, 3 nodes"
+    if [[ -n "$LIST_SEED" ]]; then
+      # Loaded into c1 alone (its pace, not three replicas' on two
+      # cores), then c2 and c3 join and get every shard by snapshot.
+      start_node c1 $((PORT + 81)) $((PORT + 71)) $((PORT + 61)) -analytics=false -shards 8 -cluster-key-file "$work/cluster.key"
+      wait_http "http://127.0.0.1:$((PORT + 81))/api/v1/keys"
+      echo "loading $n links into c1 alone..." >&2
+      "$work/benchload" -targets "http://127.0.0.1:$((PORT + 81))" -n "$n" -bulk "$BULK" -out "$work/codes-list" >&2
+      for i in 2 3; do
+        start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
+          -join "127.0.0.1:$((PORT + 61))" -shards 8 -cluster-key-file "$work/cluster.key"
+      done
+      echo "c2 and c3 joined; waiting for 3 replicas of every shard, caught up..." >&2
+      local t0=$SECONDS
+      until curl -fs -H "Authorization: Bearer $LINKRAFT_KEY" "http://127.0.0.1:$((PORT + 581))/admin/v1/cluster" |
+        python3 -c 'import json,sys; s=json.load(sys.stdin)["shards"]; sys.exit(0 if len(s)==8 and all(len(x["replicas"])==3 for x in s) else 1)' &&
+        curl -fs -o /dev/null "http://127.0.0.1:$((PORT + 82))/readyz" && curl -fs -o /dev/null "http://127.0.0.1:$((PORT + 83))/readyz"; do
+        sleep 2
+        ((SECONDS - t0 < 3600)) || { echo "no full replication after an hour" >&2; break; }
+      done
+      echo "replicated after $((SECONDS - t0)) s; waiting for the leaders to spread (each node leading 2 or more of the 8 shards)..." >&2
+      until curl -fs -H "Authorization: Bearer $LINKRAFT_KEY" "http://127.0.0.1:$((PORT + 581))/admin/v1/cluster" |
+        python3 -c 'import json,sys,collections; c=collections.Counter(x["leader"] for x in json.load(sys.stdin)["shards"]); sys.exit(0 if len(c)==3 and min(c.values())>=2 else 1)'; do
+        sleep 2
+        ((SECONDS - t0 < 3600)) || { echo "leaders not spread after an hour" >&2; break; }
+      done
+      echo "ready after $((SECONDS - t0)) s" >&2
+      label="$n, 3 nodes (loaded into one, then joined)"
+    else
+      start_cluster3
+      echo "loading $n links into the 3-node cluster..." >&2
+      "$work/benchload" -targets "$targets" -n "$n" -bulk "$BULK" -clients "$LOAD_CLIENTS" -out "$work/codes-list" >&2
+    fi
+    local cpids=("${pids[@]: -3}")
+    "$work/benchlist" -targets "$targets" -label "$label" | report
     for p in "${cpids[@]}"; do kill "$p"; done
     for p in "${cpids[@]}"; do wait "$p" 2>/dev/null || true; done
     rm -rf "$work"/c1 "$work"/c2 "$work"/c3

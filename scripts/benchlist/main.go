@@ -3,7 +3,8 @@
 // index, a walk of consecutive pages by cursor, the most clicked of every
 // owner and of one) it sends -n requests from
 // -clients concurrent clients, spread over -targets, and prints a markdown
-// row per kind with p50, p99 and the slowest. Bounded: -n requests a kind,
+// row per kind with p50, p99 and the slowest (after one uncounted page per
+// client and target, which opens the connections). Bounded: -n requests a kind,
 // and every request times out after 10 s.
 package main
 
@@ -73,6 +74,15 @@ func main() {
 	}
 	lo, hi := oldest.Links[0].CreatedAt, newest.Links[0].CreatedAt
 	owner := newest.Links[0].Owner
+	// Warm-up, not counted: every client opens its connection to every
+	// target (and the nodes theirs to each other) before the first kind.
+	var warm sync.WaitGroup
+	for range *clients {
+		for _, base := range bases {
+			warm.Go(func() { _, _, _ = get(base, "limit=100") })
+		}
+	}
+	warm.Wait()
 	kinds := []struct {
 		name  string
 		query func(r *rand.Rand) string
