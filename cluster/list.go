@@ -122,9 +122,12 @@ func mergePages(parts []shardPage, q link.ListQuery) link.ListPage {
 
 // compare orders two positions as q lists them.
 func compare(a, b link.ListPosition, q link.ListQuery) int {
-	c := a.Created.Compare(b.Created)
+	c := 0
 	if q.ByClicks {
 		c = cmp.Compare(a.Clicks, b.Clicks)
+	}
+	if c == 0 {
+		c = a.Created.Compare(b.Created)
 	}
 	if c == 0 {
 		c = cmp.Compare(a.Code, b.Code)

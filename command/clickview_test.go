@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/google/go-cmp/cmp"
@@ -154,13 +155,14 @@ func TestLightReaders(t *testing.T) {
 	if _, err := HumanClicks([]byte{0x0a, 0x05, 0x08}); err == nil {
 		t.Fatal("a cut record read without an error")
 	}
+	t0 := time.Date(2026, 11, 27, 7, 0, 0, 123, time.UTC)
 	for _, l := range []*link.Link{
-		{Code: "abc", URL: "https://e.example", Owner: "team-a", Deleted: true, Tags: []string{"x"}},
-		{Code: "abd", URL: "https://e.example", Owner: "", Title: "t"},
+		{Code: "abc", URL: "https://e.example", Owner: "team-a", CreatedAt: t0, Deleted: true, Tags: []string{"x"}},
+		{Code: "abd", URL: "https://e.example", Owner: "", CreatedAt: t0.Add(time.Hour), Title: "t"},
 	} {
-		owner, deleted, err := RecordOwner(EncodeRecord(l))
-		if err != nil || string(owner) != l.Owner || deleted != l.Deleted {
-			t.Fatalf("RecordOwner(%+v) = %q %v %v", l, owner, deleted, err)
+		owner, created, deleted, err := RecordOwner(EncodeRecord(l))
+		if err != nil || string(owner) != l.Owner || !created.Equal(l.CreatedAt) || deleted != l.Deleted {
+			t.Fatalf("RecordOwner(%+v) = %q %v %v %v", l, owner, created, deleted, err)
 		}
 	}
 }

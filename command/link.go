@@ -82,20 +82,22 @@ var (
 	recordCodec = wire.NewCodec(nil, linkFields(true)...)
 )
 
-// RecordOwner reads the owner and the deleted flag of a stored link
-// record without decoding the rest (the click path's index update). owner
-// is a view of v.
-func RecordOwner(v []byte) (owner []byte, deleted bool, err error) {
+// RecordOwner reads the owner, the creation time and the deleted flag of
+// a stored link record without decoding the rest (the click path's index
+// update). owner is a view of v.
+func RecordOwner(v []byte) (owner []byte, created time.Time, deleted bool, err error) {
 	r := wire.NewReader(v)
 	for num, typ := range r.Fields() {
 		switch num {
 		case fOwner:
 			owner = r.Bytes(typ, num)
+		case fCreated:
+			created = r.Time(typ, num)
 		case fDeleted:
 			deleted = r.Uint(typ, num) != 0
 		default:
 			r.Skip(num, typ)
 		}
 	}
-	return owner, deleted, r.Err()
+	return owner, created, deleted, r.Err()
 }

@@ -90,13 +90,13 @@ func (f *ShardFSM) applyClickDelta(a *clickApply, body []byte) error {
 	if before, after := a.merger.HumanTotals(); before != after {
 		// The link's click index entries move (a tombstone has none).
 		v := get(a.linkCur, d.Code)
-		owner, deleted, err := command.RecordOwner(v)
+		owner, created, deleted, err := command.RecordOwner(v)
 		if err != nil {
 			panic(fmt.Sprintf("fsm %s: stored link %q: %v", f.path, d.Code, err))
 		}
 		if v != nil && !deleted {
 			code := bytes.Clone(d.Code)
-			if err := moveClicks(a.tx, bytes.Clone(owner), code, before, after, true, true); err != nil {
+			if err := moveClicks(a.tx, bytes.Clone(owner), created, code, before, after, true, true); err != nil {
 				panic(fmt.Sprintf("fsm %s: click index of %q: %v", f.path, d.Code, err))
 			}
 		}

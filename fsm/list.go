@@ -27,8 +27,8 @@ var (
 	bucketByOwner     = []byte("links-by-owner")      // owner 0x00 created(8, BE) code -> empty
 	bucketByTag       = []byte("links-by-tag")        // owner 0x00 tag 0x00 created(8, BE) code -> empty
 	bucketByCreated   = []byte("links-by-created")    // created(8, BE) code -> empty
-	bucketByClicks    = []byte("links-by-clicks")     // owner 0x00 clicks(8, BE) code -> empty
-	bucketByClicksAll = []byte("links-by-clicks-all") // clicks(8, BE) code -> empty
+	bucketByClicks    = []byte("links-by-clicks")     // owner 0x00 clicks(8, BE) created(8, BE) code -> empty
+	bucketByClicksAll = []byte("links-by-clicks-all") // clicks(8, BE) created(8, BE) code -> empty
 	// indexBuckets are every index, emptied before a rebuild.
 	indexBuckets = [][]byte{bucketByOwner, bucketByTag, bucketByCreated, bucketByClicks, bucketByClicksAll}
 	// keyIndexed, in the meta bucket, says the indexes cover every link
@@ -66,8 +66,12 @@ func ownerKey(l *link.Link) []byte {
 func createdIndexKey(l *link.Link) []byte { return append(createdKey(l.CreatedAt), l.Code...) }
 
 // clicksKey is a click index entry under prefix (the owner's, or none).
-func clicksKey(prefix []byte, clicks uint64, code []byte) []byte {
-	k := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(prefix)+8+len(code)), prefix...), clicks)
+// Ties of clicks go by creation time: a new link (no clicks yet) goes at
+// the end of the links without clicks, as in the creation index, not at
+// a random place among them.
+func clicksKey(prefix []byte, clicks uint64, created time.Time, code []byte) []byte {
+	k := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(prefix)+16+len(code)), prefix...), clicks)
+	k = binary.BigEndian.AppendUint64(k, uint64(max(created.UnixNano(), 0)))
 	return append(k, code...)
 }
 
@@ -76,22 +80,22 @@ func ownerPrefix(owner []byte) []byte {
 }
 
 // moveClicks moves a live link's click entries from clicks from to to
-// (putOnly: there are none yet; delOnly: remove them).
-func moveClicks(tx *bolt.Tx, owner, code []byte, from, to uint64, put, del bool) error {
+// (put: put the new ones; del: delete the old ones).
+func moveClicks(tx *bolt.Tx, owner []byte, created time.Time, code []byte, from, to uint64, put, del bool) error {
 	byClicks, all := tx.Bucket(bucketByClicks), tx.Bucket(bucketByClicksAll)
 	if del {
-		if err := byClicks.Delete(clicksKey(ownerPrefix(owner), from, code)); err != nil {
+		if err := byClicks.Delete(clicksKey(ownerPrefix(owner), from, created, code)); err != nil {
 			return err
 		}
-		if err := all.Delete(clicksKey(nil, from, code)); err != nil {
+		if err := all.Delete(clicksKey(nil, from, created, code)); err != nil {
 			return err
 		}
 	}
 	if put {
-		if err := byClicks.Put(clicksKey(ownerPrefix(owner), to, code), nil); err != nil {
+		if err := byClicks.Put(clicksKey(ownerPrefix(owner), to, created, code), nil); err != nil {
 			return err
 		}
-		return all.Put(clicksKey(nil, to, code), nil)
+		return all.Put(clicksKey(nil, to, created, code), nil)
 	}
 	return nil
 }
@@ -122,7 +126,7 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 		if err != nil {
 			return fmt.Errorf("stored clicks of %q: %w", l.Code, err)
 		}
-		if err := moveClicks(tx, []byte(l.Owner), []byte(l.Code), n, n, !l.Deleted, l.Deleted); err != nil {
+		if err := moveClicks(tx, []byte(l.Owner), l.CreatedAt, []byte(l.Code), n, n, !l.Deleted, l.Deleted); err != nil {
 			return err
 		}
 	}
@@ -209,7 +213,8 @@ func buildIndexes(db *bolt.DB) error {
 
 // ListLinks returns up to q.Limit live links of this shard that pass q,
 // in creation order (then code), or with q.ByClicks in order of human
-// clicks (then code), past q.After; and each link's human clicks.
+// clicks (then creation time and code), past q.After; and each link's
+// human clicks.
 func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, []uint64, error) {
 	var out []*link.Link
 	var clicks []uint64
@@ -239,7 +244,7 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, []uint64, error) {
 		if q.After != nil {
 			pos := append(append(bytes.Clone(prefix), createdKey(q.After.Created)...), q.After.Code...)
 			if q.ByClicks {
-				pos = clicksKey(prefix, q.After.Clicks, []byte(q.After.Code))
+				pos = clicksKey(prefix, q.After.Clicks, q.After.Created, []byte(q.After.Code))
 			}
 			if q.Desc {
 				hi = minBytes(hi, pos)
@@ -264,6 +269,9 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, []uint64, error) {
 				break
 			}
 			code := k[len(prefix)+8:]
+			if q.ByClicks {
+				code = k[len(prefix)+16:]
+			}
 			v := links.Get(code)
 			if v == nil {
 				return fmt.Errorf("index entry of %q without its link", code)

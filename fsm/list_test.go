@@ -97,9 +97,12 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 			}
 			for _, byClicks := range []bool{false, true} {
 				slices.SortFunc(want, func(a, b *link.Link) int {
-					c := a.CreatedAt.Compare(b.CreatedAt)
+					c := 0
 					if byClicks {
 						c = cmp.Compare(clicks[a.Code], clicks[b.Code])
+					}
+					if c == 0 {
+						c = a.CreatedAt.Compare(b.CreatedAt)
 					}
 					if c != 0 {
 						return c
@@ -213,7 +216,7 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 				return err
 			}
 			// A stale click entry, as the older binary left it.
-			if err := tx.Bucket(bucketByClicksAll).Put(clicksKey(nil, 999, []byte("c000")), nil); err != nil {
+			if err := tx.Bucket(bucketByClicksAll).Put(clicksKey(nil, 999, t0, []byte("c000")), nil); err != nil {
 				return err
 			}
 			return tx.Bucket(bucketMeta).Put(older, []byte{1})

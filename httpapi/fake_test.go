@@ -395,10 +395,8 @@ func (f *fakeService) List(ctx context.Context, q link.ListQuery) (link.ListPage
 		all = append(all, l.Clone())
 	}
 	order := func(a, b link.ListPosition) int {
-		c := a.Created.Compare(b.Created)
-		if q.ByClicks {
-			c = 0 // every link of the fake has 0 clicks
-		}
+		c := a.Created.Compare(b.Created) // by clicks too: the fake counts none
+
 		if c == 0 {
 			c = strings.Compare(a.Code, b.Code)
 		}

@@ -21,12 +21,11 @@ type listJSON struct {
 // cursorJSON is what a cursor holds (base64url of this JSON): the last
 // link's place and the order it was listed in.
 type cursorJSON struct {
-	Created int64  `json:"c,omitempty"`
+	Created int64  `json:"c"`
 	Clicks  uint64 `json:"n,omitempty"`
 	Code    string `json:"k"`
 	Desc    bool   `json:"d"`
-	// ByClicks: the listing is by clicks (Clicks is the place, Created
-	// is left out).
+	// ByClicks: the listing is by clicks, then creation time.
 	ByClicks bool `json:"b,omitempty"`
 }
 
@@ -64,7 +63,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	if page.Next != nil {
 		c := cursorJSON{Created: page.Next.Created.UnixNano(), Code: page.Next.Code, Desc: q.Desc}
 		if q.ByClicks {
-			c = cursorJSON{Clicks: page.Next.Clicks, Code: page.Next.Code, Desc: q.Desc, ByClicks: true}
+			c.Clicks, c.ByClicks = page.Next.Clicks, true
 		}
 		b, _ := json.Marshal(c)
 		next := base64.RawURLEncoding.EncodeToString(b)
@@ -129,16 +128,13 @@ func (s *Server) listQuery(r *http.Request) (link.ListQuery, error) {
 	if raw := v.Get("cursor"); raw != "" {
 		var c cursorJSON
 		b, err := base64.RawURLEncoding.DecodeString(raw)
-		if err != nil || len(raw) > maxCursor || json.Unmarshal(b, &c) != nil || !link.ValidCode(c.Code) || (c.Created <= 0) != c.ByClicks {
+		if err != nil || len(raw) > maxCursor || json.Unmarshal(b, &c) != nil || !link.ValidCode(c.Code) || c.Created <= 0 {
 			return q, field("cursor", "is not a cursor this API gave", link.ErrInvalidInput)
 		}
 		if c.Desc != q.Desc || c.ByClicks != q.ByClicks {
 			return q, field("cursor", "belongs to a listing in another order", link.ErrInvalidInput)
 		}
-		q.After = &link.ListPosition{Code: c.Code, Clicks: c.Clicks}
-		if !c.ByClicks {
-			q.After.Created = time.Unix(0, c.Created).UTC()
-		}
+		q.After = &link.ListPosition{Created: time.Unix(0, c.Created).UTC(), Code: c.Code, Clicks: c.Clicks}
 	}
 	return q, nil
 }

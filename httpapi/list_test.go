@@ -94,10 +94,12 @@ func TestListLinksOverHTTP(t *testing.T) {
 	if r := tn.do(t, "GET", "/api/v1/links?owner=bob", "", nil, "Authorization", bearer(alice)); r.status != 403 || r.json(t)["type"] != "/problems/forbidden" {
 		t.Fatalf("alice listing bob's links: %d %s", r.status, r.body)
 	}
-	// By clicks (none here): ties go by code.
-	byCode := slices.Sorted(slices.Values(aliceCodes))
-	if got := listAll(t, tn, alice, "sort=clicks", 2); !slices.Equal(got, byCode) {
-		t.Fatalf("alice's listing by clicks = %v, want %v", got, byCode)
+	// By clicks (none here): ties go by creation time.
+	if got := listAll(t, tn, alice, "sort=clicks", 2); !slices.Equal(got, aliceCodes) {
+		t.Fatalf("alice's listing by clicks = %v, want %v", got, aliceCodes)
+	}
+	if got := listAll(t, tn, alice, "sort=-clicks", 3); !slices.Equal(got, newestFirst) {
+		t.Fatalf("alice's listing by clicks, most first = %v, want %v", got, newestFirst)
 	}
 	first := tn.do(t, "GET", "/api/v1/links?limit=1", "", nil, "Authorization", bearer(alice)).json(t)["next_cursor"].(string)
 	firstByClicks := tn.do(t, "GET", "/api/v1/links?limit=1&sort=-clicks", "", nil, "Authorization", bearer(alice)).json(t)["next_cursor"].(string)

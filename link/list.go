@@ -24,8 +24,7 @@ type ListQuery struct {
 	Now               time.Time
 	// Desc lists newest (or with ByClicks, most clicked) first.
 	Desc bool
-	// ByClicks orders by human clicks, then code, instead of by creation
-	// time.
+	// ByClicks orders by human clicks first, then creation time and code.
 	ByClicks bool
 	// After, if set, starts past this position (a page's last link):
 	// links sort by creation time (or clicks), then code.
@@ -37,8 +36,7 @@ type ListQuery struct {
 // ListPosition is a link's place in a listing.
 type ListPosition struct {
 	Created time.Time
-	// Clicks is the place in a listing by clicks (Created is then
-	// unused).
+	// Clicks is the place in a listing by clicks (before Created).
 	Clicks uint64 `json:",omitempty"`
 	Code   string
 }
