@@ -241,6 +241,27 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 		}
 		return nil
 	})
+	// The most clicked first: browser visits through n2, counted by each
+	// node's analytics, listed through n3.
+	const browser = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0"
+	for range 3 {
+		if st, _, _ := send("GET", procs[1].base+"/proc-app", "", "", "User-Agent", browser); st != 302 {
+			t.Fatalf("a visit of proc-app on n2: %d", st)
+		}
+	}
+	testcluster.Eventually(t, 20*time.Second, func() error {
+		st, _, b := send("GET", procs[2].base+"/api/v1/links?sort=-clicks&limit=1", "", "", "Authorization", auth)
+		var m struct {
+			Links []struct {
+				Code   string `json:"code"`
+				Clicks uint64 `json:"clicks"`
+			} `json:"links"`
+		}
+		if st != 200 || json.Unmarshal([]byte(b), &m) != nil || len(m.Links) != 1 || m.Links[0].Code != "proc-app" || m.Links[0].Clicks < 3 {
+			return fmt.Errorf("the most clicked link on n3: %d %s", st, b)
+		}
+		return nil
+	})
 	// An Idempotency-Key retried through another node.
 	body := `{"url":"https://proc.example/once"}`
 	st1, _, b1 := send("POST", procs[0].base+"/api/v1/links", "application/json", body, "Authorization", auth, "Idempotency-Key", "proc-key-1")
