@@ -85,7 +85,7 @@ func UndoLastWrites(path string, n int) ([]string, error) {
 		}
 		// The lost applies' index entries go with them: the indexes are
 		// dropped and rebuilt from the links when the file is next opened.
-		for _, b := range [][]byte{bucketByOwner, bucketByCreated, bucketByTag} {
+		for _, b := range indexBuckets {
 			if tx.Bucket(b) != nil {
 				if err := tx.DeleteBucket(b); err != nil {
 					return err
