@@ -57,6 +57,7 @@ BULK=${BULK:-1000} # links per bulk create when loading (0: one create per link)
 LIST_NODES=${LIST_NODES:-"1 3"} # list: 1 node, the 3-node cluster, or both
 LOAD_CLIENTS=${LOAD_CLIENTS:-64} # list: concurrent bulk loaders into the 3-node cluster (64 saturate 2 cores: 503s)
 LIST_SEED=${LIST_SEED:-} # list: set to load the cluster's links into one node, then join two (snapshots)
+LIST_MORE_CLIENTS=${LIST_MORE_CLIENTS:-} # list: more passes on the cluster with these client counts (e.g. "1")
 OPEN_RATES=${OPEN_RATES:-250,500,750,1000} # create: offered creates/s of the open-loop runs
 VEGETA=${VEGETA:-$(command -v vegeta || echo "$(go env GOPATH)/bin/vegeta")}
 PORT=${BENCH_PORT_BASE:-18400} # every port is PORT + a fixed offset
@@ -440,6 +441,10 @@ list_bench() {
       "$work/benchlist" -targets "$targets" -label "$label, first pass after the join" | report
     fi
     "$work/benchlist" -targets "$targets" -label "$label" | report
+    local c
+    for c in $LIST_MORE_CLIENTS; do # the same pages from fewer (or more) clients: how much of the tail is contention
+      "$work/benchlist" -targets "$targets" -clients "$c" -label "$label, $c clients" | report
+    done
     for p in "${cpids[@]}"; do kill "$p"; done
     for p in "${cpids[@]}"; do wait "$p" 2>/dev/null || true; done
     rm -rf "$work"/c1 "$work"/c2 "$work"/c3
