@@ -33,6 +33,9 @@ var FatalMessages = map[string]string{
 	// is ever refused.
 	"node refused":                         "node-refused",
 	"this node was refused by the cluster": "node-refused",
+	// Every node of the harness runs the one binary: none is ever
+	// rolled back.
+	"node rolled back to a version from before feature levels were recorded: links with a password or rules are refused while it is live, but those it already holds are served by it without them; upgrade it again": "rolled-back",
 }
 
 // ToleratedErrors are ERROR messages of linknode's own code that faults
