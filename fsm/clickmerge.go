@@ -95,8 +95,8 @@ func (f *ShardFSM) applyClickDelta(a *clickApply, body []byte) error {
 			panic(fmt.Sprintf("fsm %s: stored link %q: %v", f.path, d.Code, err))
 		}
 		if v != nil && !deleted {
-			code := bytes.Clone(d.Code)
-			if err := moveClicks(a.tx, bytes.Clone(owner), created, code, before, after, true, true); err != nil {
+			// clicksKey copies owner and code into keys of its own.
+			if err := moveClicks(a.tx, owner, created, d.Code, before, after, true, true); err != nil {
 				panic(fmt.Sprintf("fsm %s: click index of %q: %v", f.path, d.Code, err))
 			}
 		}
