@@ -171,9 +171,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// While the node starts (it may wait to join, or to form, for as long
 	// as it takes), /healthz and /readyz already answer, and /readyz says
 	// what the node waits for.
-	stopEarly := startingServer(ln, limited, node)
+	stopEarly := startingServer(earlyConfig{Listener: ln, Limited: limited, Status: node.StartupStatus})
 	// The admin listener too: linknode status gets the reason, not a hang.
-	stopEarlyAdmin := startingServer(m.adminLn, m.adminLn, node)
+	stopEarlyAdmin := startingServer(earlyConfig{Listener: m.adminLn, Limited: m.adminLn, Status: node.StartupStatus})
 	openCtx, cancel := context.WithCancel(ctx)
 	if cfg.StartTimeout > 0 {
 		openCtx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
@@ -368,11 +368,29 @@ func defaultMaxConns() int {
 	return int(min(max(rl.Cur/2, 64), 10000))
 }
 
+// earlyConfig is what startingServer needs.
+type earlyConfig struct {
+	// Listener is the raw listener; its deadline wakes the Accept that
+	// stop ends.
+	Listener net.Listener
+	// Limited is the listener served (Listener under a connection limit).
+	Limited net.Listener
+	// Status says what the node waits for.
+	Status func() string
+	// ConnState, when set, is the server's connection hook (tests).
+	ConnState func(net.Conn, http.ConnState)
+}
+
 // startingServer serves the HTTP listener while the node starts: /healthz
 // answers 200, /readyz and everything else 503 with what the node waits
 // for. The returned stop ends it and leaves the listener open for the real
 // server.
-func startingServer(ln net.Listener, limited net.Listener, node *cluster.Node) (stop func()) {
+//
+// stop only stops the accepting: a connection this server accepted still
+// gets its answer (a 503, Connection: close). net/http's Shutdown would
+// close one whose request it reads after the shutdown began without an
+// answer, and a client that sent a POST on it cannot know whether to retry.
+func startingServer(cfg earlyConfig) (stop func()) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -386,37 +404,54 @@ func startingServer(ln net.Listener, limited net.Listener, node *cluster.Node) (
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"type": httpapi.ProblemTypeBase + "starting", "title": "Service Unavailable", "status": http.StatusServiceUnavailable,
-			"detail": "the node is starting: " + node.StartupStatus(),
+			"detail": "the node is starting: " + cfg.Status(),
 		})
 	})
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
+	// Keep-alives off: each connection ends after one answer, so none
+	// outlives the start by more than the timeouts below.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10, ConnState: cfg.ConnState}
 	srv.SetKeepAlivesEnabled(false)
+	el := &earlyListener{Listener: cfg.Limited, stopping: make(chan struct{})}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = srv.Serve(keepOpen{limited})
+		_ = srv.Serve(el)
 	}()
 	return func() {
-		// Shutdown waits for Serve, which waits in Accept: a deadline in
-		// the past wakes it, and is lifted once Serve has returned.
-		shut := make(chan struct{})
-		go func() {
-			defer close(shut)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-		}()
+		close(el.stopping)
+		// Serve waits in Accept: a deadline in the past wakes it, and is
+		// lifted once Serve has returned.
 		type deadliner interface{ SetDeadline(time.Time) error }
-		if d, ok := ln.(deadliner); ok {
+		if d, ok := cfg.Listener.(deadliner); ok {
 			_ = d.SetDeadline(time.Now())
 			<-served
 			_ = d.SetDeadline(time.Time{})
 		}
-		<-shut
 	}
 }
 
-// keepOpen is a listener whose Close does not close the listener under it.
-type keepOpen struct{ net.Listener }
+// errStarted ends the starting server's Serve.
+var errStarted = errors.New("the node has started")
 
-func (keepOpen) Close() error { return nil }
+// earlyListener is the starting server's listener: once stopping is
+// closed, a failed Accept ends Serve, and Close leaves the listener under
+// it open for the real server.
+type earlyListener struct {
+	net.Listener
+	stopping chan struct{}
+}
+
+func (l *earlyListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		select {
+		case <-l.stopping:
+			return nil, errStarted
+		default:
+		}
+	}
+	return c, err
+}
+
+func (*earlyListener) Close() error { return nil }
