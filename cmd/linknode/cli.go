@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
@@ -31,7 +34,68 @@ var cliCommands = map[string]string{
 // admin is a CLI's connection to a node's admin listener.
 type admin struct {
 	base, key string
+	client    *http.Client
 }
+
+// maxAnswer bounds an admin answer the CLI reads (a cluster's status, the
+// keys): a server that sends more is refused, not buffered.
+const maxAnswer = 32 << 20
+
+// errTooLarge is an answer over maxAnswer.
+var errTooLarge = errors.New("the answer is too large")
+
+// cliClient is the CLI's HTTP client. It follows no redirect: a key is
+// sent to the address the operator gave and nowhere else, and a POST is
+// never replayed as a GET.
+func cliClient() *http.Client {
+	return &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		return fmt.Errorf("the server redirected to %s: give that address instead", termSafe([]byte(req.URL.Redacted())))
+	}}
+}
+
+// readBounded reads r whole, or fails with errTooLarge past limit bytes.
+func readBounded(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%w (over %d MiB)", errTooLarge, limit>>20)
+	}
+	return b, err
+}
+
+// maxShown bounds the server text an error message repeats.
+const maxShown = 4096
+
+// termSafe is text a server sent, made safe to print on an operator's
+// terminal: control characters (terminal escapes among them), bidi
+// overrides and invalid UTF-8 are shown escaped rather than sent, and the
+// text is cut at maxShown bytes.
+func termSafe(b []byte) string {
+	var sb strings.Builder
+	for len(b) > 0 {
+		if sb.Len() >= maxShown {
+			sb.WriteString("…")
+			break
+		}
+		r, size := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&sb, `\x%02x`, b[0])
+		case unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			if r < 0x100 {
+				fmt.Fprintf(&sb, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&sb, `\u%04x`, r)
+			}
+		default:
+			sb.Write(b[:size])
+		}
+		b = b[size:]
+	}
+	return sb.String()
+}
+
+// cell is termSafe for a string field of an answer.
+func cell(s string) string { return termSafe([]byte(s)) }
 
 // runCLI runs a subcommand against a node's admin listener (-addr, default
 // the local node's), with an admin key from -key, LINKNODE_KEY or
@@ -62,7 +126,7 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		fmt.Fprintln(stderr, "linknode: -o must be table or json")
 		return 2
 	}
-	a := admin{base: strings.TrimRight(*addr, "/")}
+	a := admin{base: strings.TrimRight(*addr, "/"), client: cliClient()}
 	if !strings.Contains(a.base, "://") {
 		a.base = "http://" + a.base
 	}
@@ -89,7 +153,7 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 			return 1
 		}
 		if status != http.StatusNoContent {
-			fmt.Fprintf(stderr, "linknode: remove %s: %d %s\n", fs.Arg(0), status, body)
+			fmt.Fprintf(stderr, "linknode: remove %s: %d %s\n", fs.Arg(0), status, termSafe(body))
 			return 1
 		}
 		fmt.Fprintf(stdout, "node %s removed\n", fs.Arg(0))
@@ -101,7 +165,7 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		return 1
 	}
 	if status != http.StatusOK {
-		fmt.Fprintf(stderr, "linknode: %s answered %d: %s\n", base, status, body)
+		fmt.Fprintf(stderr, "linknode: %s answered %d: %s\n", base, status, termSafe(body))
 		return 1
 	}
 	var st cluster.Status
@@ -133,7 +197,7 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		printShards(tw, st)
 	default:
 		fmt.Fprintf(tw, "node\t%s\ncluster\t%s\ncode mode\t%s\nmembers\t%d\nmeta leader\t%s\nmeta voters+followers\t%s\n\n",
-			st.NodeID, st.ClusterID, st.CodeMode, len(st.Nodes), st.Meta.Leader, strings.Join(st.Meta.Replicas, ","))
+			cell(st.NodeID), cell(st.ClusterID), cell(st.CodeMode), len(st.Nodes), cell(st.Meta.Leader), cell(strings.Join(st.Meta.Replicas, ",")))
 		printMembers(tw, st)
 		fmt.Fprintln(tw)
 		printShards(tw, st)
@@ -144,19 +208,19 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 func printMembers(w io.Writer, st cluster.Status) {
 	fmt.Fprintln(w, "ID\tSTATUS\tHTTP\tRAFT\tGOSSIP")
 	for _, n := range st.Nodes {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", n.ID, n.Status, n.HTTPAddr, n.RaftAddr, n.GossipAddr)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cell(n.ID), cell(n.Status), cell(n.HTTPAddr), cell(n.RaftAddr), cell(n.GossipAddr))
 	}
 }
 
 func printShards(w io.Writer, st cluster.Status) {
-	fmt.Fprintf(w, "SHARD\tLEADER\tREPLICAS\tSTATE@%s\tAPPLIED\tCOMMIT\tLAST CONTACT\tLINKS\n", st.NodeID)
+	fmt.Fprintf(w, "SHARD\tLEADER\tREPLICAS\tSTATE@%s\tAPPLIED\tCOMMIT\tLAST CONTACT\tLINKS\n", cell(st.NodeID))
 	for _, s := range st.Shards {
 		links := "-"
 		if s.Links != nil {
 			links = fmt.Sprint(*s.Links)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.ID, s.Leader, strings.Join(s.Replicas, ","), s.State,
-			s.AppliedIndex, s.CommitIndex, s.LastContact, links)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", cell(s.ID), cell(s.Leader), cell(strings.Join(s.Replicas, ",")), cell(s.State),
+			s.AppliedIndex, s.CommitIndex, cell(s.LastContact), links)
 	}
 }
 
@@ -194,12 +258,12 @@ func (a admin) callBody(ctx context.Context, method, url string, body any) (int,
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
+	out, err := readBounded(resp.Body, maxAnswer)
 	return resp.StatusCode, out, err
 }
 
@@ -220,7 +284,7 @@ func (a admin) keys(ctx context.Context, args []string, k cliKey, asJSON bool, s
 		if err != nil {
 			fmt.Fprintln(stderr, "linknode:", err)
 		} else {
-			fmt.Fprintf(stderr, "linknode: %s: %d %s\n", what, status, body)
+			fmt.Fprintf(stderr, "linknode: %s: %d %s\n", what, status, termSafe(body))
 		}
 		return 1
 	}
@@ -235,13 +299,14 @@ func (a admin) keys(ctx context.Context, args []string, k cliKey, asJSON bool, s
 			return fail("create key", status, body, err)
 		}
 		if asJSON {
-			_, _ = stdout.Write(body)
-			return 0
+			return writeJSON(stdout, stderr, body)
 		}
 		var out struct{ ID, Key, Owner string }
-		_ = json.Unmarshal(body, &out)
-		fmt.Fprintf(stderr, "key %s for owner %s made; it is shown this once:\n", out.ID, out.Owner)
-		fmt.Fprintln(stdout, out.Key)
+		if err := json.Unmarshal(body, &out); err != nil || out.Key == "" {
+			return fail("create key", status, body, fmt.Errorf("the answer holds no key: %v", err))
+		}
+		fmt.Fprintf(stderr, "key %s for owner %s made; it is shown this once:\n", cell(out.ID), cell(out.Owner))
+		fmt.Fprintln(stdout, cell(out.Key))
 		return 0
 	case "list":
 		status, body, err := a.call(ctx, http.MethodGet, a.base+"/api/v1/keys")
@@ -249,8 +314,7 @@ func (a admin) keys(ctx context.Context, args []string, k cliKey, asJSON bool, s
 			return fail("list keys", status, body, err)
 		}
 		if asJSON {
-			_, _ = stdout.Write(body)
-			return 0
+			return writeJSON(stdout, stderr, body)
 		}
 		var out struct {
 			Keys []struct {
@@ -270,7 +334,7 @@ func (a admin) keys(ctx context.Context, args []string, k cliKey, asJSON bool, s
 			if k.RateLimit != nil {
 				rl = fmt.Sprintf("%d/s", *k.RateLimit)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Owner, strings.Join(k.Scopes, ","), rl, k.CreatedAt.Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(k.ID), cell(k.Name), cell(k.Owner), cell(strings.Join(k.Scopes, ",")), rl, k.CreatedAt.Format(time.RFC3339))
 		}
 		return boolExit(tw.Flush() == nil)
 	case "revoke":
@@ -287,6 +351,18 @@ func (a admin) keys(ctx context.Context, args []string, k cliKey, asJSON bool, s
 	}
 	fmt.Fprintln(stderr, usage)
 	return 2
+}
+
+// writeJSON passes a JSON answer on (-o json) if it is JSON: raw bytes
+// that are not never reach the terminal.
+func writeJSON(stdout, stderr io.Writer, body []byte) int {
+	if !json.Valid(body) {
+		fmt.Fprintf(stderr, "linknode: the answer is not JSON: %s\n", termSafe(body))
+		return 1
+	}
+	_, _ = stdout.Write(bytes.TrimSpace(body))
+	fmt.Fprintln(stdout)
+	return 0
 }
 
 func boolExit(ok bool) int {

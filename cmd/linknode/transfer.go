@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -49,7 +49,7 @@ func runTransfer(name string, args []string, lookupEnv func(string) (string, boo
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	t := transfer{base: strings.TrimRight(*base, "/"), client: &http.Client{}}
+	t := transfer{base: strings.TrimRight(*base, "/"), client: cliClient()}
 	var err error
 	if t.key, err = resolveKey(*keyFlag, *dataDir, lookupEnv); err != nil {
 		fmt.Fprintln(stderr, "linknode: no API key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
@@ -83,10 +83,14 @@ func (t transfer) do(req *http.Request, what string) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("linknode: %w", err)
 	}
+	if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
+		resp.Body.Close()
+		return nil, fmt.Errorf("linknode: %s: the server redirected to %s: give that address instead", what, termSafe([]byte(loc)))
+	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return nil, fmt.Errorf("linknode: %s refused: %d %s", what, resp.StatusCode, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("linknode: %s refused: %d %s", what, resp.StatusCode, termSafe(bytes.TrimSpace(b)))
 	}
 	return resp, nil
 }
@@ -158,7 +162,7 @@ func (t transfer) importFile(ctx context.Context, path string, stdout, stderr, p
 		if r.Status != http.StatusCreated {
 			failed++
 			if len(failures) < maxShownFailures && r.Problem != nil {
-				failures = append(failures, fmt.Sprintf("  row %d: %d %s", r.Row, r.Status, r.Problem.Detail))
+				failures = append(failures, fmt.Sprintf("  row %d: %d %s", r.Row, r.Status, cell(r.Problem.Detail)))
 			}
 		}
 	}
@@ -170,18 +174,59 @@ func (t transfer) importFile(ctx context.Context, path string, stdout, stderr, p
 		fmt.Fprintf(stderr, "  … and %d more failed rows\n", failed-len(failures))
 	}
 	if sum == nil {
-		fmt.Fprintln(stderr, "linknode: the import ended without its summary (the connection was cut): rows answered above are stored")
+		why := "the connection was cut"
+		if err := sc.Err(); err != nil {
+			why = err.Error()
+		}
+		fmt.Fprintf(stderr, "linknode: the import ended without its summary (%s): rows answered above are stored\n", why)
 		return 1
 	}
-	fmt.Fprintf(stdout, "imported %s (%s): %d rows, %d created, %d failed\n", path, sum.Format, sum.Rows, sum.Created, sum.Failed)
+	fmt.Fprintf(stdout, "imported %s (%s): %d rows, %d created, %d failed\n", path, cell(sum.Format), sum.Rows, sum.Created, sum.Failed)
 	if sum.Problem != nil {
-		fmt.Fprintf(stderr, "linknode: the import stopped: %s\n", sum.Problem.Detail)
+		fmt.Fprintf(stderr, "linknode: the import stopped: %s\n", cell(sum.Problem.Detail))
 		return 1
 	}
 	if sum.Failed > 0 {
 		return 1
 	}
 	return 0
+}
+
+// countCSVRecords counts the records of a CSV stream (RFC 4180: a line
+// break inside quotes is a field's) in constant memory, whatever a field's
+// length: a reader of whole records would hold a field as long as the
+// server cares to send. It returns io.EOF at a clean end, and
+// io.ErrUnexpectedEOF for a stream that ends inside quotes.
+func countCSVRecords(r io.Reader) (int, error) {
+	buf := make([]byte, 32<<10)
+	n, quoted, midRecord := 0, false, false
+	for {
+		m, err := r.Read(buf)
+		for _, c := range buf[:m] {
+			switch {
+			case c == '"':
+				quoted = !quoted // "" inside quotes toggles twice
+				midRecord = true
+			case c == '\n' && !quoted:
+				n++
+				midRecord = false
+			case c != '\r':
+				midRecord = true
+			}
+		}
+		if err == io.EOF {
+			if quoted {
+				return n, io.ErrUnexpectedEOF
+			}
+			if midRecord {
+				n++ // a last record without its line break
+			}
+			return n, io.EOF
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // export writes the caller's links to out, counting them.
@@ -214,14 +259,7 @@ func (t transfer) export(ctx context.Context, format, out string, stdout, stderr
 	body := io.TeeReader(resp.Body, io.MultiWriter(w, bar))
 	n := 0
 	if format == "csv" {
-		cr := csv.NewReader(body)
-		cr.FieldsPerRecord = -1
-		for {
-			if _, err = cr.Read(); err != nil {
-				break
-			}
-			n++
-		}
+		n, err = countCSVRecords(body)
 		n = max(0, n-1) // the header
 	} else {
 		br := bufio.NewReader(body)
