@@ -96,7 +96,11 @@ func (f *ShardFSM) applyClickDelta(a *clickApply, body []byte) error {
 		}
 		if v != nil && !deleted {
 			// clicksKey copies owner and code into keys of its own.
-			if err := moveClicks(a.tx, owner, created, d.Code, before, after, true, true); err != nil {
+			err := deleteClicks(a.tx, owner, created, d.Code, before)
+			if err == nil {
+				err = putClicks(a.tx, owner, created, d.Code, after)
+			}
+			if err != nil {
 				panic(fmt.Sprintf("fsm %s: click index of %q: %v", f.path, d.Code, err))
 			}
 		}

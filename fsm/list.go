@@ -79,25 +79,21 @@ func ownerPrefix(owner []byte) []byte {
 	return append(append(make([]byte, 0, len(owner)+1), owner...), 0)
 }
 
-// moveClicks moves a live link's click entries from clicks from to to
-// (put: put the new ones; del: delete the old ones).
-func moveClicks(tx *bolt.Tx, owner []byte, created time.Time, code []byte, from, to uint64, put, del bool) error {
-	byClicks, all := tx.Bucket(bucketByClicks), tx.Bucket(bucketByClicksAll)
-	if del {
-		if err := byClicks.Delete(clicksKey(ownerPrefix(owner), from, created, code)); err != nil {
-			return err
-		}
-		if err := all.Delete(clicksKey(nil, from, created, code)); err != nil {
-			return err
-		}
+// putClicks puts a live link's two click index entries (its owner's and
+// the all-owners one) at clicks n.
+func putClicks(tx *bolt.Tx, owner []byte, created time.Time, code []byte, n uint64) error {
+	if err := tx.Bucket(bucketByClicks).Put(clicksKey(ownerPrefix(owner), n, created, code), nil); err != nil {
+		return err
 	}
-	if put {
-		if err := byClicks.Put(clicksKey(ownerPrefix(owner), to, created, code), nil); err != nil {
-			return err
-		}
-		return all.Put(clicksKey(nil, to, created, code), nil)
+	return tx.Bucket(bucketByClicksAll).Put(clicksKey(nil, n, created, code), nil)
+}
+
+// deleteClicks deletes a link's two click index entries at clicks n.
+func deleteClicks(tx *bolt.Tx, owner []byte, created time.Time, code []byte, n uint64) error {
+	if err := tx.Bucket(bucketByClicks).Delete(clicksKey(ownerPrefix(owner), n, created, code)); err != nil {
+		return err
 	}
-	return nil
+	return tx.Bucket(bucketByClicksAll).Delete(clicksKey(nil, n, created, code))
 }
 
 // storedClicks is the human clicks stored for code.
@@ -126,7 +122,11 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 		if err != nil {
 			return fmt.Errorf("stored clicks of %q: %w", l.Code, err)
 		}
-		if err := moveClicks(tx, []byte(l.Owner), l.CreatedAt, []byte(l.Code), n, n, !l.Deleted, l.Deleted); err != nil {
+		entries := putClicks
+		if l.Deleted {
+			entries = deleteClicks
+		}
+		if err := entries(tx, []byte(l.Owner), l.CreatedAt, []byte(l.Code), n); err != nil {
 			return err
 		}
 	}
