@@ -122,6 +122,16 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"bulk: body over the bulk limit", "POST", "/api/v1/links/bulk", js, hugeBulk, 413, "body-too-large"},
 		{"bulk: form content type", "POST", "/api/v1/links/bulk", "text/plain", `{"links":[{"url":"https://example.com"}]}`, 415, "unsupported-media-type"},
 		{"bulk: wrong method", "PUT", "/api/v1/links/bulk", js, `{"links":[{"url":"https://example.com"}]}`, 405, "method-not-allowed"},
+		{"bulk-delete: GET", "GET", "/api/v1/links/bulk-delete", "", ``, 405, "method-not-allowed"},
+		{"bulk-delete: DELETE", "DELETE", "/api/v1/links/bulk-delete", "", ``, 405, "method-not-allowed"},
+		{"bulk-update: PATCH", "PATCH", "/api/v1/links/bulk-update", js, `{"disabled":true}`, 405, "method-not-allowed"},
+		{"import: GET", "GET", "/api/v1/links/import", "", ``, 405, "method-not-allowed"},
+		{"export: DELETE", "DELETE", "/api/v1/links/export", "", ``, 405, "method-not-allowed"},
+		{"preview: POST", "POST", "/keep-me+", "application/x-www-form-urlencoded", `password=x`, 405, "method-not-allowed"},
+		{"list: bad escape in the query", "GET", "/api/v1/links?cursor=%zz", "", ``, 400, "invalid-input"},
+		{"list: semicolon in the query", "GET", "/api/v1/links?limit=1;tag=x", "", ``, 400, "invalid-input"},
+		{"admin: bad escape in the query", "GET", "/admin/v1/links?x=%", "", ``, 400, "invalid-input"},
+		{"qr: bad escape in the query", "GET", "/keep-me/qr?size=%zz", "", ``, 400, "invalid-input"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

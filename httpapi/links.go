@@ -107,6 +107,12 @@ func (s *Server) registerLinkRoutes() {
 	r.HandleFunc("/api/v1/links/bulk-delete", s.measured("/api/v1/links/bulk-delete", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkDelete))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/import", s.measured("/api/v1/links/import", s.authed(apikey.LinksWrite, costByBody, false, s.handleImport))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate))).Methods(http.MethodPost)
+	// Their other methods: 405, not /api/v1/links/{code} with a reserved
+	// word for a code.
+	s.onlyMethods("/api/v1/links/export", http.MethodGet, http.MethodHead)
+	for _, p := range []string{"/api/v1/links/bulk-update", "/api/v1/links/bulk-delete", "/api/v1/links/import", "/api/v1/links/bulk"} {
+		s.onlyMethods(p, http.MethodPost)
+	}
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksRead, 1, false, s.handleGet))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handlePatch))).Methods(http.MethodPatch)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handleDelete))).Methods(http.MethodDelete)

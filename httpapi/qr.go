@@ -38,6 +38,9 @@ func (s *Server) registerQRRoutes() {
 			s.handleQR(w, r)
 		}
 	}).Methods(http.MethodGet, http.MethodHead)
+	// Not POST /{code} (a password form) for /{code}+.
+	s.onlyMethods("/{code}+", http.MethodGet, http.MethodHead)
+	s.onlyMethods("/{code}/qr", http.MethodGet, http.MethodHead)
 }
 
 // qrParams are a QR code request's query.

@@ -267,6 +267,9 @@ func (s *Server) Admin() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["X-Content-Type-Options"] = nosniff
 		defer s.recoverPanic(w, r)
+		if s.malformedQuery(w, r) {
+			return
+		}
 		s.admin.ServeHTTP(w, r)
 	})
 }
@@ -303,7 +306,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/api/") && s.corsHeaders(w, r) {
 		return // a preflight, answered
 	}
+	if s.malformedQuery(w, r) {
+		return
+	}
 	s.router.ServeHTTP(w, r)
+}
+
+// malformedQuery answers 400 for a query string that does not parse
+// (a bad %-escape, a semicolon): net/http would drop the pair without a
+// word, and a client whose cursor or filter was mangled would get the
+// first page, or every link, as if it had asked for them. The redirect
+// (GET /{code}) is spared: it forwards what parses, as browsers expect.
+func (s *Server) malformedQuery(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.RawQuery == "" {
+		return false
+	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		s.problem(w, r, http.StatusBadRequest, "invalid-input", "Bad Request", "the query string is malformed: "+err.Error())
+		return true
+	}
+	return false
 }
 
 // methodNotAllowed answers 405 with the Allow header of the matched path.
@@ -324,6 +346,19 @@ func (s *Server) methodNotAllowed(rt *mux.Router) func(w http.ResponseWriter, r 
 		s.problem(w, r, http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed",
 			r.Method+" is not allowed here")
 	}
+}
+
+// onlyMethods answers every method of path but those registered before it
+// with 405 and Allow: methods. Registered after path's own routes and
+// before a pattern that also matches path (/api/v1/links/{code} matches
+// /api/v1/links/bulk-delete), it keeps such a fixed path from answering
+// other methods as if it were a code.
+func (s *Server) onlyMethods(path string, methods ...string) {
+	allow := strings.Join(methods, ", ")
+	s.router.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		s.problem(w, r, http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed", r.Method+" is not allowed here")
+	})
 }
 
 // statusWriter remembers the status for metrics.
