@@ -3,12 +3,14 @@ package jepsen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,10 @@ import (
 	"github.com/linkraft/linkraft/jepsen/netns"
 )
 
+// helperReady is the line a "run" stand-in writes to its log once it
+// handles SIGTERM: a SIGTERM before then kills it, as it would any process.
+const helperReady = "stand-in ready"
+
 // The test binary doubles as a stand-in node: JEPSEN_DB_HELPER=run waits
 // for SIGTERM and exits 0; =exit3 exits with status 3 at once (a crash).
 func TestMain(m *testing.M) {
@@ -25,6 +31,7 @@ func TestMain(m *testing.M) {
 	case "run":
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM)
+		fmt.Println(helperReady)
 		<-ch
 		os.Exit(0)
 	case "exit3":
@@ -63,6 +70,19 @@ func TestProcessRecords(t *testing.T) {
 		if err := d.start(n); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// n2 is stopped cleanly at the end: not before it handles SIGTERM (a
+	// test binary under -race on a loaded machine takes a while to start).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(n2.logPath)
+		if strings.Contains(string(b), helperReady) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stand-in n2 is not ready: %q", b)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	effect, ok, err := d.pause(n1)
 	if err != nil || !ok {
