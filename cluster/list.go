@@ -19,6 +19,13 @@ import (
 // page stops where its answer did.
 const listBudget = 768 << 10
 
+// DefaultListScan is how many index entries a listing examines on each
+// shard for one page (Config.ListScan). A filter the indexes do not answer (q, expired, disabled, a
+// tag across owners) may pass few of them: the page then ends where the
+// scan did, maybe short or empty, with a cursor to go on, rather than
+// read a whole shard for one request.
+const DefaultListScan = 10000
+
 // shardPage is one shard's part of a listing: its links in order, and
 // whether it may have more past the last.
 type shardPage struct {
@@ -26,6 +33,9 @@ type shardPage struct {
 	// clicks are the links' human clicks; nil from an older node.
 	clicks []uint64
 	more   bool
+	// stop, if set, is where the shard's scan ran out (at or past its
+	// last link): it has not looked past it.
+	stop *link.ListPosition
 }
 
 // List returns one page of the live links that pass q, across every shard,
@@ -49,6 +59,7 @@ func (n *Node) List(ctx context.Context, q link.ListQuery) (link.ListPage, error
 	// shorter than the limit, with a cursor to go on.
 	sq := q
 	sq.Limit = shardLimit(q.Limit, len(parts))
+	sq.Scan = n.cfg.ListScan
 	var wg sync.WaitGroup
 	for s := range parts {
 		wg.Go(func() { parts[s], errs[s] = n.listShard(ctx, s, sq, 0) })
@@ -70,7 +81,9 @@ func shardLimit(limit, shards int) int {
 // mergePages merges the shards' parts of a listing into one page of at
 // most q.Limit links. A part that may have more past its last link (a
 // shard's answer cut short by its size) ends the page there: a link of
-// that shard past it could come before the other parts' next links.
+// that shard past it could come before the other parts' next links. So
+// does a part whose scan ran out, where it stopped: the page then goes on
+// from there, though no link may sit at that place.
 func mergePages(parts []shardPage, q link.ListQuery) link.ListPage {
 	type entry struct {
 		l   *link.Link
@@ -94,14 +107,20 @@ func mergePages(parts []shardPage, q link.ListQuery) link.ListPage {
 				cut = &last
 			}
 		}
+		if p.stop != nil && (cut == nil || compare(*p.stop, *cut, q) < 0) {
+			stop := *p.stop
+			cut = &stop
+		}
 	}
 	slices.SortFunc(all, func(a, b entry) int { return compare(a.pos, b.pos, q) })
 	more := cut != nil
 	if cut != nil {
 		all = slices.DeleteFunc(all, func(e entry) bool { return after(e.pos, *cut, q) })
 	}
+	next := cut // every part has been read up to it
 	if len(all) > q.Limit {
 		all, more = all[:q.Limit], true
+		next = nil
 	}
 	page := link.ListPage{Links: make([]*link.Link, len(all))}
 	if counted {
@@ -113,7 +132,10 @@ func mergePages(parts []shardPage, q link.ListQuery) link.ListPage {
 			page.Clicks[i] = e.pos.Clicks
 		}
 	}
-	if more && len(all) > 0 {
+	switch {
+	case next != nil:
+		page.Next = next
+	case more && len(all) > 0:
 		p := all[len(all)-1].pos
 		page.Next = &p
 	}
@@ -144,8 +166,8 @@ func after(a, b link.ListPosition, q link.ListQuery) bool { return compare(a, b,
 // listShard reads shard s's part of a listing on its leader.
 func (n *Node) listShard(ctx context.Context, s int, q link.ListQuery, hops int) (shardPage, error) {
 	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) (shardPage, error) {
-		links, clicks, err := sh.FSM().ListLinks(q)
-		return shardPage{links: links, clicks: clicks, more: len(links) == q.Limit}, err
+		res, err := sh.FSM().ListLinks(q)
+		return shardPage{links: res.Links, clicks: res.Clicks, more: len(res.Links) == q.Limit, stop: res.Stop}, err
 	}, func(addr string) (shardPage, error) { return n.remoteList(ctx, addr, s, q, hops) })
 }
 
@@ -198,7 +220,7 @@ func (n *Node) remoteList(ctx context.Context, addr string, s int, q link.ListQu
 	if err := errFromWire(resp.Err, resp.Detail); err != nil {
 		return shardPage{}, err
 	}
-	p := shardPage{more: resp.More, links: make([]*link.Link, 0, len(resp.Batch))}
+	p := shardPage{more: resp.More, stop: resp.Stop, links: make([]*link.Link, 0, len(resp.Batch))}
 	for _, item := range resp.Batch {
 		l, err := command.DecodeLink(item.Link)
 		if err != nil {
@@ -236,6 +258,10 @@ func (n *Node) serveList(ctx context.Context, req *rpcRequest, resp *rpcResponse
 			item.Clicks = p.clicks[i]
 		}
 		resp.Batch = append(resp.Batch, item)
+	}
+	if !resp.More {
+		// Cut short by size, the answer ends at its last link instead.
+		resp.Stop = p.stop
 	}
 	resp.More = resp.More || p.more
 	resp.Counted = len(p.clicks) == len(p.links)

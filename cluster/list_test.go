@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,6 +25,10 @@ func TestListingPagesAcrossShards(t *testing.T) {
 	for i := range tc.cfgs {
 		tc.cfgs[i].ReplicationFactor = 2
 	}
+	// Node 1 examines 3 index entries a shard per page: its pages end
+	// where a scan stopped (short, or empty, with a cursor) and must
+	// still concatenate to the whole set.
+	tc.cfgs[1].ListScan = 3
 	tc.startAll(0, 1, 2)
 	tc.waitPlaced(2)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -76,7 +81,7 @@ func TestListingPagesAcrossShards(t *testing.T) {
 	}
 	queries := []link.ListQuery{{}, {Owner: "bob"}, {Owner: "alice", Tag: "red"}, {Tag: "green"}, {Text: "quarterly"}, {Owner: "carol", Desc: true}, {Desc: true},
 		{ByClicks: true, Desc: true}, {Owner: "bob", ByClicks: true}, {Owner: "alice", Tag: "red", ByClicks: true, Desc: true}}
-	extra := 0
+	extra, cutByScan := 0, 0
 	var late []*link.Link
 	for ni, n := range tc.nodes {
 		for qi, base := range queries {
@@ -131,7 +136,13 @@ func TestListingPagesAcrossShards(t *testing.T) {
 				if got.Next == nil {
 					break
 				}
-				if page > 200 {
+				if len(got.Links) == 0 {
+					if ni != 1 {
+						t.Fatalf("node %d, query %d: an empty page with a cursor, with no scan budget met", ni, qi)
+					}
+					cutByScan++ // only a scan stop ends a page before any link
+				}
+				if page > 400 {
 					t.Fatal("the listing does not end")
 				}
 				q.After = got.Next
@@ -145,6 +156,9 @@ func TestListingPagesAcrossShards(t *testing.T) {
 	}
 	if extra == 0 {
 		t.Fatal("no write went on between pages")
+	}
+	if cutByScan == 0 {
+		t.Fatal("no page of node 1 ended where a scan stopped, before any link")
 	}
 	// Tag counts, every owner's and one's, through every node.
 	for _, l := range late {
@@ -218,5 +232,77 @@ func TestMergePagesStopsWhereAShortPartStops(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("pages = %v, want %v", got, want)
+	}
+}
+
+// TestMergePagesGoesOnWhereAScanStopped: a shard whose scan budget ran
+// out ends the page where it stopped, though no link sits there, and the
+// next page goes on from that place: pages (some of them empty) still
+// concatenate to the whole filtered set, with no link twice.
+func TestMergePagesGoesOnWhereAScanStopped(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	// Three shards, links interleaved in time; one link in five passes
+	// the filter, and a shard examines 3 index entries a page.
+	var shards [3][]*link.Link
+	var want []string
+	for i := range 60 {
+		l := &link.Link{Code: fmt.Sprintf("k%02d", i), CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+		shards[i%3] = append(shards[i%3], l)
+		if i%5 == 0 {
+			want = append(want, l.Code)
+		}
+	}
+	const scan = 3
+	answer := func(s int, q link.ListQuery) shardPage {
+		var p shardPage
+		examined := 0
+		for _, l := range shards[s] {
+			pos := link.ListPosition{Created: l.CreatedAt, Code: l.Code}
+			if q.After != nil && !after(pos, *q.After, q) {
+				continue
+			}
+			if examined == scan {
+				return p // stopped at the last one examined
+			}
+			examined++
+			p.stop = &pos
+			if i, _ := strconv.Atoi(l.Code[1:]); i%5 == 0 {
+				p.links = append(p.links, l)
+				if len(p.links) == q.Limit {
+					p.more, p.stop = true, nil
+					return p
+				}
+			}
+		}
+		p.stop = nil // it read to the end
+		return p
+	}
+	for _, limit := range []int{1, 2, 100} {
+		q := link.ListQuery{Limit: limit}
+		var got []string
+		empty := 0
+		for page := 0; ; page++ {
+			if page > 200 {
+				t.Fatalf("limit %d: no end after %d pages", limit, page)
+			}
+			p := mergePages([]shardPage{answer(0, q), answer(1, q), answer(2, q)}, q)
+			if len(p.Links) == 0 {
+				empty++
+			}
+			for _, l := range p.Links {
+				got = append(got, l.Code)
+			}
+			if p.Next == nil {
+				break
+			}
+			q.After = p.Next
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limit %d: pages = %v, want %v", limit, got, want)
+		}
+		if limit == 100 && empty == 0 {
+			t.Fatal("no page ended short of a link: the scan budget was never met")
+		}
 	}
 }

@@ -98,6 +98,9 @@ type Config struct {
 	// not host (default 30 s; updates and deletes also evict them through
 	// gossip).
 	RemoteCacheTTL time.Duration
+	// ListScan bounds the index entries a listing examines on each shard
+	// for one page (default 10,000: link.ListQuery.Scan).
+	ListScan int
 	// ReconcileInterval is how often leaders reconcile membership and
 	// placement (default 1 s; gossip events trigger it sooner).
 	ReconcileInterval time.Duration
@@ -253,6 +256,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.RemoteCacheTTL <= 0 {
 		cfg.RemoteCacheTTL = 30 * time.Second
+	}
+	if cfg.ListScan <= 0 {
+		cfg.ListScan = DefaultListScan
 	}
 	if cfg.QuotaBytes == 0 {
 		cfg.QuotaBytes = DefaultQuotaBytes

@@ -81,6 +81,8 @@ type rpcResponse struct {
 	// Counted says an opList answer's items carry their human clicks (a
 	// version before it sends none).
 	Counted bool `json:"counted,omitempty"`
+	// Stop is where an opList answer's scan ran out (link.ListQuery.Scan).
+	Stop *link.ListPosition `json:"stop,omitempty"`
 	// Tags is an opTags answer.
 	Tags map[string]uint64 `json:"tags,omitempty"`
 	// Claim is a ClaimKey's answer.

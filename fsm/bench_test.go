@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/link"
 )
 
 func benchCreate(i int) *command.CreateIfAbsent {
@@ -36,6 +37,35 @@ func BenchmarkCreateBatchApply(b *testing.B) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkListScan is a listing whose filter (q) no link passes, over
+// 50,000 links: what one shard spends on a page at the scan budget the
+// cluster asks for (link.ListQuery.Scan), and without one.
+func BenchmarkListScan(b *testing.B) {
+	f := mustShard(b, ShardConfig{})
+	const n, batch = 50000, 500
+	idx := uint64(0)
+	for i := 0; i < n; i += batch {
+		logs := make([]*raft.Log, 0, batch)
+		for j := range batch {
+			idx++
+			logs = append(logs, &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: benchCreate(i + j).Encode()})
+		}
+		f.ApplyBatch(logs)
+	}
+	for _, scan := range []int{20000, 0} {
+		b.Run(fmt.Sprintf("scan=%d", scan), func(b *testing.B) {
+			q := link.ListQuery{Text: "no-such-text", Limit: 100, Desc: true, Scan: scan}
+			for b.Loop() {
+				res, err := f.ListLinks(q)
+				if err != nil || len(res.Links) != 0 || (scan > 0) != (res.Stop != nil) {
+					b.Fatalf("%d links, stop %v, %v", len(res.Links), res.Stop, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/page")
 		})
 	}
 }

@@ -53,7 +53,8 @@ func TestUndoLastWrites(t *testing.T) {
 	}
 	// The undone create's index entry went with it (a listing once failed
 	// on the entry of a link the undo had removed).
-	ls, _, err := f.ListLinks(link.ListQuery{Limit: 10})
+	res, err := f.ListLinks(link.ListQuery{Limit: 10})
+	ls := res.Links
 	if err != nil || len(ls) != 2 || ls[0].Code != "abc" || ls[1].Code != "abd" {
 		t.Fatalf("listing after the undo: %d links, %v", len(ls), err)
 	}

@@ -211,13 +211,27 @@ func buildIndexes(db *bolt.DB) error {
 	}
 }
 
+// ListResult is one shard's part of a listing.
+type ListResult struct {
+	// Links are the links found, in the listing's order.
+	Links []*link.Link
+	// Clicks are their human clicks.
+	Clicks []uint64
+	// Stop, if set, is the last index position examined when q.Scan ran
+	// out: links past it were not looked at.
+	Stop *link.ListPosition
+}
+
 // ListLinks returns up to q.Limit live links of this shard that pass q,
 // in creation order (then code), or with q.ByClicks in order of human
 // clicks (then creation time and code), past q.After; and each link's
-// human clicks.
-func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, []uint64, error) {
+// human clicks. With q.Scan it examines at most that many index entries
+// (a filter the index does not answer, such as q.Text, may pass few of
+// them) and says where it stopped.
+func (f *ShardFSM) ListLinks(q link.ListQuery) (ListResult, error) {
 	var out []*link.Link
 	var clicks []uint64
+	var stop *link.ListPosition
 	err := f.view(func(tx *bolt.Tx) error {
 		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
 		switch {
@@ -264,10 +278,17 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, []uint64, error) {
 		} else {
 			k, _ = c.Seek(lo)
 		}
-		for ; k != nil && len(out) < q.Limit; k = step(c, q.Desc) {
+		var last []byte // the last entry examined
+		for scanned := 0; k != nil && len(out) < q.Limit; k, scanned = step(c, q.Desc), scanned+1 {
 			if !bytes.HasPrefix(k, prefix) || bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) >= 0 {
 				break
 			}
+			if q.Scan > 0 && scanned == q.Scan {
+				p := indexPosition(last[len(prefix):], q.ByClicks)
+				stop = &p
+				break
+			}
+			last = k
 			code := k[len(prefix)+8:]
 			if q.ByClicks {
 				code = k[len(prefix)+16:]
@@ -297,7 +318,19 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) ([]*link.Link, []uint64, error) {
 		}
 		return nil
 	})
-	return out, clicks, err
+	return ListResult{Links: out, Clicks: clicks, Stop: stop}, err
+}
+
+// indexPosition is the listing position of a creation or click index
+// entry (its key without the prefix). It copies what it keeps.
+func indexPosition(k []byte, byClicks bool) link.ListPosition {
+	var p link.ListPosition
+	if byClicks {
+		p.Clicks, k = binary.BigEndian.Uint64(k), k[8:]
+	}
+	p.Created = time.Unix(0, int64(binary.BigEndian.Uint64(k))).UTC()
+	p.Code = string(k[8:])
+	return p
 }
 
 func step(c *bolt.Cursor, desc bool) []byte {

@@ -114,32 +114,50 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 						slices.Reverse(want)
 					}
 					for _, limit := range []int{1, 7, 1000} {
-						q := base
-						q.Desc, q.Limit, q.ByClicks = desc, limit, byClicks
-						var got []string
-						for page := 0; ; page++ {
-							ls, ns, err := f.ListLinks(q)
-							if err != nil {
-								t.Fatal(err)
-							}
-							for i, l := range ls {
-								got = append(got, l.Code)
-								if ns[i] != clicks[l.Code] {
-									t.Fatalf("query %d: %s listed with %d clicks, has %d", qi, l.Code, ns[i], clicks[l.Code])
+						// A scan budget (0: none) may end a page early, at
+						// the position it stopped at.
+						for _, scan := range []int{0, 3, 40} {
+							q := base
+							q.Desc, q.Limit, q.ByClicks, q.Scan = desc, limit, byClicks, scan
+							var got []string
+							for page := 0; ; page++ {
+								res, err := f.ListLinks(q)
+								if err != nil {
+									t.Fatal(err)
 								}
+								ls, ns := res.Links, res.Clicks
+								for i, l := range ls {
+									got = append(got, l.Code)
+									if ns[i] != clicks[l.Code] {
+										t.Fatalf("query %d: %s listed with %d clicks, has %d", qi, l.Code, ns[i], clicks[l.Code])
+									}
+								}
+								if scan == 0 && res.Stop != nil {
+									t.Fatalf("query %d: a scan without a budget stopped at %v", qi, res.Stop)
+								}
+								if res.Stop != nil && len(ls) >= limit {
+									t.Fatalf("query %d: a full page (%d links) says it stopped at %v", qi, len(ls), res.Stop)
+								}
+								if page > 1000 {
+									t.Fatalf("query %d: over %d pages for 400 links", qi, page)
+								}
+								if res.Stop != nil {
+									q.After = res.Stop
+									continue
+								}
+								if len(ls) < limit {
+									break
+								}
+								last := ls[len(ls)-1]
+								q.After = &link.ListPosition{Created: last.CreatedAt, Code: last.Code, Clicks: ns[len(ns)-1]}
 							}
-							if len(ls) < limit || page > len(want) {
-								break
+							var wantCodes []string
+							for _, l := range want {
+								wantCodes = append(wantCodes, l.Code)
 							}
-							last := ls[len(ls)-1]
-							q.After = &link.ListPosition{Created: last.CreatedAt, Code: last.Code, Clicks: ns[len(ns)-1]}
-						}
-						var wantCodes []string
-						for _, l := range want {
-							wantCodes = append(wantCodes, l.Code)
-						}
-						if !slices.Equal(got, wantCodes) {
-							t.Fatalf("query %d (by clicks %v, desc %v, limit %d): got %d codes %v\nwant %d %v", qi, byClicks, desc, limit, len(got), got, len(wantCodes), wantCodes)
+							if !slices.Equal(got, wantCodes) {
+								t.Fatalf("query %d (by clicks %v, desc %v, limit %d, scan %d): got %d codes %v\nwant %d %v", qi, byClicks, desc, limit, scan, len(got), got, len(wantCodes), wantCodes)
+							}
 						}
 					}
 					if desc {

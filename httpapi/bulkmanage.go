@@ -100,14 +100,26 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 			s.Error(w, r, err)
 			return
 		}
-		page, err := s.svc.List(r.Context(), link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: MaxBulkLinks, Now: s.now()})
-		if err != nil {
-			s.Error(w, r, err)
-			return
-		}
-		codes, truncated = make([]string, len(page.Links)), page.Next != nil
-		for i, l := range page.Links {
-			codes[i] = l.Code
+		// Pages until MaxBulkLinks: a tag across owners is a scan, whose
+		// pages may be short (link.ListQuery.Scan).
+		q := link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: MaxBulkLinks, Now: s.now()}
+		for {
+			page, err := s.svc.List(r.Context(), q)
+			if err != nil {
+				s.Error(w, r, err)
+				return
+			}
+			for _, l := range page.Links {
+				codes = append(codes, l.Code)
+			}
+			if page.Next == nil {
+				break
+			}
+			if len(codes) >= MaxBulkLinks {
+				truncated = true
+				break
+			}
+			q.After, q.Limit = page.Next, MaxBulkLinks-len(codes)
 		}
 	case len(b.Codes) == 0 || len(b.Codes) > MaxBulkLinks:
 		bad("codes", fmt.Sprintf("codes must hold 1 to %d codes", MaxBulkLinks))

@@ -31,6 +31,11 @@ type ListQuery struct {
 	After *ListPosition
 	// Limit bounds the links returned.
 	Limit int
+	// Scan, if set, bounds the index entries a shard examines for the
+	// page: a filter its index does not answer (Text, Expired, Disabled,
+	// Tag across owners) may pass few of them, and a page stops where
+	// the scan did rather than read a whole shard.
+	Scan int `json:",omitempty"`
 }
 
 // ListPosition is a link's place in a listing.
