@@ -56,7 +56,7 @@ func BenchmarkListScan(b *testing.B) {
 		}
 		f.ApplyBatch(logs)
 	}
-	for _, scan := range []int{20000, 0} {
+	for _, scan := range []int{10000, 0} {
 		b.Run(fmt.Sprintf("scan=%d", scan), func(b *testing.B) {
 			q := link.ListQuery{Text: "no-such-text", Limit: 100, Desc: true, Scan: scan}
 			for b.Loop() {
