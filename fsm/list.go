@@ -29,17 +29,20 @@ var (
 	bucketByCreated   = []byte("links-by-created")    // created(8, BE) code -> empty
 	bucketByClicks    = []byte("links-by-clicks")     // owner 0x00 clicks(8, BE) created(8, BE) code -> empty
 	bucketByClicksAll = []byte("links-by-clicks-all") // clicks(8, BE) created(8, BE) code -> empty
+	// The live links carrying each tag, kept with the tag index: counting
+	// them would read every link.
+	bucketTagCounts    = []byte("tag-counts")     // owner 0x00 tag -> count(8, BE)
+	bucketTagCountsAll = []byte("tag-counts-all") // tag -> count(8, BE)
 	// indexBuckets are every index, emptied before a rebuild.
-	indexBuckets = [][]byte{bucketByOwner, bucketByTag, bucketByCreated, bucketByClicks, bucketByClicksAll}
+	indexBuckets = [][]byte{bucketByOwner, bucketByTag, bucketByCreated, bucketByClicks, bucketByClicksAll, bucketTagCounts, bucketTagCountsAll}
 	// keyIndexed, in the meta bucket, says the indexes cover every link
 	// (a file of an older version has links and fewer indexes or none:
-	// v1 had no tag index, v2 no click index). An older version's marker
-	// beside it says that version ran on the file since (a downgrade),
-	// and kept fewer indexes meanwhile, so they are built again.
-	keyIndexed    = []byte("indexed-v3")
-	olderIndexed  = [][]byte{[]byte("indexed-v1"), []byte("indexed-v2")}
-	keyIndexedV1  = olderIndexed[0]
-	keyIndexedV2  = olderIndexed[1]
+	// v1 had no tag index, v2 no click index, v3 no tag counts). An older
+	// version's marker beside it says that version ran on the file since
+	// (a downgrade), and kept fewer indexes meanwhile, so they are built
+	// again.
+	keyIndexed    = []byte("indexed-v4")
+	olderIndexed  = [][]byte{[]byte("indexed-v1"), []byte("indexed-v2"), []byte("indexed-v3")}
 	maxIndexedKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 )
 
@@ -109,7 +112,14 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 	if old != nil && !old.Deleted {
 		for _, t := range old.Tags {
 			if l.Deleted || !slices.Contains(l.Tags, t) {
-				if err := byTag.Delete(tagKey(old, t)); err != nil {
+				k := tagKey(old, t)
+				if byTag.Get(k) == nil {
+					continue
+				}
+				if err := byTag.Delete(k); err != nil {
+					return err
+				}
+				if err := countTag(tx, old.Owner, t, -1); err != nil {
 					return err
 				}
 			}
@@ -137,7 +147,15 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 		return byCreated.Delete(createdIndexKey(l))
 	}
 	for _, t := range l.Tags {
-		if err := byTag.Put(tagKey(l, t), nil); err != nil {
+		// A tag the link had already keeps its entry and its count.
+		k := tagKey(l, t)
+		if byTag.Get(k) != nil {
+			continue
+		}
+		if err := byTag.Put(k, nil); err != nil {
+			return err
+		}
+		if err := countTag(tx, l.Owner, t, 1); err != nil {
 			return err
 		}
 	}
@@ -356,29 +374,54 @@ func maxBytes(a, b []byte) []byte {
 	return b
 }
 
+// countTag adds delta to the counts of owner's live links with tag, and
+// every owner's; a count that reaches 0 goes. The counts move with the
+// tag index's entries, in one transaction, and are rebuilt with it; were
+// one below zero all the same, it stays at zero: a wrong count is no
+// reason to halt the shard's apply.
+func countTag(tx *bolt.Tx, owner, tag string, delta int) error {
+	for _, c := range []struct {
+		b []byte
+		k []byte
+	}{
+		{bucketTagCounts, append(ownerPrefix([]byte(owner)), tag...)},
+		{bucketTagCountsAll, []byte(tag)},
+	} {
+		b := tx.Bucket(c.b)
+		var n uint64
+		if v := b.Get(c.k); len(v) == 8 {
+			n = binary.BigEndian.Uint64(v)
+		}
+		n = uint64(max(int64(n)+int64(delta), 0))
+		var err error
+		if n == 0 {
+			err = b.Delete(c.k)
+		} else {
+			err = b.Put(c.k, binary.BigEndian.AppendUint64(nil, n))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // TagCounts counts the tags of this shard's live links (owner's, or every
-// owner's), walking the owner index.
+// owner's), read from the counts the apply keeps: as many reads as the
+// distinct tags, whatever the links.
 func (f *ShardFSM) TagCounts(owner string) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	err := f.view(func(tx *bolt.Tx) error {
-		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
+		b, prefix := tx.Bucket(bucketTagCountsAll), []byte(nil)
 		if owner != "" {
-			b, prefix = tx.Bucket(bucketByOwner), append([]byte(owner), 0)
+			b, prefix = tx.Bucket(bucketTagCounts), ownerPrefix([]byte(owner))
 		}
-		links := tx.Bucket(bucketLinks)
 		c := b.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			code := k[len(prefix)+8:]
-			l, err := command.DecodeRecord(code, links.Get(code))
-			if err != nil {
-				return fmt.Errorf("stored link %q: %w", code, err)
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(v) != 8 {
+				return fmt.Errorf("tag count of %q: %d bytes", k, len(v))
 			}
-			if l.Deleted {
-				continue
-			}
-			for _, t := range l.Tags {
-				out[t]++
-			}
+			out[string(k[len(prefix):])] = binary.BigEndian.Uint64(v)
 		}
 		return nil
 	})

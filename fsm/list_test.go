@@ -2,7 +2,9 @@ package fsm
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -48,6 +50,12 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		case 1:
 			index++
 			r := result(t, applyAt(t, f, index, (&command.Update{Code: code, Now: now, Set: command.SetTags | command.SetDisabled, Tags: []string{"green"}, Disabled: true}).Encode()))
+			live[code] = r.Link
+		case 2:
+			// Tags it keeps, and one it gains: counted once each.
+			index++
+			tags := append(slices.Clone(r.Link.Tags), "extra")
+			r := result(t, applyAt(t, f, index, (&command.Update{Code: code, Now: now, Set: command.SetTags, Tags: tags}).Encode()))
 			live[code] = r.Link
 		}
 	}
@@ -172,6 +180,22 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		for _, l := range live {
 			tags += len(l.Tags)
 		}
+		// The tag counts, every owner's and each one's, are the live
+		// links' tags.
+		for _, owner := range append([]string{""}, owners...) {
+			want := map[string]uint64{}
+			for _, l := range live {
+				if owner == "" || l.Owner == owner {
+					for _, tag := range l.Tags {
+						want[tag]++
+					}
+				}
+			}
+			got, err := f.TagCounts(owner)
+			if err != nil || !maps.Equal(got, want) {
+				t.Fatalf("tag counts of %q: %v %v, want %v", owner, got, err, want)
+			}
+		}
 		// The click indexes hold one entry per live link, at its clicks.
 		if err := f.view(func(tx *bolt.Tx) error {
 			if n := tx.Bucket(bucketByTag).Stats().KeyN; n != tags {
@@ -233,8 +257,12 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 			if _, err := tx.CreateBucket(bucketByTag); err != nil {
 				return err
 			}
-			// A stale click entry, as the older binary left it.
+			// A stale click entry and a stale tag count, as the older
+			// binary left them.
 			if err := tx.Bucket(bucketByClicksAll).Put(clicksKey(nil, 999, t0, []byte("c000")), nil); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketTagCountsAll).Put([]byte("red"), binary.BigEndian.AppendUint64(nil, 999)); err != nil {
 				return err
 			}
 			return tx.Bucket(bucketMeta).Put(older, []byte{1})

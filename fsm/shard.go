@@ -54,7 +54,7 @@ func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	f := &ShardFSM{onChange: cfg.OnChange}
 	s, err := openStore(cfg.Path, command.GroupShard,
 		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated, bucketByTag, bucketByClicks, bucketByClicksAll,
-			bucketClaims, bucketClaimExpiry},
+			bucketTagCounts, bucketTagCountsAll, bucketClaims, bucketClaimExpiry},
 		f.applyCommand, buildIndexes, cfg.Logger)
 	if err != nil {
 		return nil, err
