@@ -43,6 +43,7 @@ var (
 	// again.
 	keyIndexed    = []byte("indexed-v4")
 	olderIndexed  = [][]byte{[]byte("indexed-v1"), []byte("indexed-v2"), []byte("indexed-v3")}
+	keyIndexedV3  = olderIndexed[2]
 	maxIndexedKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 )
 
@@ -167,17 +168,24 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 
 // buildIndexes indexes every link of a file that is not indexed yet (made
 // by an older version, or restored from one), 10,000 links a transaction.
+// A file indexed by v3 alone (the version before tag counts) only gets its
+// tag counts, from its tag index.
 func buildIndexes(db *bolt.DB) error {
-	done := false
+	done, v3 := false, false
 	if err := db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		done = meta.Get(keyIndexed) != nil
+		v3 = !done && meta.Get(keyIndexedV3) != nil
 		for _, k := range olderIndexed {
 			done = done && meta.Get(k) == nil
+			v3 = v3 && (bytes.Equal(k, keyIndexedV3) || meta.Get(k) == nil)
 		}
 		return nil
 	}); err != nil || done {
 		return err
+	}
+	if v3 {
+		return countTagsOfV3(db)
 	}
 	var from []byte
 	for {
@@ -372,6 +380,58 @@ func maxBytes(a, b []byte) []byte {
 		return a
 	}
 	return b
+}
+
+// countTagsOfV3 makes the tag counts of a file indexed by v3, whose other
+// indexes are this version's, from its tag index: a key walk, 100,000
+// entries a transaction, rather than a rebuild that decodes every link.
+func countTagsOfV3(db *bolt.DB) error {
+	var from []byte
+	for {
+		done := false
+		err := db.Update(func(tx *bolt.Tx) error {
+			if from == nil {
+				for _, b := range [][]byte{bucketTagCounts, bucketTagCountsAll} {
+					if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+						return err
+					}
+					if _, err := tx.CreateBucket(b); err != nil {
+						return err
+					}
+				}
+			}
+			c := tx.Bucket(bucketByTag).Cursor()
+			k, _ := c.First()
+			if from != nil {
+				k, _ = c.Seek(from)
+			}
+			for n := 0; k != nil && n < 100000; k, _ = c.Next() {
+				// owner 0x00 tag 0x00 created code
+				owner, rest, ok1 := bytes.Cut(k, []byte{0})
+				tag, _, ok2 := bytes.Cut(rest, []byte{0})
+				if !ok1 || !ok2 {
+					return fmt.Errorf("tag index entry %q", k)
+				}
+				if err := countTag(tx, string(owner), string(tag), 1); err != nil {
+					return err
+				}
+				n++
+			}
+			if k != nil {
+				from = bytes.Clone(k)
+				return nil
+			}
+			done = true
+			meta := tx.Bucket(bucketMeta)
+			if err := meta.Delete(keyIndexedV3); err != nil {
+				return err
+			}
+			return meta.Put(keyIndexed, []byte{1})
+		})
+		if err != nil || done {
+			return err
+		}
+	}
 }
 
 // countTag adds delta to the counts of owner's live links with tag, and

@@ -245,7 +245,28 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		}
 		return tx.Bucket(bucketMeta).Delete(keyIndexed)
 	})
-	// A downgrade: a v1 or v2 binary ran on the file (it writes its
+	// A file of v3, the version before tag counts: no counts, v3's
+	// marker alone. Reopened, its counts come from its tag index.
+	offline(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketTagCounts, bucketTagCountsAll} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bucketMeta).Delete(keyIndexed); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyIndexedV3, []byte{1})
+	})
+	if err := f.view(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketMeta).Get(keyIndexedV3) != nil || tx.Bucket(bucketMeta).Get(keyIndexed) == nil {
+			return fmt.Errorf("the v3 file's markers were not moved on")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A downgrade: a v1, v2 or v3 binary ran on the file (it writes its
 	// marker, keeps no tag entries (v1) and no click entries (v1, v2), so
 	// some left behind are stale). Reopened by this version, the indexes
 	// are built again from nothing.
