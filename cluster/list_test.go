@@ -186,22 +186,57 @@ func TestListingPagesAcrossShards(t *testing.T) {
 	}
 }
 
+// interleaved spreads n links a second apart over shards shards in turn;
+// want holds the codes of the links keep passes, in order.
+func interleaved(n, shards int, keep func(i int) bool) (parts [][]*link.Link, want []string) {
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	parts = make([][]*link.Link, shards)
+	for i := range n {
+		l := &link.Link{Code: fmt.Sprintf("k%02d", i), CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+		parts[i%shards] = append(parts[i%shards], l)
+		if keep(i) {
+			want = append(want, l.Code)
+		}
+	}
+	return parts, want
+}
+
+// mergeAll pages through a listing whose shards answer with answer, from
+// the first page until the last (at most 200 pages); it returns the codes
+// listed and how many pages held none.
+func mergeAll(t *testing.T, shards int, q link.ListQuery, answer func(s int, q link.ListQuery) shardPage) (got []string, empty int) {
+	t.Helper()
+	for page := 0; ; page++ {
+		if page > 200 {
+			t.Fatalf("no end after %d pages", page)
+		}
+		parts := make([]shardPage, shards)
+		for s := range parts {
+			parts[s] = answer(s, q)
+		}
+		p := mergePages(parts, q)
+		if len(p.Links) == 0 {
+			empty++
+		}
+		for _, l := range p.Links {
+			got = append(got, l.Code)
+		}
+		if p.Next == nil {
+			return got, empty
+		}
+		q.After = p.Next
+	}
+}
+
 // TestMergePagesStopsWhereAShortPartStops: a shard's answer cut short by
 // its size ends the page at its last link, so the next page (past that
 // link) still gets the shard's later links in order; pages concatenate to
 // the whole ordered set.
 func TestMergePagesStopsWhereAShortPartStops(t *testing.T) {
 	t.Parallel()
-	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	// Two shards, links interleaved in time; shard 0 answers at most 2
 	// links (its size budget), shard 1 up to the limit.
-	var shards [2][]*link.Link
-	var want []string
-	for i := range 12 {
-		l := &link.Link{Code: fmt.Sprintf("k%02d", i), CreatedAt: t0.Add(time.Duration(i) * time.Second)}
-		shards[i%2] = append(shards[i%2], l)
-		want = append(want, l.Code)
-	}
+	shards, want := interleaved(12, 2, func(int) bool { return true })
 	answer := func(s int, q link.ListQuery) shardPage {
 		var out []*link.Link
 		for _, l := range shards[s] {
@@ -218,19 +253,7 @@ func TestMergePagesStopsWhereAShortPartStops(t *testing.T) {
 		}
 		return shardPage{links: out, more: len(out) == q.Limit}
 	}
-	q := link.ListQuery{Limit: 5}
-	var got []string
-	for page := 0; page < 20; page++ {
-		p := mergePages([]shardPage{answer(0, q), answer(1, q)}, q)
-		for _, l := range p.Links {
-			got = append(got, l.Code)
-		}
-		if p.Next == nil {
-			break
-		}
-		q.After = p.Next
-	}
-	if !slices.Equal(got, want) {
+	if got, _ := mergeAll(t, 2, link.ListQuery{Limit: 5}, answer); !slices.Equal(got, want) {
 		t.Fatalf("pages = %v, want %v", got, want)
 	}
 }
@@ -241,18 +264,9 @@ func TestMergePagesStopsWhereAShortPartStops(t *testing.T) {
 // concatenate to the whole filtered set, with no link twice.
 func TestMergePagesGoesOnWhereAScanStopped(t *testing.T) {
 	t.Parallel()
-	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	// Three shards, links interleaved in time; one link in five passes
 	// the filter, and a shard examines 3 index entries a page.
-	var shards [3][]*link.Link
-	var want []string
-	for i := range 60 {
-		l := &link.Link{Code: fmt.Sprintf("k%02d", i), CreatedAt: t0.Add(time.Duration(i) * time.Second)}
-		shards[i%3] = append(shards[i%3], l)
-		if i%5 == 0 {
-			want = append(want, l.Code)
-		}
-	}
+	shards, want := interleaved(60, 3, func(i int) bool { return i%5 == 0 })
 	const scan = 3
 	answer := func(s int, q link.ListQuery) shardPage {
 		var p shardPage
@@ -279,25 +293,7 @@ func TestMergePagesGoesOnWhereAScanStopped(t *testing.T) {
 		return p
 	}
 	for _, limit := range []int{1, 2, 100} {
-		q := link.ListQuery{Limit: limit}
-		var got []string
-		empty := 0
-		for page := 0; ; page++ {
-			if page > 200 {
-				t.Fatalf("limit %d: no end after %d pages", limit, page)
-			}
-			p := mergePages([]shardPage{answer(0, q), answer(1, q), answer(2, q)}, q)
-			if len(p.Links) == 0 {
-				empty++
-			}
-			for _, l := range p.Links {
-				got = append(got, l.Code)
-			}
-			if p.Next == nil {
-				break
-			}
-			q.After = p.Next
-		}
+		got, empty := mergeAll(t, 3, link.ListQuery{Limit: limit}, answer)
 		if !slices.Equal(got, want) {
 			t.Fatalf("limit %d: pages = %v, want %v", limit, got, want)
 		}

@@ -187,14 +187,27 @@ func buildIndexes(db *bolt.DB) error {
 	if v3 {
 		return countTagsOfV3(db)
 	}
-	var from []byte
-	for {
+	// Entries an older version left behind (it did not keep every index)
+	// go first: the rebuild puts back what is true now.
+	return rebuildInBatches(db, indexBuckets, bucketLinks, 10000, func(tx *bolt.Tx, k, v []byte) error {
+		l, err := command.DecodeRecord(k, v)
+		if err != nil {
+			return fmt.Errorf("stored link %q: %w", k, err)
+		}
+		return index(tx, nil, l)
+	})
+}
+
+// rebuildInBatches empties the buckets fresh, then calls each on every
+// entry of the bucket from, per entries to a transaction (resuming where
+// the last one ended), and at the end replaces every index marker with
+// this version's.
+func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each func(tx *bolt.Tx, k, v []byte) error) error {
+	var resume []byte
+	for done := false; !done; {
 		err := db.Update(func(tx *bolt.Tx) error {
-			if from == nil {
-				// Entries an older version left behind (it did not keep
-				// every index) go first: the rebuild puts back what is
-				// true now.
-				for _, b := range indexBuckets {
+			if resume == nil {
+				for _, b := range fresh {
 					if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 						return err
 					}
@@ -203,38 +216,35 @@ func buildIndexes(db *bolt.DB) error {
 					}
 				}
 			}
-			c := tx.Bucket(bucketLinks).Cursor()
+			c := tx.Bucket(from).Cursor()
 			k, v := c.First()
-			if from != nil {
-				k, v = c.Seek(from)
+			if resume != nil {
+				k, v = c.Seek(resume)
 			}
-			n := 0
-			for ; k != nil && n < 10000; k, v = c.Next() {
-				l, err := command.DecodeRecord(k, v)
-				if err != nil {
-					return fmt.Errorf("stored link %q: %w", k, err)
-				}
-				if err := index(tx, nil, l); err != nil {
+			for n := 0; k != nil && n < per; k, v = c.Next() {
+				if err := each(tx, k, v); err != nil {
 					return err
 				}
 				n++
 			}
-			if k == nil {
-				done = true
-				for _, k := range olderIndexed {
-					if err := tx.Bucket(bucketMeta).Delete(k); err != nil {
-						return err
-					}
-				}
-				return tx.Bucket(bucketMeta).Put(keyIndexed, []byte{1})
+			if k != nil {
+				resume = bytes.Clone(k)
+				return nil
 			}
-			from = bytes.Clone(k)
-			return nil
+			done = true
+			meta := tx.Bucket(bucketMeta)
+			for _, k := range olderIndexed {
+				if err := meta.Delete(k); err != nil {
+					return err
+				}
+			}
+			return meta.Put(keyIndexed, []byte{1})
 		})
-		if err != nil || done {
+		if err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // ListResult is one shard's part of a listing.
@@ -386,52 +396,15 @@ func maxBytes(a, b []byte) []byte {
 // indexes are this version's, from its tag index: a key walk, 100,000
 // entries a transaction, rather than a rebuild that decodes every link.
 func countTagsOfV3(db *bolt.DB) error {
-	var from []byte
-	for {
-		done := false
-		err := db.Update(func(tx *bolt.Tx) error {
-			if from == nil {
-				for _, b := range [][]byte{bucketTagCounts, bucketTagCountsAll} {
-					if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
-						return err
-					}
-					if _, err := tx.CreateBucket(b); err != nil {
-						return err
-					}
-				}
-			}
-			c := tx.Bucket(bucketByTag).Cursor()
-			k, _ := c.First()
-			if from != nil {
-				k, _ = c.Seek(from)
-			}
-			for n := 0; k != nil && n < 100000; k, _ = c.Next() {
-				// owner 0x00 tag 0x00 created code
-				owner, rest, ok1 := bytes.Cut(k, []byte{0})
-				tag, _, ok2 := bytes.Cut(rest, []byte{0})
-				if !ok1 || !ok2 {
-					return fmt.Errorf("tag index entry %q", k)
-				}
-				if err := countTag(tx, string(owner), string(tag), 1); err != nil {
-					return err
-				}
-				n++
-			}
-			if k != nil {
-				from = bytes.Clone(k)
-				return nil
-			}
-			done = true
-			meta := tx.Bucket(bucketMeta)
-			if err := meta.Delete(keyIndexedV3); err != nil {
-				return err
-			}
-			return meta.Put(keyIndexed, []byte{1})
-		})
-		if err != nil || done {
-			return err
+	return rebuildInBatches(db, [][]byte{bucketTagCounts, bucketTagCountsAll}, bucketByTag, 100000, func(tx *bolt.Tx, k, _ []byte) error {
+		// owner 0x00 tag 0x00 created code
+		owner, rest, ok1 := bytes.Cut(k, []byte{0})
+		tag, _, ok2 := bytes.Cut(rest, []byte{0})
+		if !ok1 || !ok2 {
+			return fmt.Errorf("tag index entry %q", k)
 		}
-	}
+		return countTag(tx, string(owner), string(tag), 1)
+	})
 }
 
 // countTag adds delta to the counts of owner's live links with tag, and
