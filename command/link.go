@@ -82,6 +82,24 @@ var (
 	recordCodec = wire.NewCodec(nil, linkFields(true)...)
 )
 
+// RecordText reads the URL and the title of a stored link record without
+// decoding the rest (a listing's text filter, before it decodes the links
+// that pass). Both are views of v.
+func RecordText(v []byte) (url, title []byte, err error) {
+	r := wire.NewReader(v)
+	for num, typ := range r.Fields() {
+		switch num {
+		case fURL:
+			url = r.Bytes(typ, num)
+		case fTitle:
+			title = r.Bytes(typ, num)
+		default:
+			r.Skip(num, typ)
+		}
+	}
+	return url, title, r.Err()
+}
+
 // RecordOwner reads the owner, the creation time and the deleted flag of
 // a stored link record without decoding the rest (the click path's index
 // update). owner is a view of v.

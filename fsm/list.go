@@ -333,6 +333,17 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) (ListResult, error) {
 			if v == nil {
 				return fmt.Errorf("index entry of %q without its link", code)
 			}
+			if q.Text != "" {
+				// Most links of a text search do not pass: they are
+				// not decoded.
+				url, title, err := command.RecordText(v)
+				if err != nil {
+					return fmt.Errorf("stored link %q: %w", code, err)
+				}
+				if !link.MatchesText(&q, code, url, title) {
+					continue
+				}
+			}
 			l, err := command.DecodeRecord(code, v)
 			if err != nil {
 				return fmt.Errorf("stored link %q: %w", code, err)

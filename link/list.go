@@ -57,9 +57,49 @@ func (q *ListQuery) Matches(l *Link) bool {
 	case q.Disabled != nil && l.Disabled != *q.Disabled:
 		return false
 	case q.Text != "":
-		t := strings.ToLower(q.Text)
-		return strings.Contains(strings.ToLower(l.Code), t) || strings.Contains(strings.ToLower(l.URL), t) ||
-			strings.Contains(strings.ToLower(l.Title), t)
+		return MatchesText(q, l.Code, l.URL, l.Title)
+	}
+	return true
+}
+
+// MatchesText reports whether q.Text (case folded) is in the code, the URL
+// or the title: Matches's text filter, for a listing that reads them from
+// the stored record before it decodes the link.
+func MatchesText[T string | []byte](q *ListQuery, code, url, title T) bool {
+	t := strings.ToLower(q.Text)
+	return containsLower(code, t) || containsLower(url, t) || containsLower(title, t)
+}
+
+// containsLower reports whether strings.ToLower(s) holds lower (itself
+// lower case), without a copy of s when both are ASCII.
+func containsLower[T string | []byte](s T, lower string) bool {
+	if !isASCII(s) || !isASCII(lower) {
+		return strings.Contains(strings.ToLower(string(s)), lower)
+	}
+	n := len(lower)
+	for i := 0; i+n <= len(s); i++ {
+		j := 0
+		for ; j < n; j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != lower[j] {
+				break
+			}
+		}
+		if j == n {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCII[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
 	}
 	return true
 }
