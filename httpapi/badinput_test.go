@@ -131,7 +131,8 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"list: bad escape in the query", "GET", "/api/v1/links?cursor=%zz", "", ``, 400, "invalid-input"},
 		{"list: semicolon in the query", "GET", "/api/v1/links?limit=1;tag=x", "", ``, 400, "invalid-input"},
 		{"admin: bad escape in the query", "GET", "/admin/v1/links?x=%", "", ``, 400, "invalid-input"},
-		{"qr: bad escape in the query", "GET", "/keep-me/qr?size=%zz", "", ``, 400, "invalid-input"},
+		{"tags: semicolon in the query", "GET", "/api/v1/tags?limit=5;x", "", ``, 400, "invalid-input"},
+		{"preview: a semicolon is read as browsers send it", "GET", "/nobody-here+?a;b", "", ``, 404, "not-found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -312,13 +312,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.router.ServeHTTP(w, r)
 }
 
-// malformedQuery answers 400 for a query string that does not parse
-// (a bad %-escape, a semicolon): net/http would drop the pair without a
-// word, and a client whose cursor or filter was mangled would get the
-// first page, or every link, as if it had asked for them. The redirect
-// (GET /{code}) is spared: it forwards what parses, as browsers expect.
+// malformedQuery answers 400 for an API request (/api/, /admin/) whose
+// query string does not parse (a bad %-escape, a semicolon): net/http
+// would drop the pair without a word, and a client whose cursor or filter
+// was mangled would get the first page, or every link, as if it had asked
+// for them. The pages people open (redirects, which forward what parses,
+// previews, QR codes, password forms) and the health probes are spared.
 func (s *Server) malformedQuery(w http.ResponseWriter, r *http.Request) bool {
-	if r.URL.RawQuery == "" {
+	if r.URL.RawQuery == "" || !strings.HasPrefix(r.URL.Path, "/api/") && !strings.HasPrefix(r.URL.Path, "/admin/") {
 		return false
 	}
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {

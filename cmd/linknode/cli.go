@@ -49,7 +49,7 @@ var errTooLarge = errors.New("the answer is too large")
 // never replayed as a GET.
 func cliClient() *http.Client {
 	return &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		return fmt.Errorf("the server redirected to %s: give that address instead", termSafe([]byte(req.URL.Redacted())))
+		return fmt.Errorf("the server redirects to %s: give that address (scheme and host) instead", termSafe([]byte(req.URL.Scheme+"://"+req.URL.Host)))
 	}}
 }
 
@@ -183,9 +183,13 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		default:
 			v = st
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(v)
+		out, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return 1
+		}
+		_, _ = stdout.Write(jsonTermSafe(out))
+		fmt.Fprintln(stdout)
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -360,9 +364,36 @@ func writeJSON(stdout, stderr io.Writer, body []byte) int {
 		fmt.Fprintf(stderr, "linknode: the answer is not JSON: %s\n", termSafe(body))
 		return 1
 	}
-	_, _ = stdout.Write(bytes.TrimSpace(body))
+	_, _ = stdout.Write(jsonTermSafe(bytes.TrimSpace(body)))
 	fmt.Fprintln(stdout)
 	return 0
+}
+
+// jsonTermSafe is valid JSON made safe for a terminal: the characters a
+// JSON string may hold raw but termSafe escapes (DEL, the C1 controls,
+// bidi overrides; the C0 controls cannot be raw in valid JSON) become
+// \u escapes, which mean the same to a JSON reader.
+func jsonTermSafe(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		// A stray byte (0x9b is CSI to a terminal that is not UTF-8) is
+		// U+FFFD, as a JSON reader would take it.
+		stray := r == utf8.RuneError && size == 1
+		if stray || r == 0x7f || (r >= 0x80 && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)+16), b[:i]...)
+			}
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else if out != nil {
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	if out == nil {
+		return b
+	}
+	return out
 }
 
 func boolExit(ok bool) int {

@@ -75,6 +75,10 @@ func TestCLIAgainstAHostileServer(t *testing.T) {
 			}
 		case "not-json":
 			_, _ = io.WriteString(w, escapes)
+		case "raw-in-json":
+			// Valid JSON whose strings hold, raw, what a terminal runs:
+			// DEL, a C1 CSI (UTF-8), a bidi override, a stray 0x9b byte.
+			_, _ = io.WriteString(w, "{\"keys\":[{\"id\":\"k1\",\"name\":\"\x7f\u009b2J\u202e\x9b2J\"}]}")
 		case "redirect":
 			http.Redirect(w, r, thief.URL+r.URL.Path, http.StatusTemporaryRedirect)
 		case "import":
@@ -133,14 +137,32 @@ func TestCLIAgainstAHostileServer(t *testing.T) {
 		t.Fatalf("the CLI read %d MiB of an endless answer", sent>>20)
 	}
 
-	code, out, errOut := run("not-json", admin("keys", "-o", "json", "list"))
+	for _, cmd := range [][]string{{"status", "-o", "json"}, {"members", "-o", "json"}, {"shards", "-o", "json"}} {
+		code, out, errOut := run("escape-table", admin(cmd...))
+		if code != 0 || !json.Valid([]byte(out)) {
+			t.Fatalf("%v: exit %d: %s %s", cmd, code, out, errOut)
+		}
+		assertTermSafe(t, strings.Join(cmd, " "), out+errOut)
+	}
+	code, out, errOut := run("raw-in-json", admin("keys", "-o", "json", "list"))
+	var keys struct{ Keys []struct{ Name string } }
+	if code != 0 || json.Unmarshal([]byte(out), &keys) != nil || len(keys.Keys) != 1 ||
+		keys.Keys[0].Name != "\x7f\u009b2J\u202e\ufffd2J" {
+		t.Fatalf("keys -o json with raw controls in its strings: exit %d, %q %q", code, out, errOut)
+	}
+	assertTermSafe(t, "keys -o json", out)
+	if strings.ContainsAny(out, "\x7f") || strings.Contains(out, "\x9b") {
+		t.Fatalf("keys -o json passed DEL or a stray byte: %q", out)
+	}
+
+	code, out, errOut = run("not-json", admin("keys", "-o", "json", "list"))
 	if code != 1 || out != "" {
 		t.Fatalf("keys -o json with an answer that is not JSON: exit %d, stdout %q", code, out)
 	}
 	assertTermSafe(t, "keys -o json", errOut)
 
 	code, _, errOut = run("redirect", admin("status"))
-	if code != 1 || !strings.Contains(errOut, "redirected") {
+	if code != 1 || !strings.Contains(errOut, "redirects to "+thief.URL) {
 		t.Fatalf("status against a redirect: exit %d, %q", code, errOut)
 	}
 	fixture := filepath.Join(t.TempDir(), "links.csv")
@@ -153,7 +175,7 @@ func TestCLIAgainstAHostileServer(t *testing.T) {
 		}
 	}
 	code, _, errOut = run("redirect", transfer("import", fixture))
-	if code != 1 || !strings.Contains(errOut, "redirected") {
+	if code != 1 || !strings.Contains(errOut, "redirects to "+thief.URL) {
 		t.Fatalf("import against a redirect: exit %d, %q", code, errOut)
 	}
 	if n := elsewhere.Load(); n != 0 {
@@ -193,6 +215,8 @@ func TestCountCSVRecords(t *testing.T) {
 		"a\n\"x\ny\",2\n":         2,
 		"a\n\"say \"\"hi\"\"\"\n": 2,
 		"a\n\"\"\n":               2,
+		"a\n\n1\n\r\n":            2, // blank lines are no records
+		"\r\n":                    0,
 	} {
 		n, err := countCSVRecords(strings.NewReader(in))
 		if n != want || err != io.EOF {

@@ -83,9 +83,11 @@ func (t transfer) do(req *http.Request, what string) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("linknode: %w", err)
 	}
-	if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
+	if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 {
+		// A 307 or 308 of a body that cannot be sent again comes back
+		// unfollowed (cliClient refuses the others).
 		resp.Body.Close()
-		return nil, fmt.Errorf("linknode: %s: the server redirected to %s: give that address instead", what, termSafe([]byte(loc)))
+		return nil, fmt.Errorf("linknode: %s: the server redirects to %s: give that address (scheme and host) instead", what, termSafe([]byte(loc.Scheme+"://"+loc.Host)))
 	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -208,7 +210,9 @@ func countCSVRecords(r io.Reader) (int, error) {
 				quoted = !quoted // "" inside quotes toggles twice
 				midRecord = true
 			case c == '\n' && !quoted:
-				n++
+				if midRecord { // a blank line is no record, as for csv.Reader
+					n++
+				}
 				midRecord = false
 			case c != '\r':
 				midRecord = true
