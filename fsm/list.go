@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -170,9 +171,11 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 // by an older version, or restored from one), 10,000 links a transaction.
 // A file indexed by v3 alone (the version before tag counts) only gets its
 // tag counts, from its tag index.
-func buildIndexes(db *bolt.DB) error {
-	done, v3 := false, false
+func buildIndexes(db *bolt.DB, log *slog.Logger) error {
+	done, v3, empty := false, false, false
 	if err := db.View(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bucketLinks).Cursor().First()
+		empty = k == nil
 		meta := tx.Bucket(bucketMeta)
 		done = meta.Get(keyIndexed) != nil
 		v3 = !done && meta.Get(keyIndexedV3) != nil
@@ -184,26 +187,41 @@ func buildIndexes(db *bolt.DB) error {
 	}); err != nil || done {
 		return err
 	}
+	start := time.Now()
+	if empty {
+		log = slog.New(slog.DiscardHandler) // a new file: nothing to say
+	}
 	if v3 {
-		return countTagsOfV3(db)
+		log.Info("counting the tags of a file indexed by the version before tag counts")
+		n, err := countTagsOfV3(db)
+		if err == nil {
+			log.Info("tags counted", "tag_entries", n, "took", time.Since(start).Round(time.Millisecond))
+		}
+		return err
 	}
 	// Entries an older version left behind (it did not keep every index)
 	// go first: the rebuild puts back what is true now.
-	return rebuildInBatches(db, indexBuckets, bucketLinks, 10000, func(tx *bolt.Tx, k, v []byte) error {
+	log.Info("rebuilding the listing indexes: the file was indexed by another version, or by none")
+	n, err := rebuildInBatches(db, indexBuckets, bucketLinks, 10000, func(tx *bolt.Tx, k, v []byte) error {
 		l, err := command.DecodeRecord(k, v)
 		if err != nil {
 			return fmt.Errorf("stored link %q: %w", k, err)
 		}
 		return index(tx, nil, l)
 	})
+	if err == nil {
+		log.Info("listing indexes rebuilt", "links", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return err
 }
 
 // rebuildInBatches empties the buckets fresh, then calls each on every
 // entry of the bucket from, per entries to a transaction (resuming where
 // the last one ended), and at the end replaces every index marker with
-// this version's.
-func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each func(tx *bolt.Tx, k, v []byte) error) error {
+// this version's. It returns how many entries it walked.
+func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each func(tx *bolt.Tx, k, v []byte) error) (int, error) {
 	var resume []byte
+	total := 0
 	for done := false; !done; {
 		err := db.Update(func(tx *bolt.Tx) error {
 			if resume == nil {
@@ -226,6 +244,7 @@ func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each fu
 					return err
 				}
 				n++
+				total++
 			}
 			if k != nil {
 				resume = bytes.Clone(k)
@@ -241,10 +260,10 @@ func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each fu
 			return meta.Put(keyIndexed, []byte{1})
 		})
 		if err != nil {
-			return err
+			return total, err
 		}
 	}
-	return nil
+	return total, nil
 }
 
 // ListResult is one shard's part of a listing.
@@ -406,7 +425,7 @@ func maxBytes(a, b []byte) []byte {
 // countTagsOfV3 makes the tag counts of a file indexed by v3, whose other
 // indexes are this version's, from its tag index: a key walk, 100,000
 // entries a transaction, rather than a rebuild that decodes every link.
-func countTagsOfV3(db *bolt.DB) error {
+func countTagsOfV3(db *bolt.DB) (int, error) {
 	return rebuildInBatches(db, [][]byte{bucketTagCounts, bucketTagCountsAll}, bucketByTag, 100000, func(tx *bolt.Tx, k, _ []byte) error {
 		// owner 0x00 tag 0x00 created code
 		owner, rest, ok1 := bytes.Cut(k, []byte{0})

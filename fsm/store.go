@@ -49,7 +49,7 @@ type store struct {
 	// prepare, if set, runs on every file opened (at start and after a
 	// restore) before it is used: derived state an older version did not
 	// keep is built here.
-	prepare func(db *bolt.DB) error
+	prepare func(db *bolt.DB, log *slog.Logger) error
 
 	// mu guards the db pointer against Restore's swap and Close. Readers
 	// and ApplyBatch hold it shared (bbolt serialises its own writers);
@@ -96,7 +96,7 @@ func boltOptions() *bolt.Options {
 	}
 }
 
-func openStore(path string, kind command.GroupKind, buckets [][]byte, apply applyFunc, prepare func(*bolt.DB) error, log *slog.Logger) (*store, error) {
+func openStore(path string, kind command.GroupKind, buckets [][]byte, apply applyFunc, prepare func(*bolt.DB, *slog.Logger) error, log *slog.Logger) (*store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -141,7 +141,7 @@ func (s *store) openDB() (*bolt.DB, uint64, error) {
 		return nil
 	})
 	if err == nil && s.prepare != nil {
-		err = s.prepare(db)
+		err = s.prepare(db, s.log)
 	}
 	if err != nil {
 		_ = db.Close()
