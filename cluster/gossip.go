@@ -186,6 +186,19 @@ func (g *gossip) fullNodes() map[string]bool {
 // members returns every node gossip has reported, sorted by ID. It reads
 // the copy kept by the event callbacks: the *memberlist.Node values that
 // Members() returns are written concurrently by memberlist.
+// alive counts the live members (this node among them).
+func (g *gossip) alive() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, m := range g.nodes {
+		if m.Alive {
+			n++
+		}
+	}
+	return n
+}
+
 func (g *gossip) members() []Member {
 	g.mu.Lock()
 	out := make([]Member, 0, len(g.nodes))

@@ -157,6 +157,15 @@ func (n *Node) behind(level int) (string, int, error) {
 	return "", 0, nil
 }
 
+// LiveNodes is how many nodes of the cluster this node sees alive, itself
+// included (1 before gossip starts).
+func (n *Node) LiveNodes() int {
+	if n.gossip == nil {
+		return 1
+	}
+	return max(n.gossip.alive(), 1)
+}
+
 // clusterAt reports whether every live member runs at least level.
 func (n *Node) clusterAt(level int) bool {
 	if n.gossip == nil || level <= 0 {

@@ -695,7 +695,15 @@ func TestRemoveNode(t *testing.T) {
 	tc := newTestCluster(t, 3, 3)
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
+	// LiveNodes (the share of a link's password guesses each node allows)
+	// counts the live members, itself included.
+	testcluster.WaitFor(t, 10*time.Second, "3 live nodes seen by each", func() bool {
+		return tc.nodes[0].LiveNodes() == 3 && tc.nodes[1].LiveNodes() == 3 && tc.nodes[2].LiveNodes() == 3
+	})
 	tc.stop(2)
+	testcluster.WaitFor(t, 30*time.Second, "2 live nodes once n3 stops", func() bool {
+		return tc.nodes[0].LiveNodes() == 2 && tc.nodes[1].LiveNodes() == 2
+	})
 	if err := tc.nodes[1].RemoveNode(ctx(t), "n3"); err != nil {
 		t.Fatal(err)
 	}

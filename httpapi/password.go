@@ -20,17 +20,32 @@ import (
 // other nodes and the disk; no answer, listing or export carries either.
 // A GET of the link is a small form; the form POSTs the password to the same
 // URL, and the right one is answered 303 to the destination. Guesses are
-// limited per client network and per link on each node, and every hash or
+// limited per client network on each node and per link in the cluster, and every hash or
 // check waits for one of a few slots (password.Hasher), so a flood of
 // guesses costs the node at most that much memory and CPU at once.
 
-// Guess limits (per node): a person who mistypes has a few tries at once
-// and more after a short wait; a script gets 5 a minute from one network,
-// and 20 a minute at one link from everywhere.
+// Guess limits: a person who mistypes has a few tries at once and more
+// after a short wait; a script gets 5 a minute from one network (on each
+// node), and 20 a minute at one link from everywhere (in the cluster: each
+// of n nodes allows its share, linkGuessRate).
 var (
 	guessRatePerIP   = Rate{PerSecond: 5.0 / 60, Burst: 5}
 	guessRatePerLink = Rate{PerSecond: 20.0 / 60, Burst: 20}
 )
+
+// linkGuessRate is one node's share of the per-link guess limit among n
+// nodes, never below the per-network limit (a lone person's tries at one
+// node are bounded by that first): up to 4 nodes the cluster allows 20 a
+// minute at a link, as one node does; past that 5 a minute a node.
+func linkGuessRate(n int) Rate {
+	if n <= 1 {
+		return guessRatePerLink
+	}
+	return Rate{
+		PerSecond: max(guessRatePerLink.PerSecond/float64(n), guessRatePerIP.PerSecond),
+		Burst:     max((guessRatePerLink.Burst+n-1)/n, guessRatePerIP.Burst),
+	}
+}
 
 // Bounds of a guess: the form body, and how long a guess waits for a
 // hashing slot before it is answered 503.
@@ -38,6 +53,15 @@ const (
 	maxPasswordForm  = 1024
 	passwordSlotWait = 5 * time.Second
 )
+
+// liveNodes is how many nodes share the per-link guess limit (1 without
+// Config.Nodes).
+func (s *Server) liveNodes() int {
+	if s.nodes == nil {
+		return 1
+	}
+	return s.nodes()
+}
 
 // errWrongPassword answers a guess that is not the link's password.
 var errWrongPassword = &requestError{status: http.StatusForbidden, kind: "wrong-password", title: "Forbidden",
@@ -156,7 +180,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 		// Both buckets are spent before the check, right or wrong: a
 		// guesser learns nothing by stopping at a 429.
 		if !s.spend(w, r, s.guesses, "ip:"+clientNet(s.clientIP(r)), "password-guesses", guessRatePerIP, 1) ||
-			!s.spend(w, r, s.guesses, "link:"+code, "password-guesses-per-link", guessRatePerLink, 1) {
+			!s.spend(w, r, s.guesses, "link:"+code, "password-guesses-per-link", linkGuessRate(s.liveNodes()), 1) {
 			return http.StatusTooManyRequests
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), passwordSlotWait)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,5 +214,36 @@ func TestPasswordGuessesAreLimited(t *testing.T) {
 	}
 	if r := guess("guess-me", "192.0.2.201", "right"); r.status != 303 {
 		t.Fatalf("another link stays open to its guessers: %d %s", r.status, r.body)
+	}
+}
+
+// TestPasswordGuessesAreSharedByTheNodes: the per-link limit holds for the
+// cluster: with 3 live nodes each allows 7 of the 20 guesses at a link at
+// once, and with 10 each allows 5 (never fewer than one network's).
+func TestPasswordGuessesAreSharedByTheNodes(t *testing.T) {
+	stopped := time.Now()
+	var nodes atomic.Int32
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		c.Now = func() time.Time { return stopped }
+		c.Nodes = func() int { return int(nodes.Load()) }
+	})
+	for _, c := range []struct{ nodes, share int }{{3, 7}, {10, 5}} {
+		nodes.Store(int32(c.nodes))
+		code := fmt.Sprintf("shared-%d", c.nodes)
+		tn.create(t, `{"url":"https://example.com/a","alias":"`+code+`","password":"right"}`)
+		for i := range c.share {
+			r := tn.do(t, "POST", "/"+code, formType, form("wrong"), "Authorization", "", "X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i))
+			if r.status != 403 {
+				t.Fatalf("%d nodes: guess %d: %d %s", c.nodes, i, r.status, r.body)
+			}
+			if i == 0 && !strings.Contains(r.header.Get("RateLimit-Policy"), fmt.Sprintf(`"password-guesses-per-link";q=%d;`, c.share)) {
+				t.Fatalf("%d nodes: RateLimit-Policy %q", c.nodes, r.header.Values("RateLimit-Policy"))
+			}
+		}
+		r := tn.do(t, "POST", "/"+code, formType, form("right"), "Authorization", "", "X-Forwarded-For", "192.0.2.200")
+		if r.status != 429 {
+			t.Fatalf("%d nodes: guess %d at one link: %d %s", c.nodes, c.share+1, r.status, r.body)
+		}
 	}
 }

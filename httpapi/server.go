@@ -142,6 +142,10 @@ type Config struct {
 	// (link.DeviceIOS, DeviceAndroid, DeviceDesktop or ""); without it no
 	// device rule matches.
 	Platform func(userAgent string) string
+	// Nodes, if set, is how many nodes answer redirects (the cluster's
+	// live members): the per-link guess limit on password links is shared
+	// among them, so that it holds for the cluster (password.go).
+	Nodes func() int
 }
 
 // Server is the HTTP handler of a node.
@@ -177,6 +181,7 @@ type Server struct {
 	passwords *password.Hasher
 	guesses   *limiter
 	platform  func(string) string
+	nodes     func() int
 }
 
 // New builds the router.
@@ -196,7 +201,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody: cfg.MaxBodyBytes, maxBulkBody: cfg.MaxBulkBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
 		isBot: cfg.IsBot, admin: mux.NewRouter(), anonymousCreate: cfg.AnonymousCreate,
 		keyRate: cfg.KeyRate, anonRate: cfg.AnonymousRate, proxies: trustedProxies(cfg.TrustedProxies),
-		cors: map[string]bool{}, qrSlots: make(chan struct{}, qrRenders), qrWait: qrWait,
+		cors: map[string]bool{}, qrSlots: make(chan struct{}, qrRenders), qrWait: qrWait, nodes: cfg.Nodes,
 	}
 	if s.keyRate == (Rate{}) {
 		s.keyRate = DefaultKeyRate

@@ -219,6 +219,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// Bots never use up a limited link's visits, analytics on or off.
 	hcfg.IsBot = node.IsBot
 	hcfg.Platform = node.Platform
+	hcfg.Nodes = node.LiveNodes
 	if clicks := node.Clicks(); clicks != nil {
 		hcfg.Clicks = clicks
 	}
