@@ -142,7 +142,7 @@ func TestCreateBatchDecodeRejectsEmpty(t *testing.T) {
 	}
 }
 
-// TestLightReaders: HumanClicks and RecordOwner read what the full
+// TestLightReaders: HumanClicks and ViewRecord read what the full
 // decoders read.
 func TestLightReaders(t *testing.T) {
 	tot := ClickTotals{Humans: Counts{Total: 42, Countries: map[string]uint64{"DE": 42}, Visitors: []byte{1}}, Bots: Counts{Total: 7}}
@@ -160,9 +160,10 @@ func TestLightReaders(t *testing.T) {
 		{Code: "abc", URL: "https://e.example", Owner: "team-a", CreatedAt: t0, Deleted: true, Tags: []string{"x"}},
 		{Code: "abd", URL: "https://e.example", Owner: "", CreatedAt: t0.Add(time.Hour), Title: "t"},
 	} {
-		owner, created, deleted, err := RecordOwner(EncodeRecord(l))
-		if err != nil || string(owner) != l.Owner || !created.Equal(l.CreatedAt) || deleted != l.Deleted {
-			t.Fatalf("RecordOwner(%+v) = %q %v %v %v", l, owner, created, deleted, err)
+		v, err := ViewRecord(EncodeRecord(l))
+		if err != nil || string(v.Owner) != l.Owner || !v.Created.Equal(l.CreatedAt) || v.Deleted != l.Deleted ||
+			string(v.URL) != l.URL || string(v.Title) != l.Title {
+			t.Fatalf("ViewRecord(%+v) = %+v %v", l, v, err)
 		}
 	}
 }

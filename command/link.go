@@ -82,40 +82,35 @@ var (
 	recordCodec = wire.NewCodec(nil, linkFields(true)...)
 )
 
-// RecordText reads the URL and the title of a stored link record without
-// decoding the rest (a listing's text filter, before it decodes the links
-// that pass). Both are views of v.
-func RecordText(v []byte) (url, title []byte, err error) {
-	r := wire.NewReader(v)
-	for num, typ := range r.Fields() {
-		switch num {
-		case fURL:
-			url = r.Bytes(typ, num)
-		case fTitle:
-			title = r.Bytes(typ, num)
-		default:
-			r.Skip(num, typ)
-		}
-	}
-	return url, title, r.Err()
+// RecordView is what some paths read of a stored link record without
+// decoding it whole: the click path's index update (owner, creation time,
+// deleted), a listing's text filter (URL, title). The byte fields are views
+// of the record.
+type RecordView struct {
+	Owner, URL, Title []byte
+	Created           time.Time
+	Deleted           bool
 }
 
-// RecordOwner reads the owner, the creation time and the deleted flag of
-// a stored link record without decoding the rest (the click path's index
-// update). owner is a view of v.
-func RecordOwner(v []byte) (owner []byte, created time.Time, deleted bool, err error) {
+// ViewRecord reads a RecordView of a stored link record.
+func ViewRecord(v []byte) (RecordView, error) {
+	var rv RecordView
 	r := wire.NewReader(v)
 	for num, typ := range r.Fields() {
 		switch num {
 		case fOwner:
-			owner = r.Bytes(typ, num)
+			rv.Owner = r.Bytes(typ, num)
+		case fURL:
+			rv.URL = r.Bytes(typ, num)
+		case fTitle:
+			rv.Title = r.Bytes(typ, num)
 		case fCreated:
-			created = r.Time(typ, num)
+			rv.Created = r.Time(typ, num)
 		case fDeleted:
-			deleted = r.Uint(typ, num) != 0
+			rv.Deleted = r.Uint(typ, num) != 0
 		default:
 			r.Skip(num, typ)
 		}
 	}
-	return owner, created, deleted, r.Err()
+	return rv, r.Err()
 }

@@ -90,15 +90,15 @@ func (f *ShardFSM) applyClickDelta(a *clickApply, body []byte) error {
 	if before, after := a.merger.HumanTotals(); before != after {
 		// The link's click index entries move (a tombstone has none).
 		v := get(a.linkCur, d.Code)
-		owner, created, deleted, err := command.RecordOwner(v)
+		rv, err := command.ViewRecord(v)
 		if err != nil {
 			panic(fmt.Sprintf("fsm %s: stored link %q: %v", f.path, d.Code, err))
 		}
-		if v != nil && !deleted {
+		if v != nil && !rv.Deleted {
 			// clicksKey copies owner and code into keys of its own.
-			err := deleteClicks(a.tx, owner, created, d.Code, before)
+			err := deleteClicks(a.tx, rv.Owner, rv.Created, d.Code, before)
 			if err == nil {
-				err = putClicks(a.tx, owner, created, d.Code, after)
+				err = putClicks(a.tx, rv.Owner, rv.Created, d.Code, after)
 			}
 			if err != nil {
 				panic(fmt.Sprintf("fsm %s: click index of %q: %v", f.path, d.Code, err))

@@ -355,11 +355,11 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) (ListResult, error) {
 			if q.Text != "" {
 				// Most links of a text search do not pass: they are
 				// not decoded.
-				url, title, err := command.RecordText(v)
+				rv, err := command.ViewRecord(v)
 				if err != nil {
 					return fmt.Errorf("stored link %q: %w", code, err)
 				}
-				if !link.MatchesText(&q, code, url, title) {
+				if !link.MatchesText(&q, code, rv.URL, rv.Title) {
 					continue
 				}
 			}
