@@ -20,10 +20,10 @@ import (
 const listBudget = 768 << 10
 
 // DefaultListScan is how many index entries a listing examines on each
-// shard for one page (Config.ListScan). A filter the indexes do not answer (q, expired, disabled, a
-// tag across owners) may pass few of them: the page then ends where the
-// scan did, maybe short or empty, with a cursor to go on, rather than
-// read a whole shard for one request.
+// shard for one page (Config.ListScan). A filter the indexes do not
+// answer (q, expired, disabled, a tag across owners) may pass few of them:
+// the page then ends where the scan did, maybe short or empty, with a
+// cursor to go on, rather than read a whole shard for one request.
 const DefaultListScan = 10000
 
 // shardPage is one shard's part of a listing: its links in order, and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -287,6 +288,12 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) (ListResult, error) {
 	var out []*link.Link
 	var clicks []uint64
 	var stop *link.ListPosition
+	// The text filter runs on the stored record, before a link is decoded;
+	// rest is the rest of q, for the decoded links that pass it. The text
+	// is lowered once, not at every entry.
+	q.Text = strings.ToLower(q.Text)
+	rest := q
+	rest.Text = ""
 	err := f.view(func(tx *bolt.Tx) error {
 		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
 		switch {
@@ -367,7 +374,7 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) (ListResult, error) {
 			if err != nil {
 				return fmt.Errorf("stored link %q: %w", code, err)
 			}
-			if l.Deleted || !q.Matches(l) {
+			if l.Deleted || !rest.Matches(l) {
 				continue
 			}
 			if q.ByClicks && (!q.CreatedAfter.IsZero() && !l.CreatedAt.After(q.CreatedAfter) ||
