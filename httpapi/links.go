@@ -100,19 +100,14 @@ func (s *Server) registerLinkRoutes() {
 	r := s.router
 	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksWrite, 1, true, s.handleCreate))).Methods(http.MethodPost)
 	r.HandleFunc("/api/v1/links", s.measured("/api/v1/links", s.authed(apikey.LinksRead, 1, false, s.handleList))).Methods(http.MethodGet, http.MethodHead)
-	// Before /api/v1/links/{code}: "export" is a reserved word, never a code.
-	r.HandleFunc("/api/v1/links/export", s.measured("/api/v1/links/export", s.authed(apikey.LinksRead, exportCost, false, s.handleExport))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/tags", s.measured("/api/v1/tags", s.authed(apikey.LinksRead, 1, false, s.handleTags))).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/api/v1/links/bulk-update", s.measured("/api/v1/links/bulk-update", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkUpdate))).Methods(http.MethodPost)
-	r.HandleFunc("/api/v1/links/bulk-delete", s.measured("/api/v1/links/bulk-delete", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkDelete))).Methods(http.MethodPost)
-	r.HandleFunc("/api/v1/links/import", s.measured("/api/v1/links/import", s.authed(apikey.LinksWrite, costByBody, false, s.handleImport))).Methods(http.MethodPost)
-	r.HandleFunc("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate))).Methods(http.MethodPost)
-	// Their other methods: 405, not /api/v1/links/{code} with a reserved
-	// word for a code.
-	s.onlyMethods("/api/v1/links/export", http.MethodGet, http.MethodHead)
-	for _, p := range []string{"/api/v1/links/bulk-update", "/api/v1/links/bulk-delete", "/api/v1/links/import", "/api/v1/links/bulk"} {
-		s.onlyMethods(p, http.MethodPost)
-	}
+	// Before /api/v1/links/{code}: these are reserved words, never codes,
+	// and their other methods are 405 (fixedRoute).
+	s.fixedRoute("/api/v1/links/export", s.measured("/api/v1/links/export", s.authed(apikey.LinksRead, exportCost, false, s.handleExport)), http.MethodGet, http.MethodHead)
+	s.fixedRoute("/api/v1/links/bulk-update", s.measured("/api/v1/links/bulk-update", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkUpdate)), http.MethodPost)
+	s.fixedRoute("/api/v1/links/bulk-delete", s.measured("/api/v1/links/bulk-delete", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkDelete)), http.MethodPost)
+	s.fixedRoute("/api/v1/links/import", s.measured("/api/v1/links/import", s.authed(apikey.LinksWrite, costByBody, false, s.handleImport)), http.MethodPost)
+	s.fixedRoute("/api/v1/links/bulk", s.measured("/api/v1/links/bulk", s.authed(apikey.LinksWrite, costByBody, false, s.handleBulkCreate)), http.MethodPost)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksRead, 1, false, s.handleGet))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handlePatch))).Methods(http.MethodPatch)
 	r.HandleFunc("/api/v1/links/{code}", s.measured("/api/v1/links/{code}", s.authed(apikey.LinksWrite, 1, false, s.handleDelete))).Methods(http.MethodDelete)

@@ -32,15 +32,13 @@ const (
 )
 
 func (s *Server) registerQRRoutes() {
-	s.router.HandleFunc("/{code}+", s.handlePreview).Methods(http.MethodGet, http.MethodHead)
-	s.router.HandleFunc("/{code}/qr", func(w http.ResponseWriter, r *http.Request) {
+	// fixedRoute: POST /{code}+ is 405, not the password form of /{code}.
+	s.fixedRoute("/{code}+", s.handlePreview, http.MethodGet, http.MethodHead)
+	s.fixedRoute("/{code}/qr", func(w http.ResponseWriter, r *http.Request) {
 		if s.limitRedirect(w, r) {
 			s.handleQR(w, r)
 		}
-	}).Methods(http.MethodGet, http.MethodHead)
-	// Not POST /{code} (a password form) for /{code}+.
-	s.onlyMethods("/{code}+", http.MethodGet, http.MethodHead)
-	s.onlyMethods("/{code}/qr", http.MethodGet, http.MethodHead)
+	}, http.MethodGet, http.MethodHead)
 }
 
 // qrParams are a QR code request's query.

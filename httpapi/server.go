@@ -354,12 +354,12 @@ func (s *Server) methodNotAllowed(rt *mux.Router) func(w http.ResponseWriter, r 
 	}
 }
 
-// onlyMethods answers every method of path but those registered before it
-// with 405 and Allow: methods. Registered after path's own routes and
-// before a pattern that also matches path (/api/v1/links/{code} matches
-// /api/v1/links/bulk-delete), it keeps such a fixed path from answering
-// other methods as if it were a code.
-func (s *Server) onlyMethods(path string, methods ...string) {
+// fixedRoute serves path with h for methods, and answers its other methods
+// 405 with Allow: methods. Registered before a pattern that also matches
+// path (/api/v1/links/{code} matches /api/v1/links/bulk-delete), it keeps
+// the fixed path's other methods from being answered as if it were a code.
+func (s *Server) fixedRoute(path string, h http.HandlerFunc, methods ...string) {
+	s.router.HandleFunc(path, h).Methods(methods...)
 	allow := strings.Join(methods, ", ")
 	s.router.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
