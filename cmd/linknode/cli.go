@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -48,9 +49,19 @@ var errTooLarge = errors.New("the answer is too large")
 // sent to the address the operator gave and nowhere else, and a POST is
 // never replayed as a GET.
 func cliClient() *http.Client {
-	return &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		return fmt.Errorf("the server redirects to %s: give that address (scheme and host) instead", termSafe([]byte(req.URL.Scheme+"://"+req.URL.Host)))
-	}}
+	return &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error { return redirectError(req.URL) }}
+}
+
+// redirectError names where a server redirects, by scheme and host: what
+// the operator gives as the address instead.
+func redirectError(to *url.URL) error {
+	return fmt.Errorf("the server redirects to %s: give that address (scheme and host) instead", termSafe([]byte(to.Scheme+"://"+to.Host)))
+}
+
+// unsafeRune reports a rune that must not reach a terminal raw: a control
+// character (C0, DEL, C1: terminal escapes) or a bidi override.
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // readBounded reads r whole, or fails with errTooLarge past limit bytes.
@@ -80,7 +91,7 @@ func termSafe(b []byte) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&sb, `\x%02x`, b[0])
-		case unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+		case unsafeRune(r):
 			if r < 0x100 {
 				fmt.Fprintf(&sb, `\x%02x`, r)
 			} else {
@@ -369,10 +380,10 @@ func writeJSON(stdout, stderr io.Writer, body []byte) int {
 	return 0
 }
 
-// jsonTermSafe is valid JSON made safe for a terminal: the characters a
-// JSON string may hold raw but termSafe escapes (DEL, the C1 controls,
-// bidi overrides; the C0 controls cannot be raw in valid JSON) become
-// \u escapes, which mean the same to a JSON reader.
+// jsonTermSafe is valid JSON made safe for a terminal: the unsafe runes a
+// JSON string may hold raw (DEL, the C1 controls, bidi overrides; a C0
+// control is raw only as whitespace between tokens) become \u escapes,
+// which mean the same to a JSON reader.
 func jsonTermSafe(b []byte) []byte {
 	var out []byte
 	for i := 0; i < len(b); {
@@ -380,7 +391,7 @@ func jsonTermSafe(b []byte) []byte {
 		// A stray byte (0x9b is CSI to a terminal that is not UTF-8) is
 		// U+FFFD, as a JSON reader would take it.
 		stray := r == utf8.RuneError && size == 1
-		if stray || r == 0x7f || (r >= 0x80 && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+		if stray || r >= 0x7f && unsafeRune(r) {
 			if out == nil {
 				out = append(make([]byte, 0, len(b)+16), b[:i]...)
 			}

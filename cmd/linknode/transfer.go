@@ -87,7 +87,7 @@ func (t transfer) do(req *http.Request, what string) (*http.Response, error) {
 		// A 307 or 308 of a body that cannot be sent again comes back
 		// unfollowed (cliClient refuses the others).
 		resp.Body.Close()
-		return nil, fmt.Errorf("linknode: %s: the server redirects to %s: give that address (scheme and host) instead", what, termSafe([]byte(loc.Scheme+"://"+loc.Host)))
+		return nil, fmt.Errorf("linknode: %s: %w", what, redirectError(loc))
 	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
