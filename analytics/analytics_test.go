@@ -98,7 +98,7 @@ func newFSM(tb testing.TB, codes ...string) *fsmSubmit {
 	for _, c := range codes {
 		s.index++
 		logs = append(logs, &raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand,
-			Data: (&command.CreateIfAbsent{Code: c, URL: "https://e.example/" + c, Now: time.Now()}).Encode()})
+			Data: (&command.CreateIfAbsent{Code: c, Now: time.Now(), Request: link.CreateRequest{URL: "https://e.example/" + c}}).Encode()})
 	}
 	f.ApplyBatch(logs)
 	return s

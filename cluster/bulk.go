@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -45,7 +44,8 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 	need := 0
 	gates := map[int]error{} // supports, once per level
 	for i, req := range reqs {
-		lv := createLevel(req)
+		cmds[i] = newCreate(req, now)
+		lv := cmds[i].Level()
 		err, ok := gates[lv]
 		if !ok {
 			err = n.supports(lv)
@@ -55,7 +55,6 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 			out[i].Err = err
 			continue
 		}
-		cmds[i] = newCreate(req, now)
 		if cmds[i].Code == "" {
 			generated[i] = true
 			need++
@@ -137,7 +136,7 @@ func (n *Node) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent
 
 // applyCreateBatch proposes batch on group's leader, retrying an unknown
 // outcome with the same entry until ctx ends (see applyCreate).
-func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *command.CreateBatch) ([]fsm.Result, error) {
+func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *command.CreateBatch) ([]command.LinkResult, error) {
 	r, err := n.retryUnknown(ctx, group, batch.Encode())
 	if err != nil {
 		return nil, err

@@ -10,7 +10,6 @@ import (
 
 	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -18,15 +17,10 @@ import (
 // its leader, forwarded if need be). An error means the outcome is unknown;
 // the caller resends the same batch, which the FSM applies at most once.
 func (n *Node) submitClicks(ctx context.Context, s int, b *command.ClickBatch) error {
-	if bugs.Every(bugs.DropClickBatch, 3) {
-		return nil // "committed", never proposed
+	if err, ok := n.faultSubmitClicks(ctx, s, b); ok {
+		return err
 	}
 	_, err := n.applyGroup(ctx, shardGroupID(s), b.Encode(), 0)
-	if err == nil && bugs.On(bugs.ClickDouble) {
-		dup := *b
-		dup.Node += "#dup"
-		_, err = n.applyGroup(ctx, shardGroupID(s), dup.Encode(), 0)
-	}
 	return err
 }
 

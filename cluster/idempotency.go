@@ -73,25 +73,22 @@ func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem I
 	if !n.clusterAt(levelIdempotency) {
 		return nil, false, ErrUpgradeNeeded
 	}
-	need := 0
-	for _, req := range reqs {
-		need = max(need, createLevel(req))
-	}
-	if err := n.supports(need); err != nil {
-		return nil, false, err // the claim names every code: all or none
-	}
-	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
-	defer cancel()
 	now := time.Now().UTC()
 	cmds := make([]command.CreateIfAbsent, len(reqs))
 	codes := make([]string, len(reqs))
-	need = 0
+	level, need := 0, 0
 	for i, req := range reqs {
 		cmds[i] = newCreate(req, now)
+		level = max(level, cmds[i].Level())
 		if codes[i] = cmds[i].Code; codes[i] == "" {
 			need++
 		}
 	}
+	if err := n.supports(level); err != nil {
+		return nil, false, err // the claim names every code: all or none
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
 	var fresh []string
 	var err error
 	switch {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
 )
 
 // Who a node is, beyond its ID. Each data dir has an incarnation, a random
@@ -159,8 +158,8 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 		return err
 	}
 	switch r := out.(type) {
-	case *fsm.RegisterResult:
-		if errors.Is(r.Err, fsm.ErrIncarnation) {
+	case *command.RegisterResult:
+		if errors.Is(r.Err, command.ErrIncarnation) {
 			return amnesia(m.ID, m.Incarnation, r.Incarnation)
 		}
 		switch {

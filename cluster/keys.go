@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
@@ -37,18 +36,9 @@ const featureLevel = 5
 // levelKeys is the feature level of keys and the blocklist.
 const levelKeys = 2
 
-// levelLinkMeta is the feature level of a link's DropQuery, Title and
-// Description.
-const levelLinkMeta = 3
-
 // levelListing is the feature level of opList: an older node answers it
 // with an error, so a listing waits for every node.
 const levelListing = 3
-
-// levelLinkAccess is the feature level of a link's PasswordHash and
-// Rules. A replica below it would store such a link without them and
-// serve it openly, so they wait for every registered node (supports).
-const levelLinkAccess = 4
 
 // levelAdmit is the feature level of AdmitNode, which records a node's
 // level in the registry.
@@ -58,34 +48,12 @@ const levelAdmit = 5
 // node answers its part of one in creation order).
 const levelListClicks = 5
 
-// createLevel is the feature level the fields req sets need.
-func createLevel(req link.CreateRequest) int {
-	switch {
-	case req.PasswordHash != "" || len(req.Rules) > 0:
-		return levelLinkAccess
-	case req.DropQuery || req.Title != "" || req.Description != "":
-		return levelLinkMeta
-	}
-	return 0
-}
-
-// patchLevel is the feature level the fields p sets need.
-func patchLevel(p link.Patch) int {
-	switch {
-	case p.PasswordHash != nil || p.Rules != nil:
-		return levelLinkAccess
-	case p.DropQuery != nil || p.Title != nil || p.Description != nil:
-		return levelLinkMeta
-	}
-	return 0
-}
-
 // ErrUnauthorized is returned by Authenticate for a secret that is no key
 // of the cluster (unknown, or revoked).
 var ErrUnauthorized = errors.New("unauthorized")
 
 // ErrKeyNotFound is returned by RevokeKey for an unknown key ID.
-var ErrKeyNotFound = fsm.ErrKeyNotFound
+var ErrKeyNotFound = command.ErrKeyNotFound
 
 // ErrUpgradeNeeded is returned by key and blocklist writes while some live
 // node runs a version that cannot apply them.
@@ -93,7 +61,7 @@ var ErrUpgradeNeeded = fmt.Errorf("%w: a node of the cluster runs an older versi
 
 // supports returns nil if the cluster may take what needs level, else an
 // error wrapping ErrUpgradeNeeded that says which node is behind. Every
-// live member must gossip at least level. From levelLinkAccess on (fields
+// live member must gossip at least level. From command.LevelLinkAccess on (fields
 // an older replica would drop, then serve the link without), that is not
 // enough: a node that is down, or rolled back, misses from gossip and would
 // come back to apply the entries with an older version. So every node of
@@ -105,7 +73,7 @@ func (n *Node) supports(level int) error {
 	if !n.clusterAt(level) {
 		return fmt.Errorf("%w (a live node gossips a feature level below %d)", ErrUpgradeNeeded, level)
 	}
-	if n.gossip == nil || level < levelLinkAccess {
+	if n.gossip == nil || level < command.LevelLinkAccess {
 		return nil
 	}
 	id, at, err := n.behind(level)
@@ -385,11 +353,11 @@ func (n *Node) ensureFirstKey(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, ok := out.(*fsm.KeyResult)
+	r, ok := out.(*command.KeyResult)
 	if !ok {
 		return fmt.Errorf("first admin key: unexpected response %T", out)
 	}
-	if errors.Is(r.Err, fsm.ErrFirstKeyMade) {
+	if errors.Is(r.Err, command.ErrFirstKeyMade) {
 		// Another leader made it (or this one did, in an attempt whose
 		// outcome it never learnt): the file stays only if it holds a
 		// key of the cluster.

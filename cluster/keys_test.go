@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
@@ -161,7 +162,7 @@ func TestHostOf(t *testing.T) {
 // bulk create and a patch; everything else goes on.
 func TestNewFieldsWaitForEveryNode(t *testing.T) {
 	tc := newTestCluster(t, 2, 2)
-	tc.cfgs[1].level = levelLinkMeta - 1
+	tc.cfgs[1].level = command.LevelLinkMeta - 1
 	tc.startAll(0, 1)
 	n := tc.nodes[0]
 	testcluster.WaitFor(t, 10*time.Second, "n2 in n1's gossip", func() bool { return len(n.gossip.members()) == 2 })
@@ -201,7 +202,7 @@ func TestNewFieldsWaitForEveryNode(t *testing.T) {
 // rules), while the fields of its own level go on.
 func TestPasswordsAndRulesWaitForEveryNode(t *testing.T) {
 	tc := newTestCluster(t, 2, 2)
-	tc.cfgs[1].level = levelLinkAccess - 1
+	tc.cfgs[1].level = command.LevelLinkAccess - 1
 	tc.startAll(0, 1)
 	n := tc.nodes[0]
 	testcluster.WaitFor(t, 10*time.Second, "n2 in n1's gossip", func() bool { return len(n.gossip.members()) == 2 })
@@ -248,7 +249,7 @@ func TestPasswordsWaitForDownOlderNodes(t *testing.T) {
 	tc := newTestCluster(t, 3, 3)
 	next := featureLevel + 1 // the nodes play a version after this one
 	tc.cfgs[0].level, tc.cfgs[1].level = next, next
-	tc.cfgs[2].level = levelLinkAccess - 1
+	tc.cfgs[2].level = command.LevelLinkAccess - 1
 	tc.startAll(0, 1, 2)
 	n := tc.nodes[0]
 	const hash = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
@@ -262,7 +263,7 @@ func TestPasswordsWaitForDownOlderNodes(t *testing.T) {
 	}
 
 	tc.stop(2)
-	testcluster.WaitFor(t, 10*time.Second, "n3 gone from n1's gossip", func() bool { return n.clusterAt(levelLinkAccess) })
+	testcluster.WaitFor(t, 10*time.Second, "n3 gone from n1's gossip", func() bool { return n.clusterAt(command.LevelLinkAccess) })
 	// n1 and n2 may have been registered while n3 was live, without a
 	// level: the meta leader admits them again now.
 	testcluster.WaitFor(t, 10*time.Second, "n1 and n2 recorded", func() bool {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -311,7 +310,7 @@ func (n *Node) reconcilePlacement(ctx context.Context) error {
 	}
 	r, err := n.applyGroup(ctx, metaGroupID, (&command.SetPlacement{Placement: *next}).Encode(), 0)
 	if err != nil {
-		if errors.Is(err, fsm.ErrStalePlacement) {
+		if errors.Is(err, command.ErrStalePlacement) {
 			return nil // someone else changed it; the next round re-plans
 		}
 		return err
@@ -480,7 +479,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 			n.log.Info("node removed by operator", "member", id)
 			return nil
 		}
-		if !errors.Is(err, fsm.ErrStalePlacement) {
+		if !errors.Is(err, command.ErrStalePlacement) {
 			return err
 		}
 		if err := pause(ctx); err != nil { // the local copy was behind: wait for it and try again

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -20,10 +19,10 @@ const maxGeneratedAttempts = 64
 // if the alias is in use (tombstones included); without one it takes IDs
 // from the allocator until a code is free.
 func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, error) {
-	if err := n.supports(createLevel(req)); err != nil {
+	cmd := newCreate(req, time.Now().UTC())
+	if err := n.supports(cmd.Level()); err != nil {
 		return nil, err
 	}
-	cmd := newCreate(req, time.Now().UTC())
 	if cmd.Code != "" {
 		return n.applyCreate(ctx, &cmd)
 	}
@@ -38,10 +37,7 @@ func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, 
 			// An alias got there first: that ID's code is someone's alias.
 			continue
 		}
-		if err == nil && bugs.Every(bugs.RetryNewCode, 5) {
-			// The answer "got lost", and the create is retried under a
-			// fresh code and nonce: the first link stays stored.
-			cmd.Nonce = newNonce()
+		if faultLoseAnswer(err, &cmd) {
 			continue
 		}
 		return l, err
@@ -54,14 +50,9 @@ func (n *Node) Create(ctx context.Context, req link.CreateRequest) (*link.Link, 
 // node generates. The leader's command.Check still refuses what the log must
 // never hold.
 func newCreate(req link.CreateRequest, now time.Time) command.CreateIfAbsent {
-	if req.Redirect == 0 {
-		req.Redirect = link.DefaultRedirect
-	}
-	return command.CreateIfAbsent{
-		Code: req.Alias, URL: req.URL, Owner: req.Owner, Now: now, ExpiresAt: req.ExpiresAt,
-		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, Nonce: newNonce(), DropQuery: req.DropQuery,
-		Title: req.Title, Description: req.Description, PasswordHash: req.PasswordHash, Rules: req.Rules,
-	}
+	code := req.Alias
+	req.Alias = ""
+	return command.CreateIfAbsent{Code: code, Now: now, Nonce: newNonce(), Request: req}
 }
 
 // nextCode returns the code of a fresh ID from the allocator, skipping
@@ -92,16 +83,8 @@ func (n *Node) applyCreate(ctx context.Context, cmd *command.CreateIfAbsent) (*l
 	defer cancel()
 	data := cmd.Encode()
 	group := shardGroupID(n.ring.Locate(cmd.Code))
-	if bugs.On(bugs.EarlyAck) {
-		r, err := n.applyGroup(ctx, group, data, 0)
-		if errors.Is(err, link.ErrUnavailable) {
-			return &link.Link{Code: cmd.Code, URL: cmd.URL, CreatedAt: cmd.Now, UpdatedAt: cmd.Now,
-				ExpiresAt: cmd.ExpiresAt, Redirect: cmd.Redirect, Tags: cmd.Tags}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return r.link, nil
+	if l, err, ok := n.faultEarlyAck(ctx, group, data, cmd); ok {
+		return l, err
 	}
 	r, err := n.retryUnknown(ctx, group, data)
 	if err != nil {
@@ -157,49 +140,9 @@ func (n *Node) ResolveLocal(code string) (*link.Link, bool) {
 // Update applies a patch (one that passed link.Patch.Validate) to a live
 // link.
 func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Link, error) {
-	if err := n.supports(patchLevel(p)); err != nil {
+	u := command.Update{Code: code, Now: time.Now().UTC(), Patch: p}
+	if err := n.supports(u.Level()); err != nil {
 		return nil, err
-	}
-	u := command.Update{Code: code, Now: time.Now().UTC()}
-	if p.URL != nil {
-		u.Set |= command.SetURL
-		u.URL = *p.URL
-	}
-	if p.ExpiresAt != nil {
-		u.Set |= command.SetExpiresAt
-		u.ExpiresAt = *p.ExpiresAt
-	}
-	if p.Redirect != nil {
-		u.Set |= command.SetRedirect
-		u.Redirect = *p.Redirect
-	}
-	if p.Disabled != nil {
-		u.Set |= command.SetDisabled
-		u.Disabled = *p.Disabled
-	}
-	if p.Tags != nil {
-		u.Set |= command.SetTags
-		u.Tags = *p.Tags
-	}
-	if p.DropQuery != nil {
-		u.Set |= command.SetDropQuery
-		u.DropQuery = *p.DropQuery
-	}
-	if p.Title != nil {
-		u.Set |= command.SetTitle
-		u.Title = *p.Title
-	}
-	if p.Description != nil {
-		u.Set |= command.SetDescription
-		u.Description = *p.Description
-	}
-	if p.PasswordHash != nil {
-		u.Set |= command.SetPassword
-		u.PasswordHash = *p.PasswordHash
-	}
-	if p.Rules != nil {
-		u.Set |= command.SetRules
-		u.Rules = *p.Rules
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()

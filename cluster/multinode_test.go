@@ -502,7 +502,7 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 // applyCreateCmd proposes a create with a fixed code and nonce (tests of
 // retry idempotence).
 func (n *Node) applyCreateCmd(ctx context.Context, code string, nonce uint64, url string) (*link.Link, error) {
-	return n.applyCreate(ctx, &command.CreateIfAbsent{Code: code, URL: url, Now: time.Now().UTC(), Redirect: link.DefaultRedirect, Nonce: nonce})
+	return n.applyCreate(ctx, &command.CreateIfAbsent{Code: code, Now: time.Now().UTC(), Nonce: nonce, Request: link.CreateRequest{URL: url, Redirect: link.DefaultRedirect}})
 }
 
 func TestPlanPlacement(t *testing.T) {

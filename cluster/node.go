@@ -25,7 +25,6 @@ import (
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/atomicfile"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/link"
@@ -172,7 +171,6 @@ type Node struct {
 	visits    *analytics.VisitStore
 	stopPurge func() // stops the visit purge loop and waits for it
 	enricher  *analytics.Enricher
-	bugNext   uint64 // the no-lease bug's local counter
 
 	// shards is indexed by shard id, nil where not hosted here; replaced
 	// whole (under shardsMu) when a shard opens, so the redirect path reads
@@ -535,9 +533,8 @@ func (n *Node) every(interval time.Duration, fn func()) {
 
 // leaseRange leases count IDs through the meta group's leader.
 func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, error) {
-	if bugs.On(bugs.NoLease) {
-		start := atomic.AddUint64(&n.bugNext, count) - count
-		return start, start + count, nil
+	if start, end, ok := faultNoLease(count); ok {
+		return start, end, nil
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()

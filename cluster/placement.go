@@ -7,9 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/shard"
@@ -83,16 +81,7 @@ func (n *Node) syncShards() error {
 			continue
 		}
 		dir := n.groupDir("shards", strconv.Itoa(i))
-		if bugs.On(bugs.LoseLastApply) {
-			// Every replica loses its last write; the first in the
-			// placement the one before too, so the replicas differ.
-			undo := 1
-			if nodes[0] == n.cfg.NodeID {
-				undo = 2
-			}
-			codes, err := fsm.UndoLastWrites(shard.StatePath(dir), undo)
-			n.log.Warn("jepsen bug: undid the last link writes", "shard", i, "codes", codes, "err", err)
-		}
+		n.faultBeforeShardOpen(dir, i, nodes[0] == n.cfg.NodeID)
 		layer, err := n.mux.Layer(transport.KindRaft, shardGroupID(i))
 		if err != nil {
 			return err

@@ -3,7 +3,6 @@ package cluster
 import (
 	"github.com/maypok86/otter/v2"
 
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -14,7 +13,7 @@ import (
 // changed runs after a shard applies a change on this node: a link of a
 // shard this node now hosts must not linger in the remote cache.
 func (n *Node) changed(_ int, l *link.Link) {
-	if bugs.On(bugs.NoInvalidate) {
+	if faultNoInvalidate() {
 		return
 	}
 	n.remote.Invalidate(l.Code)
@@ -26,7 +25,7 @@ func (n *Node) changed(_ int, l *link.Link) {
 // before it existed, and codes are never reused). Best effort: the remote
 // cache's TTL bounds what a lost message costs.
 func (n *Node) announceChange(l *link.Link) {
-	if l == nil || bugs.On(bugs.NoInvalidate) {
+	if l == nil || faultNoInvalidate() {
 		return
 	}
 	n.invalidateRemote(l.Code, l.Version) // gossip does not deliver to its sender

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -23,8 +21,8 @@ type applyResult struct {
 	link                 *link.Link
 	leaseStart, leaseEnd uint64
 	placement            *command.Placement
-	batch                []fsm.Result // a CreateBatch's answers, in order
-	claim                *fsm.ClaimResult
+	batch                []command.LinkResult // a CreateBatch's answers, in order
+	claim                *command.ClaimResult
 	// leader is the peer address of the leader that applied the command.
 	leader string
 }
@@ -253,7 +251,7 @@ func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd [
 		res.link = l
 	}
 	if resp.Batch != nil {
-		res.batch = make([]fsm.Result, len(resp.Batch))
+		res.batch = make([]command.LinkResult, len(resp.Batch))
 		for i, item := range resp.Batch {
 			if item.Err != "" {
 				res.batch[i].Err = errFromWire(item.Err, item.Detail)
@@ -272,27 +270,27 @@ func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd [
 // resultOf converts a local FSM response.
 func resultOf(out any) (*applyResult, error) {
 	switch r := out.(type) {
-	case *fsm.Result:
+	case *command.LinkResult:
 		if r.Err != nil {
 			return nil, r.Err
 		}
 		return &applyResult{link: r.Link}, nil
-	case *fsm.LeaseResult:
+	case *command.LeaseResult:
 		if r.Err != nil {
 			return nil, r.Err
 		}
 		return &applyResult{leaseStart: r.Start, leaseEnd: r.End}, nil
-	case *fsm.PlacementResult:
+	case *command.PlacementResult:
 		return &applyResult{placement: r.Placement}, r.Err
-	case *fsm.KeyResult:
+	case *command.KeyResult:
 		return &applyResult{}, r.Err
-	case *fsm.BatchResult:
+	case *command.BatchResult:
 		return &applyResult{batch: r.Results}, nil
-	case *fsm.ClaimResult:
+	case *command.ClaimResult:
 		return &applyResult{claim: r}, nil
-	case *fsm.SettingsResult, *fsm.ClickBatchResult:
+	case *command.SettingsResult, *command.ClickBatchResult:
 		return &applyResult{}, nil
-	case *fsm.Rejection:
+	case *command.Rejection:
 		return nil, r
 	}
 	return nil, fmt.Errorf("unexpected apply response %T", out)
@@ -354,13 +352,13 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 			if leader {
 				return sh.LookupConsistent(ctx, code)
 			}
-			if bugs.On(bugs.StaleConsistent) {
-				return sh.FSM().Get(code)
+			if l, err, ok := faultStaleConsistent(sh, code); ok {
+				return l, err
 			}
 		} else {
 			ready := leader && g.LeaderReady()
 			l, err := sh.Lookup(code, ready)
-			if err == nil || !errors.Is(err, link.ErrNotFound) || bugs.On(bugs.FollowerRead) {
+			if err == nil || !errors.Is(err, link.ErrNotFound) || faultFollowerRead() {
 				return l, err
 			}
 			if leader {

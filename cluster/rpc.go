@@ -16,7 +16,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/transport"
@@ -86,7 +85,7 @@ type rpcResponse struct {
 	// Tags is an opTags answer.
 	Tags map[string]uint64 `json:"tags,omitempty"`
 	// Claim is a ClaimKey's answer.
-	Claim *fsm.ClaimResult `json:"claim,omitempty"`
+	Claim *command.ClaimResult `json:"claim,omitempty"`
 }
 
 // rpcItem is one answer of a CreateBatch (the link or an error), or one
@@ -109,12 +108,12 @@ var wireErrors = []struct {
 	{"alias-taken", link.ErrAliasTaken},
 	{"not-leader", link.ErrNotLeader},
 	{"unavailable", link.ErrUnavailable},
-	{"stale-placement", fsm.ErrStalePlacement},
+	{"stale-placement", command.ErrStalePlacement},
 	{"invalid-input", link.ErrInvalidInput},
 	{"insufficient-storage", link.ErrInsufficientStorage},
-	{"key-not-found", fsm.ErrKeyNotFound},
-	{"key-exists", fsm.ErrKeyExists},
-	{"first-key-made", fsm.ErrFirstKeyMade},
+	{"key-not-found", command.ErrKeyNotFound},
+	{"key-exists", command.ErrKeyExists},
+	{"first-key-made", command.ErrFirstKeyMade},
 }
 
 func errToWire(err error) (string, string) {

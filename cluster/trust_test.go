@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
@@ -28,7 +27,7 @@ import (
 // forgedApply is the attack of issue 13: the internal RPC's apply with raw
 // command bytes that store a javascript: link the HTTP API refuses.
 func forgedApply(code string) *rpcRequest {
-	cmd := (&command.CreateIfAbsent{Code: code, URL: "javascript:alert(document.cookie)", Now: time.Now()}).Encode()
+	cmd := (&command.CreateIfAbsent{Code: code, Now: time.Now(), Request: link.CreateRequest{URL: "javascript:alert(document.cookie)"}}).Encode()
 	return &rpcRequest{Op: opApply, Group: 1, Cmd: cmd}
 }
 
@@ -208,7 +207,7 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 		}
 		return false
 	})
-	if rej, ok := out.(*fsm.Rejection); !ok || rej.Index != index {
+	if rej, ok := out.(*command.Rejection); !ok || rej.Index != index {
 		t.Fatalf("apply answered %T %v, want a rejection at %d", out, out, index)
 	}
 	for _, n := range tc.live() {

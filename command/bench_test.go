@@ -14,7 +14,7 @@ var benchLink = &link.Link{Code: "abc1234", URL: "https://www.example.com/some/p
 	Redirect: 302, Tags: []string{"a"}, Nonce: 77, Version: 1234}
 
 func benchCreate() *CreateIfAbsent {
-	return &CreateIfAbsent{Code: benchLink.Code, URL: benchLink.URL, Owner: benchLink.Owner, Now: benchLink.CreatedAt, Redirect: 302, Nonce: 1}
+	return &CreateIfAbsent{Code: benchLink.Code, Now: benchLink.CreatedAt, Nonce: 1, Request: link.CreateRequest{URL: benchLink.URL, Owner: benchLink.Owner, Redirect: 302}}
 }
 
 func BenchmarkCreateEncode(b *testing.B) {

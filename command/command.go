@@ -47,27 +47,20 @@ const (
 )
 
 // CreateIfAbsent creates a link under Code unless the code is in use, by a
-// live link or a tombstone.
+// live link or a tombstone: the link Request.NewLink makes (Request.Alias
+// is not carried: Code is the alias, or the generated code).
 type CreateIfAbsent struct {
-	Code      string
-	URL       string
-	Owner     string
-	Now       time.Time
-	ExpiresAt time.Time
-	Redirect  int
-	MaxVisits uint64
-	Tags      []string
+	Code string
+	Now  time.Time
 	// Nonce makes a retried create idempotent: if the code already holds a
 	// live link with the same non-zero nonce, that link is returned.
-	Nonce uint64
-	// DropQuery: the link's redirect does not forward the query.
-	DropQuery bool
-	// Title and Description: see link.Link.
-	Title, Description string
-	// PasswordHash: see link.Link.
-	PasswordHash string
-	// Rules: see link.Link.
-	Rules []link.Rule
+	Nonce   uint64
+	Request link.CreateRequest
+}
+
+// NewLink is the link c makes as of Raft index version.
+func (c *CreateIfAbsent) NewLink(version uint64) *link.Link {
+	return c.Request.NewLink(c.Code, c.Now, c.Nonce, version)
 }
 
 // UpdateMask says which fields an Update sets.
@@ -87,23 +80,16 @@ const (
 	SetRules
 )
 
-// Update changes the fields named by Set of a live link.
+// Update applies Patch (Patch.ApplyTo) to a live link. On the wire the
+// patch is a mask of the fields it sets and their values (a zero value
+// left out: "" removes a title).
 type Update struct {
-	Code      string
-	Now       time.Time
-	Set       UpdateMask
-	URL       string
-	ExpiresAt time.Time // zero clears the expiry
-	Redirect  int
-	Disabled  bool
-	Tags      []string
-	DropQuery bool
-	// Title and Description, each with its bit in Set ("" removes it).
-	Title, Description string
-	// PasswordHash, with SetPassword ("" removes the password).
-	PasswordHash string
-	// Rules, with SetRules (none removes them).
-	Rules []link.Rule
+	Code  string
+	Now   time.Time
+	Patch link.Patch
+	// mask is the decoded entry's mask, until validate settles the patch
+	// (Encode writes the mask of Patch).
+	mask UpdateMask
 }
 
 // Delete turns a live link into a tombstone.
@@ -215,51 +201,26 @@ var ruleCodec = wire.NewCodec(nil,
 	wire.String(fRuleURL, func(r *link.Rule) *string { return &r.URL }),
 )
 
-var createCodec = wire.NewCodec(func(c *CreateIfAbsent) error { return needCode("create", c.Code) },
-	wire.String(fCode, func(c *CreateIfAbsent) *string { return &c.Code }),
-	wire.String(fURL, func(c *CreateIfAbsent) *string { return &c.URL }),
-	wire.String(fOwner, func(c *CreateIfAbsent) *string { return &c.Owner }),
-	wire.Time(fCreated, func(c *CreateIfAbsent) *time.Time { return &c.Now }),
-	wire.Time(fExpires, func(c *CreateIfAbsent) *time.Time { return &c.ExpiresAt }),
-	wire.Int(fRedirect, func(c *CreateIfAbsent) *int { return &c.Redirect }),
-	wire.Uint(fMaxVisits, func(c *CreateIfAbsent) *uint64 { return &c.MaxVisits }),
-	wire.Strings(fTag, func(c *CreateIfAbsent) *[]string { return &c.Tags }),
-	wire.Uint(fNonce, func(c *CreateIfAbsent) *uint64 { return &c.Nonce }),
-	wire.Bool(fDropQuery, func(c *CreateIfAbsent) *bool { return &c.DropQuery }),
-	wire.String(fTitle, func(c *CreateIfAbsent) *string { return &c.Title }),
-	wire.String(fDesc, func(c *CreateIfAbsent) *string { return &c.Description }),
-	wire.String(fPassword, func(c *CreateIfAbsent) *string { return &c.PasswordHash }),
-	wire.Messages(fRules, ruleCodec, func(c *CreateIfAbsent) *[]link.Rule { return &c.Rules }),
-)
+var createCodec = wire.NewCodec(func(c *CreateIfAbsent) error { return needCode("create", c.Code) }, createFields()...)
 
 // Encode returns the Raft entry for c.
 func (c *CreateIfAbsent) Encode() []byte {
-	return createCodec.Append(append(make([]byte, 0, 64+len(c.URL)), byte(TypeCreateIfAbsent)), c)
+	return createCodec.Append(append(make([]byte, 0, 64+len(c.Request.URL)), byte(TypeCreateIfAbsent)), c)
 }
 
 // EncodedSize is the length of c's encoding inside a CreateBatch entry
 // (give or take a few bytes of framing).
 func (c *CreateIfAbsent) EncodedSize() int { return len(createCodec.Append(nil, c)) + 4 }
 
-var updateCodec = wire.NewCodec(func(u *Update) error { return needCode("update", u.Code) },
-	wire.String(fCode, func(u *Update) *string { return &u.Code }),
-	wire.Time(fCreated, func(u *Update) *time.Time { return &u.Now }),
-	wire.Uint(fMask, func(u *Update) *UpdateMask { return &u.Set }),
-	wire.String(fURL, func(u *Update) *string { return &u.URL }),
-	wire.Time(fExpires, func(u *Update) *time.Time { return &u.ExpiresAt }),
-	wire.Int(fRedirect, func(u *Update) *int { return &u.Redirect }),
-	wire.Bool(fDisabled, func(u *Update) *bool { return &u.Disabled }),
-	wire.Strings(fTag, func(u *Update) *[]string { return &u.Tags }),
-	wire.Bool(fDropQuery, func(u *Update) *bool { return &u.DropQuery }),
-	wire.String(fTitle, func(u *Update) *string { return &u.Title }),
-	wire.String(fDesc, func(u *Update) *string { return &u.Description }),
-	wire.String(fPassword, func(u *Update) *string { return &u.PasswordHash }),
-	wire.Messages(fRules, ruleCodec, func(u *Update) *[]link.Rule { return &u.Rules }),
-)
+var updateCodec = wire.NewCodec(func(u *Update) error { return needCode("update", u.Code) }, updateFields()...)
 
 // Encode returns the Raft entry for u.
 func (u *Update) Encode() []byte {
-	return updateCodec.Append(append(make([]byte, 0, 64+len(u.URL)), byte(TypeUpdate)), u)
+	var n int
+	if u.Patch.URL != nil {
+		n = len(*u.Patch.URL)
+	}
+	return updateCodec.Append(append(make([]byte, 0, 64+n), byte(TypeUpdate)), u)
 }
 
 var deleteCodec = wire.NewCodec(func(d *Delete) error { return needCode("delete", d.Code) },
@@ -383,7 +344,7 @@ var createBatchCodec = wire.NewCodec(func(c *CreateBatch) error {
 func (c *CreateBatch) Encode() []byte {
 	size := 1
 	for i := range c.Creates {
-		size += 80 + len(c.Creates[i].URL)
+		size += 80 + len(c.Creates[i].Request.URL)
 	}
 	return createBatchCodec.Append(append(make([]byte, 0, size), byte(TypeCreateBatch)), c)
 }

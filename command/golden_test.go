@@ -25,8 +25,7 @@ func goldenSamples() []struct {
 } {
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 123456789, time.UTC)
 	t1 := t0.Add(90 * time.Minute)
-	create := CreateIfAbsent{Code: "abc", URL: "https://example.com/x?y=1", Owner: "team-a", Now: t0, ExpiresAt: t1,
-		Redirect: 301, MaxVisits: 7, Tags: []string{"one", "", "three"}, Nonce: 0xdeadbeefcafe}
+	create := CreateIfAbsent{Code: "abc", Now: t0, Nonce: 0xdeadbeefcafe, Request: link.CreateRequest{URL: "https://example.com/x?y=1", Owner: "team-a", ExpiresAt: t1, Redirect: 301, MaxVisits: 7, Tags: []string{"one", "", "three"}}}
 	lk := &link.Link{Code: "abc", URL: "https://example.com/x", Owner: "team-a", CreatedAt: t0, UpdatedAt: t1, ExpiresAt: t1.Add(time.Hour),
 		Redirect: 308, Disabled: true, Deleted: true, MaxVisits: 9, Visits: 3, Tags: []string{"t"}, Nonce: 42, Version: 1234}
 	plain := &link.Link{Code: "plain", URL: "https://example.com/p", CreatedAt: t0, UpdatedAt: t0, Redirect: link.DefaultRedirect}
@@ -40,11 +39,10 @@ func goldenSamples() []struct {
 		b    []byte
 	}{
 		{"CreateIfAbsent", create.Encode()},
-		{"Update", (&Update{Code: "abc", Now: t0, Set: SetURL | SetExpiresAt | SetRedirect | SetDisabled | SetTags, URL: "https://example.com/u",
-			ExpiresAt: t1, Redirect: 307, Disabled: true, Tags: []string{"a", "b"}}).Encode()},
+		{"Update", (&Update{Code: "abc", Now: t0, Patch: link.Patch{URL: new("https://example.com/u"), ExpiresAt: new(t1), Redirect: new(307), Disabled: new(true), Tags: new([]string{"a", "b"})}}).Encode()},
 		{"Delete", (&Delete{Code: "abc", Now: t0}).Encode()},
 		{"ConsumeVisit", (&ConsumeVisit{Code: "abc", Nonce: 99}).Encode()},
-		{"CreateBatch", (&CreateBatch{Creates: []CreateIfAbsent{create, {Code: "b2", URL: "https://b.example", Now: t0, Nonce: 1}}}).Encode()},
+		{"CreateBatch", (&CreateBatch{Creates: []CreateIfAbsent{create, {Code: "b2", Now: t0, Nonce: 1, Request: link.CreateRequest{URL: "https://b.example"}}}}).Encode()},
 		{"SetSettings", (&SetSettings{Settings: Settings{ClusterID: "c1", Shards: 8, PartitionCount: 271, ReplicationFactor: 3, Load: 1.25,
 			CodeMode: "permuted", CodeKey: []byte("0123456789abcdef"), CreatedAt: t0, RingVNodes: 0, RingHasher: "xxhash64"}}).Encode()},
 		{"LeaseRange", (&LeaseRange{Node: "n1", N: 1024}).Encode()},
@@ -58,12 +56,12 @@ func goldenSamples() []struct {
 			{Code: "def", Delta: ClickTotals{Humans: Counts{Total: 2}}},
 		}}).Encode()},
 		// Fields added since: samples of their own, so the older pins stay.
-		{"CreateIfAbsent(drop-query)", (&CreateIfAbsent{Code: "dq", URL: "https://example.com/q", Now: t0, Nonce: 5, DropQuery: true}).Encode()},
-		{"Update(drop-query)", (&Update{Code: "dq", Now: t0, Set: SetDropQuery, DropQuery: true}).Encode()},
+		{"CreateIfAbsent(drop-query)", (&CreateIfAbsent{Code: "dq", Now: t0, Nonce: 5, Request: link.CreateRequest{URL: "https://example.com/q", DropQuery: true}}).Encode()},
+		{"Update(drop-query)", (&Update{Code: "dq", Now: t0, Patch: link.Patch{DropQuery: new(true)}}).Encode()},
 		{"Link(stored, drop-query)", EncodeRecord(&link.Link{Code: "dq", URL: "https://example.com/q", CreatedAt: t0, UpdatedAt: t0,
 			Redirect: link.DefaultRedirect, DropQuery: true})},
-		{"CreateIfAbsent(title)", (&CreateIfAbsent{Code: "tt", URL: "https://example.com/t", Now: t0, Nonce: 6, Title: "Notes", Description: "Two\nlines"}).Encode()},
-		{"Update(title)", (&Update{Code: "tt", Now: t0, Set: SetTitle | SetDescription, Title: "New"}).Encode()},
+		{"CreateIfAbsent(title)", (&CreateIfAbsent{Code: "tt", Now: t0, Nonce: 6, Request: link.CreateRequest{URL: "https://example.com/t", Title: "Notes", Description: "Two\nlines"}}).Encode()},
+		{"Update(title)", (&Update{Code: "tt", Now: t0, Patch: link.Patch{Title: new("New"), Description: new("")}}).Encode()},
 		{"Link(stored, title)", EncodeRecord(&link.Link{Code: "tt", URL: "https://example.com/t", CreatedAt: t0, UpdatedAt: t0,
 			Redirect: link.DefaultRedirect, Title: "Notes", Description: "Two\nlines"})},
 		{"AdmitNode", (&AdmitNode{Member: RegisterNode{Node: "n1", Incarnation: "inc-1", At: t0, Level: 5}}).Encode()},

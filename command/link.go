@@ -44,42 +44,9 @@ func DecodeRecord(key, v []byte) (*link.Link, error) {
 	return l, nil
 }
 
-// linkFields are a link's fields in writing order; the stored form leaves
-// some out (EncodeRecord).
-func linkFields(stored bool) []wire.Field[link.Link] {
-	always := func(*link.Link) bool { return true }
-	code, updated, redirect := always, always, always
-	if stored {
-		code = func(*link.Link) bool { return false }
-		updated = func(l *link.Link) bool { return !l.UpdatedAt.Equal(l.CreatedAt) }
-		redirect = func(l *link.Link) bool { return l.Redirect != link.DefaultRedirect }
-	}
-	return []wire.Field[link.Link]{
-		wire.Only(wire.String(fCode, func(l *link.Link) *string { return &l.Code }), code),
-		wire.String(fURL, func(l *link.Link) *string { return &l.URL }),
-		wire.String(fOwner, func(l *link.Link) *string { return &l.Owner }),
-		wire.Time(fCreated, func(l *link.Link) *time.Time { return &l.CreatedAt }),
-		wire.Only(wire.Time(fUpdated, func(l *link.Link) *time.Time { return &l.UpdatedAt }), updated),
-		wire.Time(fExpires, func(l *link.Link) *time.Time { return &l.ExpiresAt }),
-		wire.Only(wire.Int(fRedirect, func(l *link.Link) *int { return &l.Redirect }), redirect),
-		wire.Bool(fDisabled, func(l *link.Link) *bool { return &l.Disabled }),
-		wire.Bool(fDeleted, func(l *link.Link) *bool { return &l.Deleted }),
-		wire.Uint(fMaxVisits, func(l *link.Link) *uint64 { return &l.MaxVisits }),
-		wire.Strings(fTag, func(l *link.Link) *[]string { return &l.Tags }),
-		wire.Uint(fNonce, func(l *link.Link) *uint64 { return &l.Nonce }),
-		wire.Uint(fVersion, func(l *link.Link) *uint64 { return &l.Version }),
-		wire.Uint(fVisits, func(l *link.Link) *uint64 { return &l.Visits }),
-		wire.Bool(fDropQuery, func(l *link.Link) *bool { return &l.DropQuery }),
-		wire.String(fTitle, func(l *link.Link) *string { return &l.Title }),
-		wire.String(fDesc, func(l *link.Link) *string { return &l.Description }),
-		wire.String(fPassword, func(l *link.Link) *string { return &l.PasswordHash }),
-		wire.Messages(fRules, ruleCodec, func(l *link.Link) *[]link.Rule { return &l.Rules }),
-	}
-}
-
 var (
-	linkCodec   = wire.NewCodec(nil, linkFields(false)...)
-	recordCodec = wire.NewCodec(nil, linkFields(true)...)
+	linkCodec   = wire.NewCodec(nil, recordFields(false)...)
+	recordCodec = wire.NewCodec(nil, recordFields(true)...)
 )
 
 // RecordView is what some paths read of a stored link record without

@@ -134,7 +134,11 @@ func Decode(entry []byte) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown command type %d", wire.ErrDecode, entry[0])
 	}
-	return s.decode(entry[1:])
+	v, err := s.decode(entry[1:])
+	if u, ok := v.(*Update); ok && err == nil {
+		u.settle()
+	}
+	return v, err
 }
 
 // Name returns the registered name of typ, or "unknown".
@@ -237,30 +241,31 @@ func (c *CreateIfAbsent) validate() error {
 	if err := checkCode(c.Code); err != nil {
 		return err
 	}
-	if err := checkURL(c.URL); err != nil {
+	r := &c.Request
+	if err := checkURL(r.URL); err != nil {
 		return err
 	}
-	if len(c.Owner) > maxStoredOwner {
-		return invalid("owner of %d bytes", len(c.Owner))
+	if len(r.Owner) > maxStoredOwner {
+		return invalid("owner of %d bytes", len(r.Owner))
 	}
-	if strings.ContainsFunc(c.Owner, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if strings.ContainsFunc(r.Owner, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		// The listing indexes' keys are owner 0x00 …: a control byte
 		// (NUL above all) would make one owner's prefix match another's.
 		return invalid("owner with a control character")
 	}
-	if err := checkRedirect(c.Redirect); err != nil {
+	if err := checkRedirect(r.Redirect); err != nil {
 		return err
 	}
-	if err := checkText(c.Title, c.Description); err != nil {
+	if err := checkText(r.Title, r.Description); err != nil {
 		return err
 	}
-	if err := checkPassword(c.PasswordHash); err != nil {
+	if err := checkPassword(r.PasswordHash); err != nil {
 		return err
 	}
-	if err := checkRules(c.Rules); err != nil {
+	if err := checkRules(r.Rules); err != nil {
 		return err
 	}
-	return checkTags(c.Tags)
+	return checkTags(r.Tags)
 }
 
 // checkText is the apply-time bound of a title and a description.
@@ -298,30 +303,48 @@ func checkRules(rules []link.Rule) error {
 	return nil
 }
 
+// validate checks a decoded update as every version before Patch did, and
+// then settles its patch to the mask: the URL and the redirect are checked
+// when their bit is set, the other values whatever their bit says (so
+// every replica, of any version, rejects the same entries).
 func (u *Update) validate() error {
 	if err := checkCode(u.Code); err != nil {
 		return err
 	}
-	if u.Set&SetURL != 0 {
-		if err := checkURL(u.URL); err != nil {
+	p := &u.Patch
+	if u.mask&SetURL != 0 {
+		if err := checkURL(deref(p.URL)); err != nil {
 			return err
 		}
 	}
-	if u.Set&SetRedirect != 0 {
-		if err := checkRedirect(u.Redirect); err != nil {
+	if u.mask&SetRedirect != 0 {
+		if err := checkRedirect(deref(p.Redirect)); err != nil {
 			return err
 		}
 	}
-	if err := checkText(u.Title, u.Description); err != nil {
+	if err := checkText(deref(p.Title), deref(p.Description)); err != nil {
 		return err
 	}
-	if err := checkPassword(u.PasswordHash); err != nil {
+	if err := checkPassword(deref(p.PasswordHash)); err != nil {
 		return err
 	}
-	if err := checkRules(u.Rules); err != nil {
+	if err := checkRules(deref(p.Rules)); err != nil {
 		return err
 	}
-	return checkTags(u.Tags)
+	if err := checkTags(deref(p.Tags)); err != nil {
+		return err
+	}
+	u.settle()
+	return nil
+}
+
+// deref is *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
 }
 
 func (d *Delete) validate() error { return checkCode(d.Code) }

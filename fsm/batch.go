@@ -6,17 +6,16 @@ import (
 	"github.com/linkraft/linkraft/command"
 )
 
-// BatchResult answers a CreateBatch: Results[i] belongs to Creates[i].
-type BatchResult struct {
-	Results []Result
-}
-
 // applyCreateBatch applies each create of the batch as applyCreate would
 // alone, inside the batch's one transaction.
-func (f *ShardFSM) applyCreateBatch(tx *bolt.Tx, c *command.CreateBatch, index uint64) any {
-	out := &BatchResult{Results: make([]Result, len(c.Creates))}
+func (f *ShardFSM) applyCreateBatch(tx *bolt.Tx, c *command.CreateBatch, index uint64) (any, error) {
+	out := &command.BatchResult{Results: make([]command.LinkResult, len(c.Creates))}
 	for i := range c.Creates {
-		out.Results[i] = *f.applyCreate(tx, &c.Creates[i], index).(*Result)
+		r, err := f.applyCreate(tx, &c.Creates[i], index)
+		if err != nil {
+			return nil, err
+		}
+		out.Results[i] = *r.(*command.LinkResult)
 	}
-	return out
+	return out, nil
 }

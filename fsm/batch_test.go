@@ -15,17 +15,17 @@ import (
 func TestCreateBatchAppliesEachCreateAlone(t *testing.T) {
 	var changed []string
 	f := mustShard(t, ShardConfig{OnChange: func(l *link.Link) { changed = append(changed, l.Code) }})
-	if r := result(t, applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0, Nonce: 7}).Encode())); r.Err != nil {
+	if r := result(t, applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "old", Now: t0, Nonce: 7, Request: link.CreateRequest{URL: "https://old.example"}}).Encode())); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	batch := &command.CreateBatch{Creates: []command.CreateIfAbsent{
-		{Code: "a1", URL: "https://a.example/1", Now: t0, Nonce: 11, Tags: []string{"x"}},
-		{Code: "old", URL: "https://taken.example", Now: t0, Nonce: 12}, // taken before
-		{Code: "old", URL: "https://old.example", Now: t0, Nonce: 7},    // the earlier create, retried
-		{Code: "a2", URL: "https://a.example/2", Now: t0, Nonce: 13},
-		{Code: "a2", URL: "https://a.example/dup", Now: t0, Nonce: 14}, // taken by the batch itself
+		{Code: "a1", Now: t0, Nonce: 11, Request: link.CreateRequest{URL: "https://a.example/1", Tags: []string{"x"}}},
+		{Code: "old", Now: t0, Nonce: 12, Request: link.CreateRequest{URL: "https://taken.example"}}, // taken before
+		{Code: "old", Now: t0, Nonce: 7, Request: link.CreateRequest{URL: "https://old.example"}},    // the earlier create, retried
+		{Code: "a2", Now: t0, Nonce: 13, Request: link.CreateRequest{URL: "https://a.example/2"}},
+		{Code: "a2", Now: t0, Nonce: 14, Request: link.CreateRequest{URL: "https://a.example/dup"}}, // taken by the batch itself
 	}}
-	out, ok := applyAt(t, f, 2, batch.Encode()).(*BatchResult)
+	out, ok := applyAt(t, f, 2, batch.Encode()).(*command.BatchResult)
 	if !ok || len(out.Results) != len(batch.Creates) {
 		t.Fatalf("batch response %#v", out)
 	}

@@ -13,8 +13,7 @@ import (
 )
 
 func benchCreate(i int) *command.CreateIfAbsent {
-	return &command.CreateIfAbsent{Code: fmt.Sprintf("b%06d", i), URL: "https://www.example.com/some/path/of/a/typical/length?utm_source=x",
-		Owner: "alice", Now: t0, Redirect: 302, Nonce: uint64(i) + 1}
+	return &command.CreateIfAbsent{Code: fmt.Sprintf("b%06d", i), Now: t0, Nonce: uint64(i) + 1, Request: link.CreateRequest{URL: "https://www.example.com/some/path/of/a/typical/length?utm_source=x", Owner: "alice", Redirect: 302}}
 }
 
 // BenchmarkCreateBatchApply applies Raft batches of new links as the shard
@@ -34,7 +33,7 @@ func BenchmarkCreateBatchApply(b *testing.B) {
 					logs = append(logs, &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: benchCreate(i + j).Encode()})
 				}
 				for _, r := range f.ApplyBatch(logs) {
-					if res, ok := r.(*Result); !ok || res.Err != nil {
+					if res, ok := r.(*command.LinkResult); !ok || res.Err != nil {
 						b.Fatalf("apply: %#v", r)
 					}
 				}
@@ -86,7 +85,7 @@ func BenchmarkReindexAtOpen(b *testing.B) {
 		for j := range batch {
 			idx++
 			c := benchCreate(i + j)
-			c.Tags = []string{"red", "blue"}
+			c.Request.Tags = []string{"red", "blue"}
 			logs = append(logs, &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: c.Encode()})
 		}
 		f.ApplyBatch(logs)

@@ -24,10 +24,10 @@ func TestUndoLastWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "abc", URL: "https://example.com/1", Now: t0, Nonce: 1}).Encode())
-	applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "abd", URL: "https://example.com/2", Now: t0, Nonce: 2}).Encode())
-	applyAt(t, f, 3, (&command.Update{Code: "abc", Now: t0, Set: command.SetURL, URL: "https://example.com/1b"}).Encode())
-	applyAt(t, f, 4, (&command.CreateIfAbsent{Code: "abe", URL: "https://example.com/3", Now: t0, Nonce: 3}).Encode())
+	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "abc", Now: t0, Nonce: 1, Request: link.CreateRequest{URL: "https://example.com/1"}}).Encode())
+	applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "abd", Now: t0, Nonce: 2, Request: link.CreateRequest{URL: "https://example.com/2"}}).Encode())
+	applyAt(t, f, 3, (&command.Update{Code: "abc", Now: t0, Patch: link.Patch{URL: new("https://example.com/1b")}}).Encode())
+	applyAt(t, f, 4, (&command.CreateIfAbsent{Code: "abe", Now: t0, Nonce: 3, Request: link.CreateRequest{URL: "https://example.com/3"}}).Encode())
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

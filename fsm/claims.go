@@ -22,43 +22,36 @@ var (
 // claims without a sweep of its own, and no apply does unbounded work.
 const claimPrunes = 8
 
-// ClaimResult is the response of a ClaimKey: the claim in force, and
-// whether it was made before (a retry, or another request with the key).
-type ClaimResult struct {
-	command.Claim
-	Existing bool
-}
-
 func claimExpiryKey(expires time.Time, key string) []byte {
 	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(key)), uint64(expires.UnixNano()))
 	return append(b, key...)
 }
 
-func (f *ShardFSM) applyClaim(tx *bolt.Tx, c *command.ClaimKey) any {
+func (f *ShardFSM) applyClaim(tx *bolt.Tx, c *command.ClaimKey) (any, error) {
 	claims, byExpiry := tx.Bucket(bucketClaims), tx.Bucket(bucketClaimExpiry)
 	if err := pruneClaims(claims, byExpiry, c.Now); err != nil {
-		panic(fmt.Sprintf("fsm %s: prune claims: %v", f.path, err))
+		return nil, fmt.Errorf("prune claims: %w", err)
 	}
 	if v := claims.Get([]byte(c.Key)); v != nil {
 		var old command.Claim
 		if err := old.Unmarshal(v); err != nil {
-			panic(fmt.Sprintf("fsm %s: claim %s: %v", f.path, c.Key, err))
+			return nil, corrupt("claim %s: %w", c.Key, err)
 		}
 		if old.Expires.After(c.Now) {
-			return &ClaimResult{Claim: old, Existing: true}
+			return &command.ClaimResult{Claim: old, Existing: true}, nil
 		}
 		if err := byExpiry.Delete(claimExpiryKey(old.Expires, c.Key)); err != nil {
-			panic(fmt.Sprintf("fsm %s: claim %s: %v", f.path, c.Key, err))
+			return nil, fmt.Errorf("claim %s: %w", c.Key, err)
 		}
 	}
 	rec := command.Claim{Body: c.Body, Codes: c.Codes, Expires: c.Now.Add(command.ClaimTTL), Attempt: c.Attempt}
 	if err := claims.Put([]byte(c.Key), rec.AppendTo(nil)); err != nil {
-		panic(fmt.Sprintf("fsm %s: claim %s: %v", f.path, c.Key, err))
+		return nil, fmt.Errorf("claim %s: %w", c.Key, err)
 	}
 	if err := byExpiry.Put(claimExpiryKey(rec.Expires, c.Key), nil); err != nil {
-		panic(fmt.Sprintf("fsm %s: claim %s: %v", f.path, c.Key, err))
+		return nil, fmt.Errorf("claim %s: %w", c.Key, err)
 	}
-	return &ClaimResult{Claim: rec}
+	return &command.ClaimResult{Claim: rec}, nil
 }
 
 // pruneClaims removes up to claimPrunes claims that expired by now, oldest

@@ -22,11 +22,11 @@ func TestClaimsHoldForADayAndArePruned(t *testing.T) {
 	f := mustShard(t, ShardConfig{})
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	idx := uint64(0)
-	claim := func(key, body string, now time.Time, codes ...string) *ClaimResult {
+	claim := func(key, body string, now time.Time, codes ...string) *command.ClaimResult {
 		t.Helper()
 		idx++
 		out := applyAt(t, f, idx, (&command.ClaimKey{Key: hex64(key), Body: hex64(body), Codes: codes, Now: now}).Encode())
-		r, ok := out.(*ClaimResult)
+		r, ok := out.(*command.ClaimResult)
 		if !ok {
 			t.Fatalf("claim answered %T %v", out, out)
 		}

@@ -22,30 +22,26 @@ func get(c *bolt.Cursor, key []byte) []byte {
 
 // applyClickBatch applies an encoded click batch that the registry's
 // parse passed (command.ClickBatchBody).
-func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body command.ClickBatchBody) any {
-	fail := func(err error) {
-		// Only the state file can fail here: the entry was checked.
-		panic(fmt.Sprintf("fsm %s: click batch: %v", f.path, err))
-	}
+func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body command.ClickBatchBody) (any, error) {
 	node, seq, err := command.ReadClickBatch(body, nil)
 	if err != nil {
-		fail(err)
+		return nil, fmt.Errorf("click batch: %w", err) // parse passed it: not the entry
 	}
 	seqs := tx.Bucket(bucketClickSeq)
 	if v := seqs.Get(node); len(v) == 8 && binary.BigEndian.Uint64(v) >= seq {
-		return &ClickBatchResult{Duplicate: true}
+		return &command.ClickBatchResult{Duplicate: true}, nil
 	}
 	if err := seqs.Put(bytes.Clone(node), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
-		fail(err)
+		return nil, fmt.Errorf("click batch: %w", err)
 	}
 	a := clickApply{
 		tx: tx, totals: tx.Bucket(bucketClicks), hours: tx.Bucket(bucketClickHours),
 	}
 	a.linkCur, a.totalsCur, a.hoursCur = tx.Bucket(bucketLinks).Cursor(), a.totals.Cursor(), a.hours.Cursor()
 	if _, _, err := command.ReadClickBatch(body, func(d []byte) error { return f.applyClickDelta(&a, d) }); err != nil {
-		fail(err)
+		return nil, fmt.Errorf("click batch: %w", err)
 	}
-	return &ClickBatchResult{}
+	return &command.ClickBatchResult{}, nil
 }
 
 // clickApply holds one batch's buckets and scratch space.
@@ -81,18 +77,18 @@ func (f *ShardFSM) applyClickDelta(a *clickApply, body []byte) error {
 	}
 	merged, err := a.merger.Merge(stored)
 	if err != nil {
-		panic(fmt.Sprintf("fsm %s: stored clicks of %q: %v", f.path, d.Code, err))
+		return corrupt("stored clicks of %q: %w", d.Code, err)
 	}
 	// bbolt keeps keys and values until the commit: both are copies.
 	if err := a.totals.Put(bytes.Clone(d.Code), bytes.Clone(merged)); err != nil {
-		panic(fmt.Sprintf("fsm %s: put clicks: %v", f.path, err))
+		return fmt.Errorf("put clicks: %w", err)
 	}
 	if before, after := a.merger.HumanTotals(); before != after {
 		// The link's click index entries move (a tombstone has none).
 		v := get(a.linkCur, d.Code)
 		rv, err := command.ViewRecord(v)
 		if err != nil {
-			panic(fmt.Sprintf("fsm %s: stored link %q: %v", f.path, d.Code, err))
+			return corrupt("stored link %q: %w", d.Code, err)
 		}
 		if v != nil && !rv.Deleted {
 			// clicksKey copies owner and code into keys of its own.
@@ -101,7 +97,7 @@ func (f *ShardFSM) applyClickDelta(a *clickApply, body []byte) error {
 				err = putClicks(a.tx, rv.Owner, rv.Created, d.Code, after)
 			}
 			if err != nil {
-				panic(fmt.Sprintf("fsm %s: click index of %q: %v", f.path, d.Code, err))
+				return fmt.Errorf("click index of %q: %w", d.Code, err)
 			}
 		}
 	}
@@ -110,12 +106,12 @@ func (f *ShardFSM) applyClickDelta(a *clickApply, body []byte) error {
 		cur := command.HourCount{Hour: h.Hour}
 		if v := get(a.hoursCur, k); v != nil {
 			if err := cur.Unmarshal(v); err != nil {
-				panic(fmt.Sprintf("fsm %s: stored hour of %q: %v", f.path, d.Code, err))
+				return corrupt("stored hour of %q: %w", d.Code, err)
 			}
 		}
 		cur.Hour, cur.Humans, cur.Bots = h.Hour, cur.Humans+h.Humans, cur.Bots+h.Bots
 		if err := a.hours.Put(k, cur.AppendTo(nil)); err != nil {
-			panic(fmt.Sprintf("fsm %s: put click hour: %v", f.path, err))
+			return fmt.Errorf("put click hour: %w", err)
 		}
 		return nil
 	})

@@ -16,12 +16,6 @@ var (
 	bucketClickSeq   = []byte("click-seq")   // node -> highest applied seq (8, BE)
 )
 
-// ClickBatchResult is the FSM's response to a command.ClickBatch.
-type ClickBatchResult struct {
-	// Duplicate is set when the batch (or a later one) was applied before.
-	Duplicate bool
-}
-
 func hourKey(code string, hour uint64) []byte {
 	k := make([]byte, 0, len(code)+9)
 	k = append(k, code...)

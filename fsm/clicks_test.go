@@ -41,7 +41,7 @@ func uniques(tb testing.TB, b []byte) uint64 {
 
 func TestClickBatchesCountOnceAndMerge(t *testing.T) {
 	f := mustShard(t, ShardConfig{})
-	if r := result(t, applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())); r.Err != nil {
+	if r := result(t, applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "abc", Now: t0, Request: link.CreateRequest{URL: "https://e.example"}}).Encode())); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	hour := uint64(t0.Unix() / 3600)
@@ -65,7 +65,7 @@ func TestClickBatchesCountOnceAndMerge(t *testing.T) {
 	}
 	applyAt(t, f, 2, batch("n1", 10, 3, 1, "a", "b"))
 	// The same batch again (a retry after an unknown outcome): ignored.
-	if r := applyAt(t, f, 3, batch("n1", 10, 3, 1, "a", "b")).(*ClickBatchResult); !r.Duplicate {
+	if r := applyAt(t, f, 3, batch("n1", 10, 3, 1, "a", "b")).(*command.ClickBatchResult); !r.Duplicate {
 		t.Fatal("repeated batch not recognised")
 	}
 	// An older one too.
@@ -106,7 +106,7 @@ func TestClickBatchesCountOnceAndMerge(t *testing.T) {
 
 func TestBreakdownsAreBounded(t *testing.T) {
 	f := mustShard(t, ShardConfig{})
-	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "abc", URL: "https://e.example", Now: t0}).Encode())
+	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "abc", Now: t0, Request: link.CreateRequest{URL: "https://e.example"}}).Encode())
 	refs := map[string]uint64{}
 	for i := range command.MaxBreakdownKeys + 20 {
 		refs[fmt.Sprintf("r%04d.example", i)] = 1
@@ -122,9 +122,9 @@ func TestBreakdownsAreBounded(t *testing.T) {
 
 func TestConsumeVisitIsExactAndIdempotent(t *testing.T) {
 	f := mustShard(t, ShardConfig{})
-	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "once", URL: "https://e.example", Now: t0, MaxVisits: 2}).Encode())
-	applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "free", URL: "https://e.example", Now: t0}).Encode())
-	consume := func(index uint64, code string, nonce uint64) *Result {
+	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "once", Now: t0, Request: link.CreateRequest{URL: "https://e.example", MaxVisits: 2}}).Encode())
+	applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "free", Now: t0, Request: link.CreateRequest{URL: "https://e.example"}}).Encode())
+	consume := func(index uint64, code string, nonce uint64) *command.LinkResult {
 		return result(t, applyAt(t, f, index, (&command.ConsumeVisit{Code: code, Nonce: nonce}).Encode()))
 	}
 	if r := consume(3, "once", 7); r.Err != nil || r.Link.Visits != 1 {
@@ -163,7 +163,7 @@ func BenchmarkClickBatchApply(b *testing.B) {
 	var idx uint64
 	for i := range codes {
 		idx++
-		f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: fmt.Sprintf("c%05d", i), URL: "https://e.example", Now: t0}).Encode()})
+		f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: fmt.Sprintf("c%05d", i), Now: t0, Request: link.CreateRequest{URL: "https://e.example"}}).Encode()})
 	}
 	hour := uint64(t0.Unix() / 3600)
 	mk := func(seq uint64) []byte {
@@ -194,7 +194,7 @@ func BenchmarkClickBatchApply(b *testing.B) {
 // aggregates are bounded, so the cost does not grow with the clicks.
 func BenchmarkClicksQuery(b *testing.B) {
 	f := mustShard(b, ShardConfig{})
-	applyAt(b, f, 1, (&command.CreateIfAbsent{Code: "hot", URL: "https://e.example", Now: t0}).Encode())
+	applyAt(b, f, 1, (&command.CreateIfAbsent{Code: "hot", Now: t0, Request: link.CreateRequest{URL: "https://e.example"}}).Encode())
 	big := func(n int, prefix string) map[string]uint64 {
 		m := map[string]uint64{}
 		for i := range n {

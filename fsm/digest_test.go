@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/link"
 )
 
 // Two replicas that apply the same entries have the same digest at the same
@@ -16,9 +17,9 @@ import (
 func TestShardDigestComparesReplicas(t *testing.T) {
 	a, b := mustShard(t, ShardConfig{}), mustShard(t, ShardConfig{})
 	entries := [][]byte{
-		(&command.CreateIfAbsent{Code: "abc", URL: "https://example.com/a", Now: t0, Nonce: 1}).Encode(),
-		(&command.CreateIfAbsent{Code: "abd", URL: "https://example.com/b", Now: t0, Nonce: 2}).Encode(),
-		(&command.Update{Code: "abc", Now: t0, Set: command.SetURL, URL: "https://example.com/a2"}).Encode(),
+		(&command.CreateIfAbsent{Code: "abc", Now: t0, Nonce: 1, Request: link.CreateRequest{URL: "https://example.com/a"}}).Encode(),
+		(&command.CreateIfAbsent{Code: "abd", Now: t0, Nonce: 2, Request: link.CreateRequest{URL: "https://example.com/b"}}).Encode(),
+		(&command.Update{Code: "abc", Now: t0, Patch: link.Patch{URL: new("https://example.com/a2")}}).Encode(),
 		(&command.Delete{Code: "abd", Now: t0}).Encode(),
 	}
 	for i, e := range entries {
@@ -44,7 +45,7 @@ func TestShardDigestComparesReplicas(t *testing.T) {
 		t.Fatalf("a lost tombstone does not change the digest: %+v vs %+v", da, db)
 	}
 	// An update applied on one side only changes it too.
-	applyAt(t, a, 5, (&command.Update{Code: "abc", Now: t0, Set: command.SetURL, URL: "https://example.com/a3"}).Encode())
+	applyAt(t, a, 5, (&command.Update{Code: "abc", Now: t0, Patch: link.Patch{URL: new("https://example.com/a3")}}).Encode())
 	if d2, _ := a.Digest(); d2.Sum == da.Sum || d2.AppliedIndex != 5 {
 		t.Fatalf("digest after an update: %+v (was %+v)", d2, da)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/internal/tmpfs"
+	"github.com/linkraft/linkraft/link"
 )
 
 // TestFullDiskStallsAndResumes: a commit that fails for a full disk is
@@ -25,13 +26,13 @@ func TestFullDiskStallsAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	result(t, applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "first", URL: "https://a.example/"}).Encode()))
+	result(t, applyAt(t, f, 1, (&command.CreateIfAbsent{Code: "first", Request: link.CreateRequest{URL: "https://a.example/"}}).Encode()))
 	filler := tmpfs.Fill(t, dir, 0)
 	// Large values need new pages: the commit must write past the file's
 	// allocated blocks.
 	var logs []*raft.Log
 	for i := range 8 {
-		c := &command.CreateIfAbsent{Code: "big" + string(rune('a'+i)), URL: "https://a.example/" + strings.Repeat("x", 200<<10)}
+		c := &command.CreateIfAbsent{Code: "big" + string(rune('a'+i)), Request: link.CreateRequest{URL: "https://a.example/" + strings.Repeat("x", 200<<10)}}
 		logs = append(logs, &raft.Log{Index: uint64(2 + i), Type: raft.LogCommand, Data: c.Encode()})
 	}
 	done := make(chan []any, 1)

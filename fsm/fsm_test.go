@@ -39,11 +39,11 @@ func applyAt(tb testing.TB, f interface{ Apply(*raft.Log) any }, index uint64, d
 	return f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
 }
 
-func result(tb testing.TB, v any) *Result {
+func result(tb testing.TB, v any) *command.LinkResult {
 	tb.Helper()
-	r, ok := v.(*Result)
+	r, ok := v.(*command.LinkResult)
 	if !ok {
-		tb.Fatalf("response %T, want *Result", v)
+		tb.Fatalf("response %T, want *command.LinkResult", v)
 	}
 	return r
 }
@@ -52,8 +52,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	var changes []string
 	f := mustShard(t, ShardConfig{OnChange: func(l *link.Link) { changes = append(changes, l.Code) }})
 
-	create := &command.CreateIfAbsent{Code: "abc", URL: "https://example.com/a", Owner: "o1", Now: t0,
-		ExpiresAt: t0.Add(time.Hour), Redirect: 301, MaxVisits: 5, Tags: []string{"x", "y"}, Nonce: 42}
+	create := &command.CreateIfAbsent{Code: "abc", Now: t0, Nonce: 42, Request: link.CreateRequest{URL: "https://example.com/a", Owner: "o1", ExpiresAt: t0.Add(time.Hour), Redirect: 301, MaxVisits: 5, Tags: []string{"x", "y"}}}
 	r := result(t, applyAt(t, f, 1, create.Encode()))
 	if r.Err != nil {
 		t.Fatal(r.Err)
@@ -69,7 +68,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	}
 
 	// Same code, other nonce: taken. Same nonce: the retry gets the link.
-	r = result(t, applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "abc", URL: "https://other.example", Now: t0, Nonce: 7}).Encode()))
+	r = result(t, applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "abc", Now: t0, Nonce: 7, Request: link.CreateRequest{URL: "https://other.example"}}).Encode()))
 	if !errors.Is(r.Err, link.ErrAliasTaken) {
 		t.Fatalf("duplicate create err = %v", r.Err)
 	}
@@ -79,8 +78,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	}
 
 	t1 := t0.Add(time.Minute)
-	upd := &command.Update{Code: "abc", Now: t1, Set: command.SetURL | command.SetExpiresAt | command.SetRedirect | command.SetDisabled | command.SetTags,
-		URL: "https://example.com/b", Redirect: 307, Disabled: true}
+	upd := &command.Update{Code: "abc", Now: t1, Patch: link.Patch{URL: new("https://example.com/b"), ExpiresAt: new(time.Time{}), Redirect: new(307), Disabled: new(true), Tags: new([]string(nil))}}
 	r = result(t, applyAt(t, f, 4, upd.Encode()))
 	if r.Err != nil {
 		t.Fatal(r.Err)
@@ -93,7 +91,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 	}
 
 	// A partial update leaves other fields alone.
-	r = result(t, applyAt(t, f, 5, (&command.Update{Code: "abc", Now: t1, Set: command.SetDisabled, Disabled: false}).Encode()))
+	r = result(t, applyAt(t, f, 5, (&command.Update{Code: "abc", Now: t1, Patch: link.Patch{Disabled: new(false)}}).Encode()))
 	if r.Err != nil || r.Link.Disabled || r.Link.URL != "https://example.com/b" || r.Link.Redirect != 307 {
 		t.Fatalf("partial update = %+v", r.Link)
 	}
@@ -112,7 +110,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 			t.Fatalf("command %d on tombstone: err = %v, want ErrDeleted", i, r.Err)
 		}
 	}
-	other := &command.CreateIfAbsent{Code: "abc", URL: "https://example.com/new", Now: t1, Nonce: 43}
+	other := &command.CreateIfAbsent{Code: "abc", Now: t1, Nonce: 43, Request: link.CreateRequest{URL: "https://example.com/new"}}
 	if r := result(t, applyAt(t, f, 9, other.Encode())); !errors.Is(r.Err, link.ErrAliasTaken) {
 		t.Fatalf("re-create of tombstone: err = %v", r.Err)
 	}
@@ -125,7 +123,7 @@ func TestCreateUpdateDeleteState(t *testing.T) {
 		t.Fatalf("tombstone after late retry = %+v", got)
 	}
 	// Unknown codes.
-	if r := result(t, applyAt(t, f, 11, (&command.Update{Code: "nope", Now: t1, Set: command.SetURL, URL: "https://x.example"}).Encode())); !errors.Is(r.Err, link.ErrNotFound) {
+	if r := result(t, applyAt(t, f, 11, (&command.Update{Code: "nope", Now: t1, Patch: link.Patch{URL: new("https://x.example")}}).Encode())); !errors.Is(r.Err, link.ErrNotFound) {
 		t.Fatalf("update unknown: %v", r.Err)
 	}
 	if _, err := f.Get("nope"); !errors.Is(err, link.ErrNotFound) {
@@ -147,8 +145,8 @@ func TestReplayIsSkippedAfterReopen(t *testing.T) {
 	}
 	logs := []*raft.Log{
 		{Index: 1, Type: raft.LogConfiguration},
-		{Index: 2, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "aaa", URL: "https://a.example", Now: t0}).Encode()},
-		{Index: 3, Type: raft.LogCommand, Data: (&command.Update{Code: "aaa", Now: t0, Set: command.SetURL, URL: "https://b.example"}).Encode()},
+		{Index: 2, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "aaa", Now: t0, Request: link.CreateRequest{URL: "https://a.example"}}).Encode()},
+		{Index: 3, Type: raft.LogCommand, Data: (&command.Update{Code: "aaa", Now: t0, Patch: link.Patch{URL: new("https://b.example")}}).Encode()},
 	}
 	f.ApplyBatch(logs)
 	if err := f.Close(); err != nil {
@@ -166,7 +164,7 @@ func TestReplayIsSkippedAfterReopen(t *testing.T) {
 	// would answer "alias taken" and index 3 would re-run; both must be
 	// skipped (nil response), and 4 applied.
 	out := f.ApplyBatch(append(logs, &raft.Log{Index: 4, Type: raft.LogCommand,
-		Data: (&command.Update{Code: "aaa", Now: t0, Set: command.SetRedirect, Redirect: 308}).Encode()}))
+		Data: (&command.Update{Code: "aaa", Now: t0, Patch: link.Patch{Redirect: new(308)}}).Encode()}))
 	for i := 0; i < 3; i++ {
 		if out[i] != nil {
 			t.Fatalf("replayed entry %d answered %v", i+1, out[i])
@@ -189,14 +187,14 @@ func (s *memSink) Close() error  { s.closed = true; return nil }
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	src := mustShard(t, ShardConfig{})
 	for i, code := range []string{"a01", "a02", "a03"} {
-		applyAt(t, src, uint64(i+1), (&command.CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
+		applyAt(t, src, uint64(i+1), (&command.CreateIfAbsent{Code: code, Now: t0, Request: link.CreateRequest{URL: "https://example.com/" + code}}).Encode())
 	}
 	snap, err := src.StateSnapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Writes after Snapshot() must not leak into the persisted snapshot.
-	applyAt(t, src, 4, (&command.CreateIfAbsent{Code: "late", URL: "https://late.example", Now: t0}).Encode())
+	applyAt(t, src, 4, (&command.CreateIfAbsent{Code: "late", Now: t0, Request: link.CreateRequest{URL: "https://late.example"}}).Encode())
 	sink := &memSink{}
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
@@ -208,7 +206,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 
 	restored := false
 	dst := mustShard(t, ShardConfig{OnRestore: func() { restored = true }})
-	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
+	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "old", Now: t0, Request: link.CreateRequest{URL: "https://old.example"}}).Encode())
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +228,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		}
 	}
 	// The restored FSM keeps applying.
-	if r := result(t, applyAt(t, dst, 4, (&command.CreateIfAbsent{Code: "a04", URL: "https://x.example", Now: t0}).Encode())); r.Err != nil {
+	if r := result(t, applyAt(t, dst, 4, (&command.CreateIfAbsent{Code: "a04", Now: t0, Request: link.CreateRequest{URL: "https://x.example"}}).Encode())); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	// Garbage is refused and the state stays.
@@ -248,22 +246,20 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 // every replica moves past them alike.
 func TestBadEntriesAreRejectedNotFatal(t *testing.T) {
 	cases := map[string][]byte{
-		"empty":              {},
-		"truncated field":    {byte(command.TypeCreateIfAbsent), 0x0a, 0x05, 'a'},
-		"create no code":     {byte(command.TypeCreateIfAbsent)},
-		"wrong wire type":    {byte(command.TypeDelete), 0x08, 0x01},
-		"poison click batch": {byte(command.TypeClickBatch), 0xff, 0xff, 0xff, 0xff},
-		"javascript url":     (&command.CreateIfAbsent{Code: "evil", URL: "javascript:alert(document.cookie)"}).Encode(),
-		"crlf url":           (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/\r\nSet-Cookie:x"}).Encode(),
-		"bad code":           (&command.CreateIfAbsent{Code: "../etc", URL: "https://a.example/"}).Encode(),
-		"bad redirect":       (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/", Redirect: 200}).Encode(),
-		"meta command":       (&command.LeaseRange{Node: "n1", N: 10}).Encode(),
-		"NUL in an owner":    (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/", Owner: "alice\x00zz"}).Encode(),
-		"plaintext password": (&command.CreateIfAbsent{Code: "evil", URL: "https://a.example/", PasswordHash: "hunter2"}).Encode(),
-		"4 GiB argon2 cost": (&command.Update{Code: "evil", Set: command.SetPassword,
-			PasswordHash: "$argon2id$v=19$m=4194304,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}).Encode(),
-		"batch with a bad one": (&command.CreateBatch{Creates: []command.CreateIfAbsent{
-			{Code: "fine", URL: "https://a.example/"}, {Code: "evil", URL: "ftp://a.example/"}}}).Encode(),
+		"empty":                {},
+		"truncated field":      {byte(command.TypeCreateIfAbsent), 0x0a, 0x05, 'a'},
+		"create no code":       {byte(command.TypeCreateIfAbsent)},
+		"wrong wire type":      {byte(command.TypeDelete), 0x08, 0x01},
+		"poison click batch":   {byte(command.TypeClickBatch), 0xff, 0xff, 0xff, 0xff},
+		"javascript url":       (&command.CreateIfAbsent{Code: "evil", Request: link.CreateRequest{URL: "javascript:alert(document.cookie)"}}).Encode(),
+		"crlf url":             (&command.CreateIfAbsent{Code: "evil", Request: link.CreateRequest{URL: "https://a.example/\r\nSet-Cookie:x"}}).Encode(),
+		"bad code":             (&command.CreateIfAbsent{Code: "../etc", Request: link.CreateRequest{URL: "https://a.example/"}}).Encode(),
+		"bad redirect":         (&command.CreateIfAbsent{Code: "evil", Request: link.CreateRequest{URL: "https://a.example/", Redirect: 200}}).Encode(),
+		"meta command":         (&command.LeaseRange{Node: "n1", N: 10}).Encode(),
+		"NUL in an owner":      (&command.CreateIfAbsent{Code: "evil", Request: link.CreateRequest{URL: "https://a.example/", Owner: "alice\x00zz"}}).Encode(),
+		"plaintext password":   (&command.CreateIfAbsent{Code: "evil", Request: link.CreateRequest{URL: "https://a.example/", PasswordHash: "hunter2"}}).Encode(),
+		"4 GiB argon2 cost":    (&command.Update{Code: "evil", Patch: link.Patch{PasswordHash: new("$argon2id$v=19$m=4194304,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")}}).Encode(),
+		"batch with a bad one": (&command.CreateBatch{Creates: []command.CreateIfAbsent{{Code: "fine", Request: link.CreateRequest{URL: "https://a.example/"}}, {Code: "evil", Request: link.CreateRequest{URL: "ftp://a.example/"}}}}).Encode(),
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -273,7 +269,7 @@ func TestBadEntriesAreRejectedNotFatal(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := applyAt(t, f, 1, data)
-			rej, ok := out.(*Rejection)
+			rej, ok := out.(*command.Rejection)
 			if !ok || !errors.Is(rej, command.ErrRejected) || rej.Index != 1 {
 				t.Fatalf("response %T %v, want a *Rejection at index 1", out, out)
 			}
@@ -291,7 +287,7 @@ func TestBadEntriesAreRejectedNotFatal(t *testing.T) {
 				t.Fatalf("Check = %v, want command.ErrRejected (the leader refuses it too)", err)
 			}
 			// The next good entry applies.
-			result(t, applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "good", URL: "https://ok.example/"}).Encode()))
+			result(t, applyAt(t, f, 2, (&command.CreateIfAbsent{Code: "good", Request: link.CreateRequest{URL: "https://ok.example/"}}).Encode()))
 		})
 	}
 	// An unknown type with the ignore flag is skipped, not fatal.
@@ -315,9 +311,9 @@ func TestUnknownTypeHaltsUntilRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := []*raft.Log{
-		{Index: 1, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "before", URL: "https://a.example/"}).Encode()},
+		{Index: 1, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "before", Request: link.CreateRequest{URL: "https://a.example/"}}).Encode()},
 		{Index: 2, Type: raft.LogCommand, Data: []byte{99, 1, 2, 3}},
-		{Index: 3, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "after", URL: "https://a.example/"}).Encode()},
+		{Index: 3, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "after", Request: link.CreateRequest{URL: "https://a.example/"}}).Encode()},
 	}
 	done := make(chan []any, 1)
 	go func() { done <- f.ApplyBatch(logs) }()
@@ -339,7 +335,7 @@ func TestUnknownTypeHaltsUntilRelease(t *testing.T) {
 	f.Release()
 	<-done
 	// Later batches apply nothing.
-	f.ApplyBatch([]*raft.Log{{Index: 4, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "later", URL: "https://a.example/"}).Encode()}})
+	f.ApplyBatch([]*raft.Log{{Index: 4, Type: raft.LogCommand, Data: (&command.CreateIfAbsent{Code: "later", Request: link.CreateRequest{URL: "https://a.example/"}}).Encode()}})
 	if f.AppliedIndex() != 1 {
 		t.Fatalf("applied index %d after a halt at 2", f.AppliedIndex())
 	}
@@ -370,14 +366,14 @@ func TestMetaSettingsAndLeases(t *testing.T) {
 	}
 	set := command.Settings{ClusterID: "c1", Shards: 8, PartitionCount: 271, ReplicationFactor: 3, Load: 1.25,
 		CodeMode: "permuted", CodeKey: []byte("0123456789abcdef"), CreatedAt: t0, RingVNodes: 20, RingHasher: "xxhash64"}
-	r := applyAt(t, m, 1, (&command.SetSettings{Settings: set}).Encode()).(*SettingsResult)
+	r := applyAt(t, m, 1, (&command.SetSettings{Settings: set}).Encode()).(*command.SettingsResult)
 	if d := cmp.Diff(&set, r.Settings); d != "" {
 		t.Fatal(d)
 	}
 	// A second command.SetSettings does not overwrite: bootstrap settings are fixed.
 	other := set
 	other.Shards = 16
-	r = applyAt(t, m, 2, (&command.SetSettings{Settings: other}).Encode()).(*SettingsResult)
+	r = applyAt(t, m, 2, (&command.SetSettings{Settings: other}).Encode()).(*command.SettingsResult)
 	if r.Settings.Shards != 8 {
 		t.Fatalf("settings overwritten: %+v", r.Settings)
 	}
@@ -388,13 +384,13 @@ func TestMetaSettingsAndLeases(t *testing.T) {
 
 	var prevEnd uint64
 	for i := uint64(0); i < 5; i++ {
-		lr := applyAt(t, m, 3+i, (&command.LeaseRange{Node: "n1", N: 100}).Encode()).(*LeaseResult)
+		lr := applyAt(t, m, 3+i, (&command.LeaseRange{Node: "n1", N: 100}).Encode()).(*command.LeaseResult)
 		if lr.Err != nil || lr.Start != prevEnd || lr.End != lr.Start+100 {
 			t.Fatalf("lease %d = %+v", i, lr)
 		}
 		prevEnd = lr.End
 	}
-	if lr := applyAt(t, m, 8, (&command.LeaseRange{Node: "n1", N: 0}).Encode()).(*LeaseResult); lr.Err == nil {
+	if lr := applyAt(t, m, 8, (&command.LeaseRange{Node: "n1", N: 0}).Encode()).(*command.LeaseResult); lr.Err == nil {
 		t.Fatal("empty lease accepted")
 	}
 	if next, _ := m.NextID(); next != 500 {
@@ -407,7 +403,7 @@ func TestMetaSettingsAndLeases(t *testing.T) {
 // still stream the state it was taken from.
 func TestRestoreWhileSnapshotOpen(t *testing.T) {
 	src := mustShard(t, ShardConfig{})
-	applyAt(t, src, 1, (&command.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: t0}).Encode())
+	applyAt(t, src, 1, (&command.CreateIfAbsent{Code: "new", Now: t0, Request: link.CreateRequest{URL: "https://new.example"}}).Encode())
 	newSnap, _ := src.StateSnapshot()
 	newSink := &memSink{}
 	if err := newSnap.Persist(newSink); err != nil {
@@ -416,7 +412,7 @@ func TestRestoreWhileSnapshotOpen(t *testing.T) {
 	newSnap.Release()
 
 	dst := mustShard(t, ShardConfig{})
-	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "old", URL: "https://old.example", Now: t0}).Encode())
+	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "old", Now: t0, Request: link.CreateRequest{URL: "https://old.example"}}).Encode())
 	held, err := dst.StateSnapshot() // not released until after the restore
 	if err != nil {
 		t.Fatal(err)
@@ -459,17 +455,17 @@ func TestMetaPlacementCompareAndSet(t *testing.T) {
 	}
 	defer m.Close()
 	p1 := command.Placement{Version: 1, Shards: [][]string{{"n1", "n2", "n3"}, {"n2", "n3", "n1"}}}
-	r := applyAt(t, m, 1, (&command.SetPlacement{Placement: p1}).Encode()).(*PlacementResult)
+	r := applyAt(t, m, 1, (&command.SetPlacement{Placement: p1}).Encode()).(*command.PlacementResult)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	// A proposal based on an old version loses.
-	r = applyAt(t, m, 2, (&command.SetPlacement{Placement: command.Placement{Version: 1, Shards: [][]string{{"x"}}}}).Encode()).(*PlacementResult)
-	if !errors.Is(r.Err, ErrStalePlacement) || r.Placement.Version != 1 {
+	r = applyAt(t, m, 2, (&command.SetPlacement{Placement: command.Placement{Version: 1, Shards: [][]string{{"x"}}}}).Encode()).(*command.PlacementResult)
+	if !errors.Is(r.Err, command.ErrStalePlacement) || r.Placement.Version != 1 {
 		t.Fatalf("stale placement: %+v", r)
 	}
 	p2 := command.Placement{Version: 2, Shards: [][]string{{"n1", "n2", "n3", "n4"}, {"n2", "n3", "n1", "n4"}}}
-	if r = applyAt(t, m, 3, (&command.SetPlacement{Placement: p2}).Encode()).(*PlacementResult); r.Err != nil {
+	if r = applyAt(t, m, 3, (&command.SetPlacement{Placement: p2}).Encode()).(*command.PlacementResult); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	got, err := m.Placement()
@@ -488,7 +484,7 @@ func TestMetaPlacementCompareAndSet(t *testing.T) {
 func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 	src := mustShard(t, ShardConfig{})
 	for i, code := range []string{"b01", "b02"} {
-		applyAt(t, src, uint64(i+1), (&command.CreateIfAbsent{Code: code, URL: "https://example.com/" + code, Now: t0}).Encode())
+		applyAt(t, src, uint64(i+1), (&command.CreateIfAbsent{Code: code, Now: t0, Request: link.CreateRequest{URL: "https://example.com/" + code}}).Encode())
 	}
 	snap, err := src.Snapshot()
 	if err != nil {
@@ -503,7 +499,7 @@ func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 		t.Fatalf("persisted %q", sink.Bytes())
 	}
 	dst := mustShard(t, ShardConfig{})
-	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "keep", URL: "https://keep.example", Now: t0}).Encode())
+	applyAt(t, dst, 1, (&command.CreateIfAbsent{Code: "keep", Now: t0, Request: link.CreateRequest{URL: "https://keep.example"}}).Encode())
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); !errors.Is(err, ErrLiveMarker) {
 		t.Fatalf("restore from a marker: %v", err)
 	}
@@ -516,7 +512,7 @@ func TestLiveSnapshotIsAMarkerAndOpenStateStreamsTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyAt(t, src, 3, (&command.CreateIfAbsent{Code: "late", URL: "https://late.example", Now: t0}).Encode())
+	applyAt(t, src, 3, (&command.CreateIfAbsent{Code: "late", Now: t0, Request: link.CreateRequest{URL: "https://late.example"}}).Encode())
 	data, err := io.ReadAll(rc)
 	if err != nil || int64(len(data)) != size {
 		t.Fatalf("streamed %d bytes of %d: %v", len(data), size, err)
@@ -568,10 +564,14 @@ func TestPutLinkWritesTheRecordForm(t *testing.T) {
 	plain := &link.Link{Code: "abc123", URL: "https://www.example.com/articles/2026/11/some-article-00000001",
 		CreatedAt: t0, UpdatedAt: t0, Redirect: link.DefaultRedirect, Nonce: 0xfeedfacecafebeef, Version: 77}
 	f := mustShard(t, ShardConfig{})
-	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: plain.Code, URL: plain.URL, Now: t0, Nonce: plain.Nonce}).Encode())
+	applyAt(t, f, 1, (&command.CreateIfAbsent{Code: plain.Code, Now: t0, Nonce: plain.Nonce, Request: link.CreateRequest{URL: plain.URL}}).Encode())
 	err := f.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketLinks).Get([]byte(plain.Code))
-		if want := command.EncodeRecord(getLink(tx, plain.Code)); !bytes.Equal(v, want) {
+		l, err := getLink(tx, plain.Code)
+		if err != nil {
+			return err
+		}
+		if want := command.EncodeRecord(l); !bytes.Equal(v, want) {
 			t.Fatalf("stored %x, want the lean form %x", v, want)
 		}
 		return nil

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -23,31 +22,14 @@ var (
 	keyFirstKey   = []byte("first-key") // in settings: a key was ever made
 )
 
-// Errors of key commands (in KeyResult.Err).
-var (
-	// ErrKeyExists answers a command.CreateKey whose ID or hash is taken.
-	ErrKeyExists = errors.New("fsm: key exists")
-	// ErrKeyNotFound answers a command.RevokeKey of an unknown ID.
-	ErrKeyNotFound = errors.New("fsm: no such key")
-	// ErrFirstKeyMade answers a command.CreateKey marked First once any key was
-	// ever made: the first key is made once per cluster.
-	ErrFirstKeyMade = errors.New("fsm: the first key was made before")
-)
-
-// KeyResult answers a command.CreateKey, command.RevokeKey or command.SetBlocked.
-type KeyResult struct {
-	Key *apikey.Key
-	Err error
-}
-
-func (f *MetaFSM) applyCreateKey(tx *bolt.Tx, c *command.CreateKey) any {
+func (f *MetaFSM) applyCreateKey(tx *bolt.Tx, c *command.CreateKey) (any, error) {
 	settings := tx.Bucket(bucketSettings)
 	if c.First && settings.Get(keyFirstKey) != nil {
-		return &KeyResult{Err: ErrFirstKeyMade}
+		return &command.KeyResult{Err: command.ErrFirstKeyMade}, nil
 	}
 	b := tx.Bucket(bucketKeys)
 	if b.Get([]byte(c.Key.ID)) != nil {
-		return &KeyResult{Err: fmt.Errorf("%w: id %s", ErrKeyExists, c.Key.ID)}
+		return &command.KeyResult{Err: fmt.Errorf("%w: id %s", command.ErrKeyExists, c.Key.ID)}, nil
 	}
 	taken := false
 	_ = b.ForEach(func(_, v []byte) error {
@@ -57,34 +39,34 @@ func (f *MetaFSM) applyCreateKey(tx *bolt.Tx, c *command.CreateKey) any {
 		return nil
 	})
 	if taken {
-		return &KeyResult{Err: fmt.Errorf("%w: that secret is in use", ErrKeyExists)}
+		return &command.KeyResult{Err: fmt.Errorf("%w: that secret is in use", command.ErrKeyExists)}, nil
 	}
 	if err := b.Put([]byte(c.Key.ID), (&command.CreateKey{Key: c.Key}).AppendTo(nil)); err != nil {
-		panic(fmt.Sprintf("fsm %s: put key: %v", f.path, err))
+		return nil, fmt.Errorf("put key: %w", err)
 	}
 	if err := settings.Put(keyFirstKey, []byte{1}); err != nil {
-		panic(fmt.Sprintf("fsm %s: put first-key marker: %v", f.path, err))
+		return nil, fmt.Errorf("put first-key marker: %w", err)
 	}
 	f.keysChanged = true
 	k := c.Key
-	return &KeyResult{Key: &k}
+	return &command.KeyResult{Key: &k}, nil
 }
 
-func (f *MetaFSM) applyRevokeKey(tx *bolt.Tx, r *command.RevokeKey) any {
+func (f *MetaFSM) applyRevokeKey(tx *bolt.Tx, r *command.RevokeKey) (any, error) {
 	b := tx.Bucket(bucketKeys)
 	v := b.Get([]byte(r.ID))
 	if v == nil {
-		return &KeyResult{Err: ErrKeyNotFound}
+		return &command.KeyResult{Err: command.ErrKeyNotFound}, nil
 	}
 	k, _ := decodeKeyRecord(v)
 	if err := b.Delete([]byte(r.ID)); err != nil {
-		panic(fmt.Sprintf("fsm %s: delete key: %v", f.path, err))
+		return nil, fmt.Errorf("delete key: %w", err)
 	}
 	f.keysChanged = true
-	return &KeyResult{Key: k}
+	return &command.KeyResult{Key: k}, nil
 }
 
-func (f *MetaFSM) applySetBlocked(tx *bolt.Tx, s *command.SetBlocked) any {
+func (f *MetaFSM) applySetBlocked(tx *bolt.Tx, s *command.SetBlocked) (any, error) {
 	b := tx.Bucket(bucketBlocked)
 	var err error
 	if s.Blocked {
@@ -93,10 +75,10 @@ func (f *MetaFSM) applySetBlocked(tx *bolt.Tx, s *command.SetBlocked) any {
 		err = b.Delete([]byte(s.Domain))
 	}
 	if err != nil {
-		panic(fmt.Sprintf("fsm %s: blocklist: %v", f.path, err))
+		return nil, fmt.Errorf("blocklist: %w", err)
 	}
 	f.keysChanged = true
-	return &KeyResult{}
+	return &command.KeyResult{}, nil
 }
 
 func decodeKeyRecord(v []byte) (*apikey.Key, error) {

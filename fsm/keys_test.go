@@ -20,7 +20,7 @@ func TestMetaKeysAndBlocklist(t *testing.T) {
 	defer func() { m.Close() }()
 	v0 := m.KeysVersion()
 	first := apikey.Key{ID: "a1", Name: "first", Owner: "admin", Scopes: apikey.Admin, CreatedAt: t0, Hash: apikey.HashOf("secret-one")}
-	if r := applyAt(t, m, 1, (&command.CreateKey{Key: first, First: true}).Encode()).(*KeyResult); r.Err != nil {
+	if r := applyAt(t, m, 1, (&command.CreateKey{Key: first, First: true}).Encode()).(*command.KeyResult); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	if m.KeysVersion() == v0 {
@@ -29,19 +29,19 @@ func TestMetaKeysAndBlocklist(t *testing.T) {
 	// The first key is made once: a second leader's attempt is refused.
 	again := first
 	again.ID, again.Hash = "a2", apikey.HashOf("secret-two")
-	if r := applyAt(t, m, 2, (&command.CreateKey{Key: again, First: true}).Encode()).(*KeyResult); !errors.Is(r.Err, ErrFirstKeyMade) {
+	if r := applyAt(t, m, 2, (&command.CreateKey{Key: again, First: true}).Encode()).(*command.KeyResult); !errors.Is(r.Err, command.ErrFirstKeyMade) {
 		t.Fatalf("second first key: %v", r.Err)
 	}
 	// A duplicate ID or secret is refused.
 	dupID := apikey.Key{ID: "a1", Name: "x", Owner: "bob", Scopes: apikey.LinksRead, CreatedAt: t0, Hash: apikey.HashOf("other")}
 	dupHash := apikey.Key{ID: "b1", Name: "x", Owner: "bob", Scopes: apikey.LinksRead, CreatedAt: t0, Hash: first.Hash}
 	for i, k := range []apikey.Key{dupID, dupHash} {
-		if r := applyAt(t, m, uint64(3+i), (&command.CreateKey{Key: k}).Encode()).(*KeyResult); !errors.Is(r.Err, ErrKeyExists) {
+		if r := applyAt(t, m, uint64(3+i), (&command.CreateKey{Key: k}).Encode()).(*command.KeyResult); !errors.Is(r.Err, command.ErrKeyExists) {
 			t.Fatalf("duplicate %d: %v", i, r.Err)
 		}
 	}
 	bob := apikey.Key{ID: "b2", Name: "ci", Owner: "bob", Scopes: apikey.LinksRead | apikey.LinksWrite, RateLimit: 7, CreatedAt: t0, Hash: apikey.HashOf("bob-secret")}
-	if r := applyAt(t, m, 5, (&command.CreateKey{Key: bob}).Encode()).(*KeyResult); r.Err != nil {
+	if r := applyAt(t, m, 5, (&command.CreateKey{Key: bob}).Encode()).(*command.KeyResult); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	keys, err := m.Keys()
@@ -52,10 +52,10 @@ func TestMetaKeysAndBlocklist(t *testing.T) {
 		t.Fatal(d)
 	}
 	v1 := m.KeysVersion()
-	if r := applyAt(t, m, 6, (&command.RevokeKey{ID: "a1", At: t0}).Encode()).(*KeyResult); r.Err != nil || r.Key.ID != "a1" {
+	if r := applyAt(t, m, 6, (&command.RevokeKey{ID: "a1", At: t0}).Encode()).(*command.KeyResult); r.Err != nil || r.Key.ID != "a1" {
 		t.Fatalf("revoke: %+v", r)
 	}
-	if r := applyAt(t, m, 7, (&command.RevokeKey{ID: "a1", At: t0}).Encode()).(*KeyResult); !errors.Is(r.Err, ErrKeyNotFound) {
+	if r := applyAt(t, m, 7, (&command.RevokeKey{ID: "a1", At: t0}).Encode()).(*command.KeyResult); !errors.Is(r.Err, command.ErrKeyNotFound) {
 		t.Fatalf("second revoke: %v", r.Err)
 	}
 	if m.KeysVersion() == v1 {
@@ -81,7 +81,7 @@ func TestMetaKeysAndBlocklist(t *testing.T) {
 		(&command.SetBlocked{Domain: "Evil.Example", Blocked: true}).Encode(),
 		(&command.SetBlocked{Domain: "", Blocked: true}).Encode(),
 	} {
-		if _, ok := applyAt(t, m, uint64(11+i), cmd).(*Rejection); !ok {
+		if _, ok := applyAt(t, m, uint64(11+i), cmd).(*command.Rejection); !ok {
 			t.Errorf("bad entry %d was not rejected", i)
 		}
 	}

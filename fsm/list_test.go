@@ -35,10 +35,9 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		code := fmt.Sprintf("c%03d", i)
 		// Creation times collide now and then: the code breaks the tie.
 		now := t0.Add(time.Duration(rng.IntN(300)) * time.Second)
-		c := &command.CreateIfAbsent{Code: code, URL: fmt.Sprintf("https://e.example/%d", i), Owner: owners[rng.IntN(3)], Now: now,
-			Tags: []string{[]string{"red", "blue"}[rng.IntN(2)]}, Title: []string{"", "Report"}[rng.IntN(2)]}
+		c := &command.CreateIfAbsent{Code: code, Now: now, Request: link.CreateRequest{URL: fmt.Sprintf("https://e.example/%d", i), Owner: owners[rng.IntN(3)], Tags: []string{[]string{"red", "blue"}[rng.IntN(2)]}, Title: []string{"", "Report"}[rng.IntN(2)]}}
 		if rng.IntN(5) == 0 {
-			c.ExpiresAt = t0.Add(150 * time.Second)
+			c.Request.ExpiresAt = t0.Add(150 * time.Second)
 		}
 		r := result(t, applyAt(t, f, index, c.Encode()))
 		live[code] = r.Link
@@ -49,13 +48,13 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 			delete(live, code)
 		case 1:
 			index++
-			r := result(t, applyAt(t, f, index, (&command.Update{Code: code, Now: now, Set: command.SetTags | command.SetDisabled, Tags: []string{"green"}, Disabled: true}).Encode()))
+			r := result(t, applyAt(t, f, index, (&command.Update{Code: code, Now: now, Patch: link.Patch{Tags: new([]string{"green"}), Disabled: new(true)}}).Encode()))
 			live[code] = r.Link
 		case 2:
 			// Tags it keeps, and one it gains: counted once each.
 			index++
 			tags := append(slices.Clone(r.Link.Tags), "extra")
-			r := result(t, applyAt(t, f, index, (&command.Update{Code: code, Now: now, Set: command.SetTags, Tags: tags}).Encode()))
+			r := result(t, applyAt(t, f, index, (&command.Update{Code: code, Now: now, Patch: link.Patch{Tags: new(tags)}}).Encode()))
 			live[code] = r.Link
 		}
 	}

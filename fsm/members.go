@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,51 +19,40 @@ import (
 
 var bucketMembers = []byte("members") // node id -> incarnation, registered at
 
-// ErrIncarnation is the result of registering a known node ID with another
-// incarnation.
-var ErrIncarnation = errors.New("fsm: node id already registered with another incarnation")
-
-// RegisterResult answers a RegisterNode: the incarnation on record (the
-// new one, or the one that refused it) and Err.
-type RegisterResult struct {
-	Incarnation string
-	Err         error
-}
-
-func (f *MetaFSM) applyRegister(tx *bolt.Tx, r *command.RegisterNode) any {
+func (f *MetaFSM) applyRegister(tx *bolt.Tx, r *command.RegisterNode) (any, error) {
 	b := tx.Bucket(bucketMembers)
 	if v := b.Get([]byte(r.Node)); v != nil {
 		inc, _ := decodeMember(v)
 		if inc != r.Incarnation {
-			return &RegisterResult{Incarnation: inc, Err: fmt.Errorf("%w: %s is %s, not %s", ErrIncarnation, r.Node, inc, r.Incarnation)}
+			return &command.RegisterResult{Incarnation: inc, Err: fmt.Errorf("%w: %s is %s, not %s", command.ErrIncarnation, r.Node, inc, r.Incarnation)}, nil
 		}
-		return &RegisterResult{Incarnation: inc}
+		return &command.RegisterResult{Incarnation: inc}, nil
 	}
 	v := (&command.RegisterNode{Incarnation: r.Incarnation, At: r.At}).AppendTo(nil)
 	if err := b.Put([]byte(r.Node), v); err != nil {
-		panic(fmt.Sprintf("fsm %s: put member: %v", f.path, err))
+		return nil, fmt.Errorf("put member: %w", err)
 	}
-	return &RegisterResult{Incarnation: r.Incarnation}
+	return &command.RegisterResult{Incarnation: r.Incarnation}, nil
 }
 
 // applyAdmit registers a.Member as applyRegister does and records its
 // feature level. A node known under another incarnation is refused, its
 // record untouched.
-func (f *MetaFSM) applyAdmit(tx *bolt.Tx, a *command.AdmitNode) any {
+func (f *MetaFSM) applyAdmit(tx *bolt.Tx, a *command.AdmitNode) (any, error) {
 	b := tx.Bucket(bucketMembers)
 	rec := command.RegisterNode{Incarnation: a.Member.Incarnation, At: a.Member.At, Level: a.Member.Level}
 	if v := b.Get([]byte(a.Member.Node)); v != nil {
 		var old command.RegisterNode
 		_ = old.Unmarshal(v)
 		if old.Incarnation != a.Member.Incarnation {
-			return &RegisterResult{Incarnation: old.Incarnation, Err: fmt.Errorf("%w: %s is %s, not %s", ErrIncarnation, a.Member.Node, old.Incarnation, a.Member.Incarnation)}
+			return &command.RegisterResult{Incarnation: old.Incarnation, Err: fmt.Errorf("%w: %s is %s, not %s", command.ErrIncarnation, a.Member.Node, old.Incarnation, a.Member.Incarnation)}, nil
 		}
 		rec.At = old.At // registered at: the first time
 	}
 	if err := b.Put([]byte(a.Member.Node), rec.AppendTo(nil)); err != nil {
-		panic(fmt.Sprintf("fsm %s: put member: %v", f.path, err))
+		return nil, fmt.Errorf("put member: %w", err)
 	}
-	return &RegisterResult{Incarnation: rec.Incarnation}
+	return &command.RegisterResult{Incarnation: rec.Incarnation}, nil
 }
 
 func decodeMember(v []byte) (string, time.Time) {

@@ -23,28 +23,6 @@ var (
 	keyPlacement   = []byte("placement")
 )
 
-// ErrStalePlacement is returned by command.SetPlacement when the proposed version
-// does not follow the stored one.
-var ErrStalePlacement = errors.New("placement changed concurrently")
-
-// PlacementResult is the response of SetPlacement: the placement in force.
-type PlacementResult struct {
-	Placement *command.Placement
-	Err       error
-}
-
-// LeaseResult is the response of a LeaseRange: the IDs [Start, End).
-type LeaseResult struct {
-	Start, End uint64
-	Err        error
-}
-
-// SettingsResult is the response of SetSettings: the settings in force
-// (the stored ones if settings existed already).
-type SettingsResult struct {
-	Settings *command.Settings
-}
-
 // MetaFSM is the control-plane state machine: cluster settings and the next
 // free ID.
 type MetaFSM struct {
@@ -84,7 +62,7 @@ func NewMetaFSM(cfg MetaConfig) (*MetaFSM, error) {
 }
 
 // applyCommand applies a command the registry decoded and validated.
-func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint64) any {
+func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint64) (any, error) {
 	switch c := v.(type) {
 	case *command.SetSettings:
 		return f.applySetSettings(tx, &c.Settings)
@@ -103,27 +81,27 @@ func (f *MetaFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint6
 	case *command.SetBlocked:
 		return f.applySetBlocked(tx, c)
 	}
-	return f.reject(index, typ, fmt.Errorf("%w: no meta apply for %T", wire.ErrDecode, v))
+	return f.reject(index, typ, fmt.Errorf("%w: no meta apply for %T", wire.ErrDecode, v)), nil
 }
 
-func (f *MetaFSM) applySetSettings(tx *bolt.Tx, s *command.Settings) any {
+func (f *MetaFSM) applySetSettings(tx *bolt.Tx, s *command.Settings) (any, error) {
 	b := tx.Bucket(bucketSettings)
 	if v := b.Get(keyCluster); v != nil {
 		old := new(command.Settings)
 		if err := old.Unmarshal(v); err != nil {
-			panic(fmt.Sprintf("fsm %s: stored settings: %v", f.path, err))
+			return nil, corrupt("stored settings: %w", err)
 		}
-		return &SettingsResult{Settings: old}
+		return &command.SettingsResult{Settings: old}, nil
 	}
 	if err := b.Put(keyCluster, s.AppendTo(nil)); err != nil {
-		panic(fmt.Sprintf("fsm %s: put settings: %v", f.path, err))
+		return nil, fmt.Errorf("put settings: %w", err)
 	}
-	return &SettingsResult{Settings: s}
+	return &command.SettingsResult{Settings: s}, nil
 }
 
-func (f *MetaFSM) applyLease(tx *bolt.Tx, l *command.LeaseRange, index uint64) any {
+func (f *MetaFSM) applyLease(tx *bolt.Tx, l *command.LeaseRange, index uint64) (any, error) {
 	if l.N == 0 || l.N > command.MaxLease {
-		return &LeaseResult{Err: fmt.Errorf("lease of %d ids: must be 1 to %d", l.N, command.MaxLease)}
+		return &command.LeaseResult{Err: fmt.Errorf("lease of %d ids: must be 1 to %d", l.N, command.MaxLease)}, nil
 	}
 	b := tx.Bucket(bucketIDs)
 	var next uint64
@@ -132,12 +110,12 @@ func (f *MetaFSM) applyLease(tx *bolt.Tx, l *command.LeaseRange, index uint64) a
 	}
 	end := next + l.N
 	if end < next {
-		return &LeaseResult{Err: fmt.Errorf("id space exhausted")}
+		return &command.LeaseResult{Err: fmt.Errorf("id space exhausted")}, nil
 	}
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], end)
 	if err := b.Put(keyNextID, buf[:]); err != nil {
-		panic(fmt.Sprintf("fsm %s: put next id: %v", f.path, err))
+		return nil, fmt.Errorf("put next id: %w", err)
 	}
 	// Every grant is kept under the index of the entry that made it (24
 	// bytes plus the node ID): the whole history, so an operator or the
@@ -149,9 +127,9 @@ func (f *MetaFSM) applyLease(tx *bolt.Tx, l *command.LeaseRange, index uint64) a
 	rec = binary.BigEndian.AppendUint64(rec, end)
 	rec = append(rec, l.Node...)
 	if err := tx.Bucket(bucketGrants).Put(key[:], rec); err != nil {
-		panic(fmt.Sprintf("fsm %s: put lease: %v", f.path, err))
+		return nil, fmt.Errorf("put lease: %w", err)
 	}
-	return &LeaseResult{Start: next, End: end}
+	return &command.LeaseResult{Start: next, End: end}, nil
 }
 
 // Lease is one ID range granted by LeaseRange: [Start, End) to Node, by the
@@ -233,17 +211,17 @@ func getPlacement(tx *bolt.Tx) (*command.Placement, error) {
 	return p, nil
 }
 
-func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *command.Placement, index uint64) any {
+func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *command.Placement, index uint64) (any, error) {
 	cur, err := getPlacement(tx)
 	if err != nil {
-		panic(fmt.Sprintf("fsm %s: stored placement: %v", f.path, err))
+		return nil, corrupt("stored placement: %w", err)
 	}
 	// The shard count is fixed at bootstrap: a placement of another count
 	// would leave shards on no node, or nodes on shards that do not exist.
 	if v := tx.Bucket(bucketSettings).Get(keyCluster); v != nil {
 		var st command.Settings
 		if err := st.Unmarshal(v); err == nil && int(st.Shards) != len(p.Shards) {
-			return f.reject(index, command.TypeSetPlacement, fmt.Errorf("%w: placement of %d shards in a cluster of %d", wire.ErrDecode, len(p.Shards), st.Shards))
+			return f.reject(index, command.TypeSetPlacement, fmt.Errorf("%w: placement of %d shards in a cluster of %d", wire.ErrDecode, len(p.Shards), st.Shards)), nil
 		}
 	}
 	var curVersion uint64
@@ -251,12 +229,12 @@ func (f *MetaFSM) applyPlacement(tx *bolt.Tx, p *command.Placement, index uint64
 		curVersion = cur.Version
 	}
 	if p.Version != curVersion+1 {
-		return &PlacementResult{Placement: cur, Err: ErrStalePlacement}
+		return &command.PlacementResult{Placement: cur, Err: command.ErrStalePlacement}, nil
 	}
 	if err := tx.Bucket(bucketSettings).Put(keyPlacement, p.AppendTo(nil)); err != nil {
-		panic(fmt.Sprintf("fsm %s: put placement: %v", f.path, err))
+		return nil, fmt.Errorf("put placement: %w", err)
 	}
-	return &PlacementResult{Placement: p}
+	return &command.PlacementResult{Placement: p}, nil
 }
 
 // Placement returns the stored placement, or nil before the first one.

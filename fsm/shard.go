@@ -9,7 +9,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/internal/wire"
 	"github.com/linkraft/linkraft/link"
 )
@@ -18,14 +17,6 @@ var (
 	bucketLinks       = []byte("links")
 	bucketVisitNonces = []byte("visit-nonces") // code 0x00 nonce(8) of granted visits
 )
-
-// Result is the response of every shard command, as returned by
-// raft.ApplyFuture.Response. Err is a business error (link.ErrAliasTaken,
-// link.ErrNotFound); Link is the state after the command.
-type Result struct {
-	Link *link.Link
-	Err  error
-}
 
 // ShardConfig configures a ShardFSM.
 type ShardConfig struct {
@@ -80,7 +71,7 @@ func (f *ShardFSM) flushChanges() {
 }
 
 // applyCommand applies a command the registry decoded and validated.
-func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint64) any {
+func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint64) (any, error) {
 	switch c := v.(type) {
 	case *command.CreateIfAbsent:
 		return f.applyCreate(tx, c, index)
@@ -97,7 +88,7 @@ func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint
 	case *command.ClaimKey:
 		return f.applyClaim(tx, c)
 	}
-	return f.reject(index, typ, fmt.Errorf("%w: no shard apply for %T", wire.ErrDecode, v))
+	return f.reject(index, typ, fmt.Errorf("%w: no shard apply for %T", wire.ErrDecode, v)), nil
 }
 
 // live is nil for a live link, link.ErrNotFound for none and
@@ -112,148 +103,124 @@ func live(l *link.Link) error {
 	return nil
 }
 
-func getLink(tx *bolt.Tx, code string) *link.Link {
+// getLink returns the stored link of code, or nil; a record that does not
+// decode is ErrCorrupt.
+func getLink(tx *bolt.Tx, code string) (*link.Link, error) {
 	v := tx.Bucket(bucketLinks).Get([]byte(code))
 	if v == nil {
-		return nil
+		return nil, nil
 	}
 	l, err := command.DecodeRecord([]byte(code), v)
 	if err != nil {
-		panic(fmt.Sprintf("fsm: stored link %q cannot be decoded: %v", code, err))
+		return nil, corrupt("stored link %q: %w", code, err)
 	}
-	return l
+	return l, nil
+}
+
+// corrupt is an ErrCorrupt error: what the file holds cannot be read.
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
 }
 
 // putLink stores l, whose stored form before is old (nil for none: the
 // callers have read it already), and its index entries.
-func (f *ShardFSM) putLink(tx *bolt.Tx, old, l *link.Link) {
-	if bugs.On(bugs.LoseLastApply) {
-		keepUndo(tx, l.Code)
+func (f *ShardFSM) putLink(tx *bolt.Tx, old, l *link.Link) error {
+	if err := faultBeforePut(tx, l.Code); err != nil {
+		return err
 	}
 	if err := tx.Bucket(bucketLinks).Put([]byte(l.Code), command.EncodeRecord(l)); err != nil {
-		panic(fmt.Sprintf("fsm %s: put %q: %v", f.path, l.Code, err))
+		return fmt.Errorf("put %q: %w", l.Code, err)
 	}
 	if err := index(tx, old, l); err != nil {
-		panic(fmt.Sprintf("fsm %s: index %q: %v", f.path, l.Code, err))
+		return fmt.Errorf("index %q: %w", l.Code, err)
 	}
 	f.changed = append(f.changed, l.Clone())
+	return nil
 }
 
-func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uint64) any {
-	old := getLink(tx, c.Code)
+// linkResult stores l (see putLink) and answers it.
+func (f *ShardFSM) linkResult(tx *bolt.Tx, old, l *link.Link) (any, error) {
+	if err := f.putLink(tx, old, l); err != nil {
+		return nil, err
+	}
+	return &command.LinkResult{Link: l}, nil
+}
+
+func (f *ShardFSM) applyCreate(tx *bolt.Tx, c *command.CreateIfAbsent, index uint64) (any, error) {
+	old, err := getLink(tx, c.Code)
+	if err != nil {
+		return nil, err
+	}
 	if old != nil {
 		if c.Nonce != 0 && old.Nonce == c.Nonce {
 			// The same create, retried after an unknown outcome: it took
 			// effect, so it succeeds — even if the link was deleted since
 			// (then the tombstone is returned). Answering "taken" would
 			// tell the creator its create never happened.
-			return &Result{Link: old}
+			return &command.LinkResult{Link: old}, nil
 		}
-		if !old.Deleted || !bugs.On(bugs.TombstoneReuse) {
-			return &Result{Err: link.ErrAliasTaken}
+		if !old.Deleted || !faultReuseTombstone() {
+			return &command.LinkResult{Err: link.ErrAliasTaken}, nil
 		}
 	}
-	redirect := c.Redirect
-	if redirect == 0 {
-		redirect = link.DefaultRedirect
-	}
-	l := &link.Link{
-		Code:         c.Code,
-		URL:          c.URL,
-		Owner:        c.Owner,
-		CreatedAt:    c.Now,
-		UpdatedAt:    c.Now,
-		ExpiresAt:    c.ExpiresAt,
-		Redirect:     redirect,
-		MaxVisits:    c.MaxVisits,
-		Tags:         c.Tags,
-		Nonce:        c.Nonce,
-		DropQuery:    c.DropQuery,
-		Title:        c.Title,
-		Description:  c.Description,
-		Version:      index,
-		PasswordHash: c.PasswordHash,
-		Rules:        c.Rules,
-	}
-	f.putLink(tx, old, l)
-	return &Result{Link: l}
+	return f.linkResult(tx, old, c.NewLink(index))
 }
 
-func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) any {
-	l := getLink(tx, u.Code)
+func (f *ShardFSM) applyUpdate(tx *bolt.Tx, u *command.Update, index uint64) (any, error) {
+	l, err := getLink(tx, u.Code)
+	if err != nil {
+		return nil, err
+	}
 	if err := live(l); err != nil {
-		return &Result{Err: err}
+		return &command.LinkResult{Err: err}, nil
 	}
-	old := *l // what the index holds (the fields below are set in place)
-	if u.Set&command.SetURL != 0 {
-		l.URL = u.URL
-	}
-	if u.Set&command.SetExpiresAt != 0 {
-		l.ExpiresAt = u.ExpiresAt
-	}
-	if u.Set&command.SetRedirect != 0 {
-		l.Redirect = u.Redirect
-	}
-	if u.Set&command.SetDisabled != 0 {
-		l.Disabled = u.Disabled
-	}
-	if u.Set&command.SetTags != 0 {
-		l.Tags = u.Tags
-	}
-	if u.Set&command.SetDropQuery != 0 {
-		l.DropQuery = u.DropQuery
-	}
-	if u.Set&command.SetTitle != 0 {
-		l.Title = u.Title
-	}
-	if u.Set&command.SetDescription != 0 {
-		l.Description = u.Description
-	}
-	if u.Set&command.SetPassword != 0 {
-		l.PasswordHash = u.PasswordHash
-	}
-	if u.Set&command.SetRules != 0 {
-		l.Rules = u.Rules
-	}
+	old := l.Clone() // what the index holds
+	u.Patch.ApplyTo(l)
 	l.UpdatedAt = u.Now
 	l.Version = index
-	f.putLink(tx, &old, l)
-	return &Result{Link: l}
+	return f.linkResult(tx, old, l)
 }
 
-func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *command.ConsumeVisit, index uint64) any {
-	l := getLink(tx, c.Code)
+func (f *ShardFSM) applyConsumeVisit(tx *bolt.Tx, c *command.ConsumeVisit, index uint64) (any, error) {
+	l, err := getLink(tx, c.Code)
 	switch {
+	case err != nil:
+		return nil, err
 	case live(l) != nil:
-		return &Result{Err: live(l)}
+		return &command.LinkResult{Err: live(l)}, nil
 	case l.MaxVisits == 0:
-		return &Result{Link: l} // no limit: nothing to count
+		return &command.LinkResult{Link: l}, nil // no limit: nothing to count
 	}
 	// Granted nonces are kept per link: at most MaxVisits of them.
 	granted := tx.Bucket(bucketVisitNonces)
 	key := binary.BigEndian.AppendUint64(append([]byte(c.Code), 0), c.Nonce)
 	if c.Nonce != 0 && granted.Get(key) != nil {
-		return &Result{Link: l} // the same visit, retried
+		return &command.LinkResult{Link: l}, nil // the same visit, retried
 	}
 	if l.OutOfVisits() {
-		return &Result{Err: link.ErrGone}
+		return &command.LinkResult{Err: link.ErrGone}, nil
 	}
 	old := *l
 	l.Visits++
 	l.Version = index
-	f.putLink(tx, &old, l)
+	if err := f.putLink(tx, &old, l); err != nil {
+		return nil, err
+	}
 	if c.Nonce != 0 {
 		if err := granted.Put(key, []byte{1}); err != nil {
-			panic(fmt.Sprintf("fsm %s: put visit nonce: %v", f.path, err))
+			return nil, fmt.Errorf("put visit nonce: %w", err)
 		}
 	}
-	return &Result{Link: l}
+	return &command.LinkResult{Link: l}, nil
 }
 
-func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *command.Delete, index uint64) any {
-	l := getLink(tx, d.Code)
+func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *command.Delete, index uint64) (any, error) {
+	l, err := getLink(tx, d.Code)
+	if err != nil {
+		return nil, err
+	}
 	if err := live(l); err != nil {
-		return &Result{Err: err}
+		return &command.LinkResult{Err: err}, nil
 	}
 	tomb := &link.Link{
 		Code:      l.Code,
@@ -265,8 +232,7 @@ func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *command.Delete, index uint64) any
 		Deleted:   true,
 		Version:   index,
 	}
-	f.putLink(tx, l, tomb)
-	return &Result{Link: tomb}
+	return f.linkResult(tx, l, tomb)
 }
 
 // Get returns the stored link for code, tombstones included, or
@@ -274,9 +240,9 @@ func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *command.Delete, index uint64) any
 // leader.
 func (f *ShardFSM) Get(code string) (*link.Link, error) {
 	var l *link.Link
-	err := f.view(func(tx *bolt.Tx) error {
-		l = getLink(tx, code)
-		return nil
+	err := f.view(func(tx *bolt.Tx) (err error) {
+		l, err = getLink(tx, code)
+		return err
 	})
 	if err != nil {
 		return nil, err

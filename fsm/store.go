@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +29,11 @@ var (
 
 // applyFunc applies one command, decoded and validated by the registry
 // (registry.go) into v, inside tx, and returns the response handed to
-// raft.ApplyFuture.
-type applyFunc func(tx *bolt.Tx, typ command.Type, v any, index uint64) any
+// raft.ApplyFuture. An error is a failure of the state file, not of the
+// command (a business failure is a value in the response): the batch's
+// transaction is rolled back, and the store retries it or, for state it
+// cannot read (ErrCorrupt), halts the group at the entry.
+type applyFunc func(tx *bolt.Tx, typ command.Type, v any, index uint64) (any, error)
 
 // store is the bbolt plumbing shared by the shard and meta FSMs: the file,
 // the applied index, batching, snapshot and restore, and what happens to an
@@ -73,18 +77,22 @@ type store struct {
 	dead        atomic.Bool
 }
 
-// Halt says where and why a group stopped applying on this node.
+// Halt says where and why a group stopped applying on this node: an entry
+// of a command type this version does not know (a newer version wrote it),
+// or one that met state this replica cannot read (a damaged file).
 type Halt struct {
-	Index uint64       `json:"index"`
-	Type  command.Type `json:"type"`
+	Index  uint64
+	Type   command.Type
+	Reason string
 }
 
 // Stall is a commit that keeps failing (ENOSPC, EIO) and is being retried.
 type Stall struct {
-	Index    uint64    `json:"index"` // the last index of the batch
-	Err      string    `json:"error"`
-	Since    time.Time `json:"since"`
-	Attempts int       `json:"attempts"`
+	// Index is the last index of the batch.
+	Index    uint64
+	Err      string
+	Since    time.Time
+	Attempts int
 }
 
 func boltOptions() *bolt.Options {
@@ -212,13 +220,15 @@ func (s *store) Apply(l *raft.Log) any {
 // new applied index, in one bbolt transaction. Entries at or below the stored
 // applied index were applied before a restart and are skipped.
 //
-// Nothing an entry holds can make it panic. An entry that fails to decode or
-// validate is answered with a *Rejection and changes nothing, on every
-// replica alike. An entry of a type this version does not know stops the
-// group here: the entries before it are applied, and the call waits (the
-// group applies nothing more on this node) until Release; a restart on a
-// version that knows the type carries on. A commit that fails (a full disk)
-// is retried with backoff until it succeeds or Release: never skipped.
+// Nothing an entry holds, and no failure of the file, makes it panic. An
+// entry that fails to decode or validate is answered with a
+// *command.Rejection and changes nothing, on every replica alike. An entry
+// of a type this version does not know, or one whose apply meets state the
+// file cannot give back (ErrCorrupt), stops the group here: the entries
+// before it are applied, and the call waits (the group applies nothing more
+// on this node) until Release; a restart on a version that knows the type,
+// or on a repaired replica, carries on. A commit that fails (a full disk) is
+// retried with backoff until it succeeds or Release: never skipped.
 func (s *store) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	if s.dead.Load() || s.halt.Load() != nil {
@@ -228,7 +238,9 @@ func (s *store) ApplyBatch(logs []*raft.Log) []any {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.db == nil {
-		panic("fsm: apply after close")
+		// raftgroup closes raft before the FSM, and raft applies nothing
+		// after its Shutdown returns.
+		panic("fsm: apply after close: raft applied past its shutdown")
 	}
 	applied := s.applied.Load()
 	// Decode and validate first; cut the batch at an unknown type.
@@ -262,34 +274,54 @@ func (s *store) ApplyBatch(logs []*raft.Log) []any {
 		}
 		vals[i] = v
 	}
+	halted := false
 	if cut > 0 {
-		s.commit(logs[:cut], vals, out, applied)
+		halted = s.commit(logs[:cut], vals[:cut], out[:cut], applied)
 	}
-	if cut < len(logs) {
-		l := logs[cut]
-		h := &Halt{Index: l.Index, Type: command.Type(l.Data[0])}
-		s.halt.Store(h)
-		s.log.Error("apply halted: a command type this version does not know; upgrade this node",
-			"index", h.Index, "type", h.Type)
+	if !halted && cut < len(logs) {
+		s.haltAt(logs[cut], "command type "+strconv.Itoa(int(logs[cut].Data[0]))+" is unknown to this version; upgrade linknode")
+		halted = true
+	}
+	if halted {
 		s.waitRelease()
 	}
 	return out
 }
 
+// haltAt stops apply at entry l, for reason.
+func (s *store) haltAt(l *raft.Log, reason string) {
+	h := &Halt{Index: l.Index, Reason: reason}
+	if len(l.Data) > 0 {
+		h.Type = command.Type(l.Data[0])
+	}
+	s.halt.Store(h)
+	s.log.Error("apply halted on this node", "index", h.Index, "type", h.Type, "reason", reason)
+}
+
 // commit applies logs (their decoded vals) and the new applied index in one
-// transaction, retrying a failed commit until it succeeds or Release.
-func (s *store) commit(logs []*raft.Log, vals, out []any, applied uint64) {
+// transaction, retrying a failed commit until it succeeds or Release. An
+// entry whose apply meets state the file cannot give back (ErrCorrupt)
+// cannot succeed on a retry: the entries before it are committed, and the
+// group halts at it (commit reports true).
+func (s *store) commit(logs []*raft.Log, vals, out []any, applied uint64) (halted bool) {
 	last := logs[len(logs)-1].Index
 	delay := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		if s.beforeBatch != nil {
 			s.beforeBatch()
 		}
+		failed := -1
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			for i, l := range logs {
-				if vals[i] != nil {
-					out[i] = s.apply(tx, command.Type(l.Data[0]), vals[i], l.Index)
+				if vals[i] == nil {
+					continue
 				}
+				res, err := s.apply(tx, command.Type(l.Data[0]), vals[i], l.Index)
+				if err != nil {
+					failed = i
+					return fmt.Errorf("entry %d: %w", l.Index, err)
+				}
+				out[i] = res
 			}
 			if last <= applied {
 				return nil
@@ -305,6 +337,17 @@ func (s *store) commit(logs []*raft.Log, vals, out []any, applied uint64) {
 			}
 			break
 		}
+		if failed >= 0 && errors.Is(err, ErrCorrupt) {
+			// bbolt rolled the transaction back: the entries before the
+			// one that cannot apply go in alone.
+			clear(out)
+			if failed > 0 && (s.commit(logs[:failed], vals[:failed], out[:failed], applied) || s.dead.Load()) {
+				return true
+			}
+			s.stall.Store(nil)
+			s.haltAt(logs[failed], err.Error()+"; if the group's other replicas are healthy, repair this one (linknode repair-shard)")
+			return true
+		}
 		// bbolt rolled the transaction back: the file is as before, and
 		// the batch is tried again whole. Skipping it would let this
 		// replica diverge from the others.
@@ -319,7 +362,7 @@ func (s *store) commit(logs []*raft.Log, vals, out []any, applied uint64) {
 		select {
 		case <-s.released:
 			s.dead.Store(true)
-			return
+			return false
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 2*time.Second)
@@ -330,6 +373,7 @@ func (s *store) commit(logs []*raft.Log, vals, out []any, applied uint64) {
 	if s.afterCommit != nil {
 		s.afterCommit()
 	}
+	return false
 }
 
 // waitRelease blocks until Release, then marks the store dead.
@@ -338,26 +382,11 @@ func (s *store) waitRelease() {
 	s.dead.Store(true)
 }
 
-// Rejection is the apply response of a rejected entry; it is an error.
-type Rejection struct {
-	Index uint64
-	Type  command.Type
-	Err   error
-}
-
-// Error says which entry was rejected and why.
-func (r *Rejection) Error() string {
-	return fmt.Sprintf("fsm: entry %d (type %d) rejected: %v", r.Index, r.Type, r.Err)
-}
-
-// Unwrap returns command.ErrRejected and the cause.
-func (r *Rejection) Unwrap() []error { return []error{command.ErrRejected, r.Err} }
-
 // reject answers an entry that failed to decode or validate.
 func (s *store) reject(index uint64, typ command.Type, err error) any {
 	s.rejected.Add(1)
 	s.log.Error("rejected a committed command", "index", index, "type", typ, "command", command.Name(typ), "err", err)
-	return &Rejection{Index: index, Type: typ, Err: err}
+	return &command.Rejection{Index: index, Type: typ, Err: err}
 }
 
 // openBolt opens a state file, turning a panic of bbolt on a corrupt file

@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/linkraft/linkraft/httpapi/fastpath"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -43,9 +42,7 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 		// limit's headers and 429 are written there.
 		return fastpath.Answer{}, false
 	}
-	if bugs.Once(bugs.PanicOnce) {
-		panic("jepsen bug panic-once")
-	}
+	faultPanic()
 	// The query is a view of the connection's buffer: location copies
 	// what it keeps.
 	dest := lk.URL

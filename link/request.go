@@ -76,6 +76,34 @@ func (r *CreateRequest) Validate(p URLPolicy, now time.Time) error {
 	return nil
 }
 
+// NewLink is the link a create of r makes under code at now, with the
+// creator's nonce, as of Raft index version: the one place a created
+// link's fields come from (the shard FSM and the tests' fakes call it).
+func (r *CreateRequest) NewLink(code string, now time.Time, nonce, version uint64) *Link {
+	redirect := r.Redirect
+	if redirect == 0 {
+		redirect = DefaultRedirect
+	}
+	return &Link{
+		Code:         code,
+		URL:          r.URL,
+		Owner:        r.Owner,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+		ExpiresAt:    r.ExpiresAt,
+		Redirect:     redirect,
+		MaxVisits:    r.MaxVisits,
+		Tags:         r.Tags,
+		Nonce:        nonce,
+		DropQuery:    r.DropQuery,
+		Title:        r.Title,
+		Description:  r.Description,
+		Version:      version,
+		PasswordHash: r.PasswordHash,
+		Rules:        r.Rules,
+	}
+}
+
 // Patch is a partial update of a link; nil fields are left alone. A
 // non-nil ExpiresAt pointing at the zero time removes the expiry, a non-nil
 // Tags pointing at an empty list removes the tags.
@@ -98,6 +126,29 @@ type Patch struct {
 func (p *Patch) Empty() bool {
 	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil && p.DropQuery == nil &&
 		p.Title == nil && p.Description == nil && p.PasswordHash == nil && p.Rules == nil
+}
+
+// ApplyTo sets the fields p sets on l: the one place an update's fields
+// are applied (the shard FSM and the tests' fakes call it). The caller
+// sets UpdatedAt and Version.
+func (p *Patch) ApplyTo(l *Link) {
+	set(&l.URL, p.URL)
+	set(&l.ExpiresAt, p.ExpiresAt)
+	set(&l.Redirect, p.Redirect)
+	set(&l.Disabled, p.Disabled)
+	set(&l.Tags, p.Tags)
+	set(&l.DropQuery, p.DropQuery)
+	set(&l.Title, p.Title)
+	set(&l.Description, p.Description)
+	set(&l.PasswordHash, p.PasswordHash)
+	set(&l.Rules, p.Rules)
+}
+
+// set copies *v to *dst when v is set.
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // Validate checks p at now under policy and normalises its URL, as

@@ -44,7 +44,7 @@ func BenchmarkLookup(b *testing.B) {
 			codes := make([]string, 1000)
 			for i := range codes {
 				codes[i] = fmt.Sprintf("c%05d", i)
-				if _, err := apply(testcluster.Context(b, 10*time.Second), s, (&command.CreateIfAbsent{Code: codes[i], URL: "https://example.com/" + codes[i], Now: time.Now().UTC()}).Encode()); err != nil {
+				if _, err := apply(testcluster.Context(b, 10*time.Second), s, (&command.CreateIfAbsent{Code: codes[i], Now: time.Now().UTC(), Request: link.CreateRequest{URL: "https://example.com/" + codes[i]}}).Encode()); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/maypok86/otter/v2"
 
 	"github.com/linkraft/linkraft/fsm"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 )
@@ -164,7 +163,7 @@ func StatePath(dir string) string { return filepath.Join(dir, "state.db") }
 func (s *Shard) applied(l *link.Link) {
 	e := entry{l: l, version: l.Version}
 	s.cache.Compute(l.Code, func(old entry, found bool) (entry, otter.ComputeOp) {
-		if found && (!e.newer(old) || old.l != nil && bugs.On(bugs.NoInvalidate)) {
+		if found && (!e.newer(old) || old.l != nil && faultNoInvalidate()) {
 			return old, otter.CancelOp
 		}
 		return e, otter.WriteOp

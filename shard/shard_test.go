@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -39,14 +38,14 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	l, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", URL: "https://example.com", Now: now}).Encode())
+	l, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", Now: now, Request: link.CreateRequest{URL: "https://example.com"}}).Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Code != "abc" || l.Version == 0 {
 		t.Fatalf("created %+v", l)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", URL: "https://x.example", Now: now}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", Now: now, Request: link.CreateRequest{URL: "https://x.example"}}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	// Unknown code is negatively cached, then created: the cache must not
@@ -54,14 +53,14 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if _, err := s.Lookup("new", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "new", URL: "https://new.example", Now: now}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "new", Now: now, Request: link.CreateRequest{URL: "https://new.example"}}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://new.example" {
 		t.Fatalf("lookup after create = %+v, %v", got, err)
 	}
 	// Update goes through to the cache.
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.Update{Code: "new", Now: now, Set: command.SetURL, URL: "https://v2.example"}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.Update{Code: "new", Now: now, Patch: link.Patch{URL: new("https://v2.example")}}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Lookup("new", true); got.URL != "https://v2.example" {
@@ -93,7 +92,7 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://v2.example" {
 		t.Fatalf("after restart = %+v, %v", got, err)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "after", URL: "https://a.example", Now: now}).Encode()); err != nil {
+	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "after", Now: now, Request: link.CreateRequest{URL: "https://a.example"}}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -139,7 +138,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 		if err := leader.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		l, err := apply(testcluster.Context(t, 5*time.Second), leader, (&command.CreateIfAbsent{Code: "rep", URL: "https://r.example", Now: time.Now()}).Encode())
+		l, err := apply(testcluster.Context(t, 5*time.Second), leader, (&command.CreateIfAbsent{Code: "rep", Now: time.Now(), Request: link.CreateRequest{URL: "https://r.example"}}).Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,10 +168,10 @@ func apply(ctx context.Context, s *Shard, cmd []byte) (*link.Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rej, ok := resp.(*fsm.Rejection); ok {
+	if rej, ok := resp.(*command.Rejection); ok {
 		return nil, rej
 	}
-	r, ok := resp.(*fsm.Result)
+	r, ok := resp.(*command.LinkResult)
 	if !ok {
 		return nil, fmt.Errorf("unexpected apply response %T", resp)
 	}

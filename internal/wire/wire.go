@@ -470,3 +470,44 @@ func Message[M, S any](num protowire.Number, sub *Codec[S], p func(*M) *S) Field
 		},
 	}
 }
+
+// Value is the field of a message that is one value: the kind of a field
+// (String[string], Time[time.Time], ...) to lift into a message with At or
+// Optional.
+func Value[T any](kind func(protowire.Number, func(*T) *T) Field[T], num protowire.Number) Field[T] {
+	return kind(num, func(v *T) *T { return v })
+}
+
+// At is f, a field of a value T, as a field of the message M that holds
+// the value where p says.
+func At[M, T any](f Field[T], p func(*M) *T) Field[M] {
+	put, get := f.Put, f.Get
+	return Field[M]{Num: f.Num,
+		Put: func(b []byte, num protowire.Number, m *M) []byte { return put(b, num, p(m)) },
+		Get: func(r Reader, typ protowire.Type, num protowire.Number, m *M) Reader { return get(r, typ, num, p(m)) },
+	}
+}
+
+// Optional is f, a field of a value T, as a field of the message M that
+// holds a pointer to the value where p says: written only when the
+// pointer is set (and the value is not zero), and read into a new value.
+// Whether a zero value was set is for the message to say (an update's
+// mask).
+func Optional[M, T any](f Field[T], p func(*M) **T) Field[M] {
+	put, get := f.Put, f.Get
+	return Field[M]{Num: f.Num,
+		Put: func(b []byte, num protowire.Number, m *M) []byte {
+			if v := *p(m); v != nil {
+				return put(b, num, v)
+			}
+			return b
+		},
+		Get: func(r Reader, typ protowire.Type, num protowire.Number, m *M) Reader {
+			v := p(m)
+			if *v == nil {
+				*v = new(T)
+			}
+			return get(r, typ, num, *v)
+		},
+	}
+}

@@ -1,3 +1,5 @@
+//go:build jepsenbugs
+
 package fsm
 
 import (
@@ -9,15 +11,31 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/internal/bugs"
 )
 
-// The lose-last-apply-on-restart fault of the chaos harness (package
-// internal/bugs): while it is on, every link write also keeps the link's
+// The fsm's deliberate faults of the chaos harness (package internal/bugs),
+// compiled only into jepsenbugs builds (faults_off.go is the normal build's
+// no-op twin). tombstone-reuse lets a create take a deleted code. With
+// lose-last-apply-on-restart on, every link write also keeps the link's
 // previous stored value in a bucket of its own (the last undoDepth writes);
 // UndoLastWrites puts such values back. Nothing here runs unless the fault
 // is switched on in a jepsenbugs build.
 
 var bucketUndo = []byte("jepsen-undo")
+
+// faultBeforePut runs before a link write: it keeps the undo record of
+// code.
+func faultBeforePut(tx *bolt.Tx, code string) error {
+	if !bugs.On(bugs.LoseLastApply) {
+		return nil
+	}
+	return keepUndo(tx, code)
+}
+
+// faultReuseTombstone says whether a create may take a deleted code.
+func faultReuseTombstone() bool { return bugs.On(bugs.TombstoneReuse) }
 
 // undoDepth is how many writes keepUndo remembers.
 const undoDepth = 2
@@ -25,10 +43,10 @@ const undoDepth = 2
 // keepUndo remembers code's stored value before this write: a record keyed
 // by a sequence number, holding the code, a 0 byte, and the old value (with
 // a leading 1; nothing if there was none).
-func keepUndo(tx *bolt.Tx, code string) {
+func keepUndo(tx *bolt.Tx, code string) error {
 	b, err := tx.CreateBucketIfNotExists(bucketUndo)
 	if err != nil {
-		panic(fmt.Sprintf("fsm: jepsen undo bucket: %v", err))
+		return fmt.Errorf("jepsen undo bucket: %w", err)
 	}
 	var seq uint64
 	if k, _ := b.Cursor().Last(); len(k) == 8 {
@@ -39,11 +57,12 @@ func keepUndo(tx *bolt.Tx, code string) {
 		rec = append(append(rec, 1), v...)
 	}
 	if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), rec); err != nil {
-		panic(fmt.Sprintf("fsm: jepsen undo record: %v", err))
+		return fmt.Errorf("jepsen undo record: %w", err)
 	}
 	if seq >= undoDepth {
-		_ = b.Delete(binary.BigEndian.AppendUint64(nil, seq-undoDepth))
+		return b.Delete(binary.BigEndian.AppendUint64(nil, seq-undoDepth))
 	}
+	return nil
 }
 
 // UndoLastWrites opens the closed shard state file at path and undoes the
