@@ -35,11 +35,28 @@ type GroupInfo struct {
 	// Rejected counts committed entries this replica rejected (bad input
 	// that got past a leader's checks) since it started.
 	Rejected uint64 `json:"rejected_entries"`
-	// Halted is set when this replica met a command type its version does
-	// not know: it applies nothing more until upgraded.
-	Halted *fsm.Halt `json:"halted,omitempty"`
+	// Halted is set when this replica stopped applying: it met a command
+	// type its version does not know (upgrade it), or state it cannot
+	// read (repair it).
+	Halted *Halt `json:"halted,omitempty"`
 	// Stalled is set while a commit keeps failing (a full disk).
-	Stalled *fsm.Stall `json:"stalled,omitempty"`
+	Stalled *Stall `json:"stalled,omitempty"`
+}
+
+// Halt says where and why a group stopped applying on a node.
+type Halt struct {
+	Index  uint64 `json:"index"`
+	Type   uint8  `json:"type"`
+	Reason string `json:"reason"`
+}
+
+// Stall is a commit that keeps failing (ENOSPC, EIO) and is being retried.
+type Stall struct {
+	// Index is the last index of the batch.
+	Index    uint64    `json:"index"`
+	Err      string    `json:"error"`
+	Since    time.Time `json:"since"`
+	Attempts int       `json:"attempts"`
 }
 
 // applyHealth is what both FSMs report about their apply loop.
@@ -50,14 +67,20 @@ type applyHealth interface {
 }
 
 func withHealth(info GroupInfo, f applyHealth) GroupInfo {
-	info.Halted, info.Stalled, info.Rejected = f.Halted(), f.Stalled(), f.Rejected()
+	if h := f.Halted(); h != nil {
+		info.Halted = &Halt{Index: h.Index, Type: uint8(h.Type), Reason: h.Reason}
+	}
+	if s := f.Stalled(); s != nil {
+		info.Stalled = &Stall{Index: s.Index, Err: s.Err, Since: s.Since, Attempts: s.Attempts}
+	}
+	info.Rejected = f.Rejected()
 	return info
 }
 
 // healthErr says why a group cannot apply, or nil.
 func healthErr(name string, f applyHealth) error {
 	if h := f.Halted(); h != nil {
-		return fmt.Errorf("%w: %s halted at index %d: command type %d is unknown to this version; upgrade linknode", ErrNotReady, name, h.Index, h.Type)
+		return fmt.Errorf("%w: %s halted at index %d: %s", ErrNotReady, name, h.Index, h.Reason)
 	}
 	if s := f.Stalled(); s != nil {
 		return fmt.Errorf("%w: %s cannot commit index %d since %s (%d attempts): %s", ErrNotReady, name, s.Index, s.Since.Format(time.RFC3339), s.Attempts, s.Err)
