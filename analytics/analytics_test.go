@@ -73,7 +73,7 @@ type fsmSubmit struct {
 	calls    int
 }
 
-func (s *fsmSubmit) submit(_ context.Context, _ int, b *command.ClickBatch) error {
+func (s *fsmSubmit) submit(_ context.Context, _ command.ShardID, b *command.ClickBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -110,7 +110,7 @@ func TestPipelineCountsExactlyOnceDespiteLostAcks(t *testing.T) {
 	t.Parallel()
 	sub := newFSM(t, "abc")
 	sub.loseAcks = 2 // the first two batches commit, but the node hears nothing
-	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Submit: sub.submit, Salt: salt, FlushInterval: time.Hour})
+	p, err := New(Config{Node: "n1", Shard: func(string) command.ShardID { return 0 }, Submit: sub.submit, Salt: salt, FlushInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +175,8 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 	block := make(chan struct{})
 	obs := &countObs{}
 	p, err := New(Config{Node: "n1", Capacity: 4, FlushInterval: time.Hour, Observer: obs,
-		Shard:  func(string) int { <-block; return 0 }, // the worker is stuck on its first click
-		Submit: func(context.Context, int, *command.ClickBatch) error { return nil }})
+		Shard:  func(string) command.ShardID { <-block; return 0 }, // the worker is stuck on its first click
+		Submit: func(context.Context, command.ShardID, *command.ClickBatch) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	p, err := New(Config{Node: "n7", Shard: func(string) int { return 0 }, Submit: sub.submit, Visits: store, FlushInterval: time.Hour})
+	p, err := New(Config{Node: "n7", Shard: func(string) command.ShardID { return 0 }, Submit: sub.submit, Visits: store, FlushInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
 	}
 	// The counts outlive the pipeline (a restart): a new one on the same
 	// file goes on from them.
-	p2, err := New(Config{Node: "n7", Shard: func(string) int { return 0 }, Submit: sub.submit, Visits: store, FlushInterval: time.Hour})
+	p2, err := New(Config{Node: "n7", Shard: func(string) command.ShardID { return 0 }, Submit: sub.submit, Visits: store, FlushInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestPipelineWritesVisitsEarlyRatherThanDrop(t *testing.T) {
 	}
 	defer store.Close()
 	const buffer, clicks = 100, 1000
-	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Submit: sub.submit, Visits: store,
+	p, err := New(Config{Node: "n1", Shard: func(string) command.ShardID { return 0 }, Submit: sub.submit, Visits: store,
 		FlushInterval: time.Hour, VisitFlushInterval: time.Hour, VisitBuffer: buffer})
 	if err != nil {
 		t.Fatal(err)

@@ -25,8 +25,8 @@ func BenchmarkRecordAndAggregate(b *testing.B) {
 		m.Write([]byte(day.Format("2006-01-02")))
 		return m.Sum(nil)
 	}
-	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Salt: saltFn, FlushInterval: time.Hour,
-		Submit: func(context.Context, int, *command.ClickBatch) error { return nil }})
+	p, err := New(Config{Node: "n1", Shard: func(string) command.ShardID { return 0 }, Salt: saltFn, FlushInterval: time.Hour,
+		Submit: func(context.Context, command.ShardID, *command.ClickBatch) error { return nil }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,8 +49,8 @@ func BenchmarkRecordAndAggregate(b *testing.B) {
 }
 
 func BenchmarkRecordOnly(b *testing.B) {
-	p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Capacity: 1 << 20, FlushInterval: time.Hour,
-		Submit: func(context.Context, int, *command.ClickBatch) error { return nil }})
+	p, err := New(Config{Node: "n1", Shard: func(string) command.ShardID { return 0 }, Capacity: 1 << 20, FlushInterval: time.Hour,
+		Submit: func(context.Context, command.ShardID, *command.ClickBatch) error { return nil }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func BenchmarkClickPath(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer vs.Close()
-			p, err := New(Config{Node: "n1", Shard: func(string) int { return 0 }, Salt: salt, FlushInterval: time.Hour,
+			p, err := New(Config{Node: "n1", Shard: func(string) command.ShardID { return 0 }, Salt: salt, FlushInterval: time.Hour,
 				Submit: sub.submit, Visits: vs, Capacity: 1 << 20})
 			if err != nil {
 				b.Fatal(err)

@@ -36,11 +36,11 @@ type Config struct {
 	// Node is this node's ID: batches are sequenced per node.
 	Node string
 	// Shard maps a code to its shard.
-	Shard func(code string) int
+	Shard func(code string) command.ShardID
 	// Submit proposes a batch through the shard's Raft group. An error
 	// means the outcome is unknown: the same batch (same node and sequence
 	// number) is submitted again.
-	Submit func(ctx context.Context, shard int, b *command.ClickBatch) error
+	Submit func(ctx context.Context, shard command.ShardID, b *command.ClickBatch) error
 	// Salt returns the visitor-hash salt of a UTC day; the same on every
 	// node, so a visitor seen by two nodes counts once. Nil: no uniques.
 	Salt func(day time.Time) []byte
@@ -96,7 +96,7 @@ type Pipeline struct {
 	visitsMu sync.Mutex
 
 	mu       sync.Mutex
-	shards   map[int]*shardState
+	shards   map[command.ShardID]*shardState
 	visitBuf *VisitBatch
 	// spareVisits is the other visit buffer, while visitBuf fills.
 	spareVisits *VisitBatch
@@ -242,7 +242,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Seq0 == 0 {
 		cfg.Seq0 = uint64(time.Now().UnixNano())
 	}
-	p := &Pipeline{cfg: cfg, wake: make(chan struct{}, 1), shards: map[int]*shardState{}, orphans: map[string]uint64{},
+	p := &Pipeline{cfg: cfg, wake: make(chan struct{}, 1), shards: map[command.ShardID]*shardState{}, orphans: map[string]uint64{},
 		orphansNew: map[string]uint64{}, visitBuf: &VisitBatch{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if cfg.Visits != nil {
 		// The counts of earlier runs: at most maxOrphanCodes codes were
@@ -478,7 +478,7 @@ func (p *Pipeline) flush(wait bool) {
 	}
 }
 
-func (p *Pipeline) submit(shard int, st *shardState, b *command.ClickBatch, seq uint64, n int) {
+func (p *Pipeline) submit(shard command.ShardID, st *shardState, b *command.ClickBatch, seq uint64, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.SubmitTimeout)
 	err := p.cfg.Submit(ctx, shard, b)
 	cancel()
@@ -488,13 +488,13 @@ func (p *Pipeline) submit(shard int, st *shardState, b *command.ClickBatch, seq 
 	if err != nil {
 		p.cfg.Logger.Debug("click batch not acknowledged; will resend", "shard", shard, "seq", seq, "err", err)
 		if o := p.cfg.Observer; o != nil {
-			o.ClickFlushFailed(shard)
+			o.ClickFlushFailed(int(shard))
 		}
 		return
 	}
 	st.pending, st.pendingN = nil, 0
 	if o := p.cfg.Observer; o != nil {
-		o.ClicksFlushed(shard, n)
+		o.ClicksFlushed(int(shard), n)
 	}
 }
 

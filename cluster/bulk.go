@@ -88,7 +88,7 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 // yet, grouped by shard into CreateBatch entries, the shards in parallel,
 // and sets out[i] to each one's answer.
 func (n *Node) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent, out []CreateResult) {
-	byShard := map[int][]int{}
+	byShard := map[command.ShardID][]int{}
 	for i := range cmds {
 		if out[i].Err == nil {
 			s := n.ring.Locate(cmds[i].Code)
@@ -120,7 +120,7 @@ func (n *Node) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent
 				for j, i := range chunk {
 					batch.Creates[j] = cmds[i]
 				}
-				results, err := n.applyCreateBatch(ctx, shardGroupID(s), batch)
+				results, err := n.applyCreateBatch(ctx, s.Group(), batch)
 				for j, i := range chunk {
 					if err != nil {
 						out[i].Err = err
@@ -136,15 +136,15 @@ func (n *Node) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent
 
 // applyCreateBatch proposes batch on group's leader, retrying an unknown
 // outcome with the same entry until ctx ends (see applyCreate).
-func (n *Node) applyCreateBatch(ctx context.Context, group uint64, batch *command.CreateBatch) ([]command.LinkResult, error) {
+func (n *Node) applyCreateBatch(ctx context.Context, group command.GroupID, batch *command.CreateBatch) ([]command.LinkResult, error) {
 	r, err := n.retryUnknown(ctx, group, batch.Encode())
 	if err != nil {
 		return nil, err
 	}
-	if len(r.batch) != len(batch.Creates) {
-		return nil, fmt.Errorf("create batch of %d answered with %d results", len(batch.Creates), len(r.batch))
+	if len(r.Batch) != len(batch.Creates) {
+		return nil, fmt.Errorf("create batch of %d answered with %d results", len(batch.Creates), len(r.Batch))
 	}
-	return r.batch, nil
+	return r.Batch, nil
 }
 
 // leaseCodes leases count fresh IDs through the meta group (one lease unless

@@ -16,11 +16,11 @@ import (
 // submitClicks proposes a click batch through shard s's Raft group (on
 // its leader, forwarded if need be). An error means the outcome is unknown;
 // the caller resends the same batch, which the FSM applies at most once.
-func (n *Node) submitClicks(ctx context.Context, s int, b *command.ClickBatch) error {
+func (n *Node) submitClicks(ctx context.Context, s command.ShardID, b *command.ClickBatch) error {
 	if err, ok := n.faultSubmitClicks(ctx, s, b); ok {
 		return err
 	}
-	_, err := n.applyGroup(ctx, shardGroupID(s), b.Encode(), 0)
+	_, err := n.applyGroup(ctx, s.Group(), b.Encode(), 0)
 	return err
 }
 
@@ -65,21 +65,9 @@ func (n *Node) clickState(ctx context.Context, code string, from, to time.Time) 
 		return sh.FSM().Clicks(code, from, to)
 	}
 	none := fmt.Errorf("%w: no replica of shard %d known", link.ErrUnavailable, s)
-	raw, err := askReplicas(n, s, none, unavailable, func(addr string) ([]byte, error) {
-		resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opClicks, Group: uint64(s), Code: code, From: from.Unix(), To: to.Unix()})
-		if err != nil {
-			return nil, err
-		}
-		return resp.Clicks, errFromWire(resp.Err, resp.Detail)
+	return askReplicas(n, s, none, unavailable, func(addr string) (*command.ClickStats, error) {
+		return n.peers.Clicks(ctx, addr, s, code, from, to)
 	})
-	if err != nil {
-		return nil, err
-	}
-	st := new(command.ClickStats)
-	if err := st.Unmarshal(raw); err != nil {
-		return nil, err
-	}
-	return st, nil
 }
 
 // visitorSalt is the salt of visitor hashes on a UTC day: an HMAC of the
@@ -102,13 +90,13 @@ func (n *Node) ConsumeVisit(ctx context.Context, code string) (*link.Link, error
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cmd := (&command.ConsumeVisit{Code: code, Nonce: newNonce()}).Encode()
-	group := shardGroupID(n.ring.Locate(code))
+	group := n.ring.Locate(code).Group()
 	r, err := n.retryUnknown(ctx, group, cmd)
 	if err != nil {
 		return nil, err
 	}
-	n.announceChange(r.link)
-	return r.link, nil
+	n.announceChange(r.Link)
+	return r.Link, nil
 }
 
 // Gathered says which nodes a cluster-wide answer is missing.
@@ -119,14 +107,14 @@ type Gathered struct {
 	Missing []string `json:"missing_nodes,omitempty"`
 }
 
-// gather asks every member but this node (in parallel, each bounded by
-// ctx) and returns the answers of those that replied.
-func (n *Node) gather(ctx context.Context, req *rpcRequest) ([]*rpcResponse, Gathered) {
+// gather calls ask with every member but this node (in parallel, each
+// bounded by ctx) and returns the answers of those that replied.
+func gather[T any](ctx context.Context, n *Node, ask func(addr string) (T, error)) ([]T, Gathered) {
 	var g Gathered
 	type answer struct {
-		id   string
-		resp *rpcResponse
-		err  error
+		id  string
+		v   T
+		err error
 	}
 	var asked []NodeInfo
 	for _, m := range n.nodes() {
@@ -141,14 +129,11 @@ func (n *Node) gather(ctx context.Context, req *rpcRequest) ([]*rpcResponse, Gat
 				ch <- answer{id: m.ID, err: fmt.Errorf("%w: %s is down", link.ErrUnavailable, m.ID)}
 				return
 			}
-			resp, err := n.rpc.call(ctx, m.RaftAddr, req)
-			if err == nil {
-				err = errFromWire(resp.Err, resp.Detail)
-			}
-			ch <- answer{id: m.ID, resp: resp, err: err}
+			v, err := ask(m.RaftAddr)
+			ch <- answer{id: m.ID, v: v, err: err}
 		}()
 	}
-	var out []*rpcResponse
+	var out []T
 	for range asked {
 		a := <-ch
 		if a.err != nil {
@@ -156,7 +141,7 @@ func (n *Node) gather(ctx context.Context, req *rpcRequest) ([]*rpcResponse, Gat
 			g.Missing = append(g.Missing, a.id)
 			continue
 		}
-		out = append(out, a.resp)
+		out = append(out, a.v)
 	}
 	return out, g
 }
@@ -171,9 +156,9 @@ func (n *Node) Visits(ctx context.Context, code string, from, to time.Time, limi
 	if err != nil {
 		return nil, Gathered{}, err
 	}
-	answers, g := n.gather(ctx, &rpcRequest{Op: opVisits, Code: code, From: from.UnixNano(), To: to.UnixNano(), Limit: limit})
+	answers, g := gather(ctx, n, func(addr string) ([]link.Visit, error) { return n.peers.Visits(ctx, addr, code, from, to, limit) })
 	for _, a := range answers {
-		visits = append(visits, a.Visits...)
+		visits = append(visits, a...)
 	}
 	sort.SliceStable(visits, func(i, j int) bool { return visits[i].Time.After(visits[j].Time) })
 	if len(visits) > limit {
@@ -188,18 +173,15 @@ func (n *Node) Orphans(ctx context.Context, top int) (link.OrphanSummary, Gather
 	defer cancel()
 	// Each node sends more than top, so the sum's top is closer to right.
 	local := n.localOrphans(top * 4)
-	answers, g := n.gather(ctx, &rpcRequest{Op: opOrphans, Limit: top * 4})
+	answers, g := gather(ctx, n, func(addr string) (*link.OrphanSummary, error) { return n.peers.Orphans(ctx, addr, top*4) })
 	byCode := map[string]uint64{}
 	total := local.Total
 	for _, c := range local.Top {
 		byCode[c.Code] += c.Count
 	}
 	for _, a := range answers {
-		if a.Orphans == nil {
-			continue
-		}
-		total += a.Orphans.Total
-		for _, c := range a.Orphans.Top {
+		total += a.Total
+		for _, c := range a.Top {
 			byCode[c.Code] += c.Count
 		}
 	}

@@ -14,13 +14,13 @@ import (
 // (faults_on.go, in jepsenbugs builds only, has what they do): in this
 // build they do nothing and compile away.
 
-func (*Node) faultEarlyAck(context.Context, uint64, []byte, *command.CreateIfAbsent) (*link.Link, error, bool) {
+func (*Node) faultEarlyAck(context.Context, command.GroupID, []byte, *command.CreateIfAbsent) (*link.Link, error, bool) {
 	return nil, nil, false
 }
 
 func faultLoseAnswer(error, *command.CreateIfAbsent) bool { return false }
 
-func (*Node) faultSubmitClicks(context.Context, int, *command.ClickBatch) (error, bool) {
+func (*Node) faultSubmitClicks(context.Context, command.ShardID, *command.ClickBatch) (error, bool) {
 	return nil, false
 }
 
@@ -32,4 +32,4 @@ func faultNoLease(uint64) (uint64, uint64, bool) { return 0, 0, false }
 
 func faultNoInvalidate() bool { return false }
 
-func (*Node) faultBeforeShardOpen(string, int, bool) {}
+func (*Node) faultBeforeShardOpen(string, command.ShardID, bool) {}

@@ -20,7 +20,7 @@ import (
 
 // faultEarlyAck (early-ack): a create whose outcome is unknown is
 // acknowledged anyway. It reports whether it answered.
-func (n *Node) faultEarlyAck(ctx context.Context, group uint64, data []byte, cmd *command.CreateIfAbsent) (*link.Link, error, bool) {
+func (n *Node) faultEarlyAck(ctx context.Context, group command.GroupID, data []byte, cmd *command.CreateIfAbsent) (*link.Link, error, bool) {
 	if !bugs.On(bugs.EarlyAck) {
 		return nil, nil, false
 	}
@@ -31,7 +31,7 @@ func (n *Node) faultEarlyAck(ctx context.Context, group uint64, data []byte, cmd
 	if err != nil {
 		return nil, err, true
 	}
-	return r.link, nil, true
+	return r.Link, nil, true
 }
 
 // faultLoseAnswer (retry-new-code): the answer to every fifth generated
@@ -48,17 +48,17 @@ func faultLoseAnswer(err error, cmd *command.CreateIfAbsent) bool {
 // faultSubmitClicks: every third batch is reported committed without being
 // proposed (drop-click-batch), or every batch is applied twice under
 // another node's name (click-double). It reports whether it submitted.
-func (n *Node) faultSubmitClicks(ctx context.Context, s int, b *command.ClickBatch) (error, bool) {
+func (n *Node) faultSubmitClicks(ctx context.Context, s command.ShardID, b *command.ClickBatch) (error, bool) {
 	switch {
 	case bugs.Every(bugs.DropClickBatch, 3):
 		return nil, true
 	case bugs.On(bugs.ClickDouble):
-		if _, err := n.applyGroup(ctx, shardGroupID(s), b.Encode(), 0); err != nil {
+		if _, err := n.applyGroup(ctx, s.Group(), b.Encode(), 0); err != nil {
 			return err, true
 		}
 		dup := *b
 		dup.Node += "#dup"
-		_, err := n.applyGroup(ctx, shardGroupID(s), dup.Encode(), 0)
+		_, err := n.applyGroup(ctx, s.Group(), dup.Encode(), 0)
 		return err, true
 	}
 	return nil, false
@@ -97,7 +97,7 @@ func faultNoInvalidate() bool { return bugs.On(bugs.NoInvalidate) }
 // faultBeforeShardOpen (lose-last-apply-on-restart): every replica undoes
 // its last link write before it opens the shard, the first in the
 // placement the one before too, so the replicas differ.
-func (n *Node) faultBeforeShardOpen(dir string, s int, first bool) {
+func (n *Node) faultBeforeShardOpen(dir string, s command.ShardID, first bool) {
 	if !bugs.On(bugs.LoseLastApply) {
 		return
 	}

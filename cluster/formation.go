@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/peer"
 	"github.com/linkraft/linkraft/raftgroup"
 )
 
@@ -77,17 +78,10 @@ func (f *formation) save() error {
 	return writeFileSync(f.path, b)
 }
 
-// Formation RPC answers.
-const (
-	formAccepted = "accepted"
-	formRefused  = "refused"
-	formFormed   = "formed"
-)
-
 // promise handles proposer's request for this node's promise.
 func (n *Node) promise(ctx context.Context, proposer string) (answer, holder string, err error) {
 	if n.metaHasState() {
-		return formFormed, "", nil
+		return peer.PromiseFormed, "", nil
 	}
 	f := &n.formState
 	f.mu.Lock()
@@ -100,10 +94,10 @@ func (n *Node) promise(ctx context.Context, proposer string) (answer, holder str
 		if err != nil {
 			return "", "", err
 		}
-		return formAccepted, "", nil
+		return peer.PromiseAccepted, "", nil
 	case proposer > cur || f.state.Committed:
 		f.mu.Unlock()
-		return formRefused, cur, nil
+		return peer.PromiseRefused, cur, nil
 	case cur == n.cfg.NodeID:
 		// This node was proposing, uncommitted: a lower proposer wins.
 		f.state.Proposer = proposer
@@ -113,23 +107,23 @@ func (n *Node) promise(ctx context.Context, proposer string) (answer, holder str
 		if err != nil {
 			return "", "", err
 		}
-		return formAccepted, "", nil
+		return peer.PromiseAccepted, "", nil
 	}
 	f.mu.Unlock()
 	// Bound to a higher proposer: ask it to let go.
 	if ok := n.askRelease(ctx, cur); !ok {
-		return formRefused, cur, nil
+		return peer.PromiseRefused, cur, nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.state.Proposer != cur { // changed meanwhile
-		return formRefused, f.state.Proposer, nil
+		return peer.PromiseRefused, f.state.Proposer, nil
 	}
 	f.state.Proposer = proposer
 	if err := f.save(); err != nil {
 		return "", "", err
 	}
-	return formAccepted, "", nil
+	return peer.PromiseAccepted, "", nil
 }
 
 // release handles a promiser's request to be let go: granted unless this
@@ -154,8 +148,8 @@ func (n *Node) askRelease(ctx context.Context, proposer string) bool {
 	}
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	resp, err := n.rpc.call(c, addr, &rpcRequest{Op: opFormRelease, Code: n.cfg.NodeID})
-	return err == nil && resp.Err == "" && resp.Form == formAccepted
+	released, err := n.peers.Release(c, addr, n.cfg.NodeID)
+	return err == nil && released
 }
 
 func (n *Node) memberRaftAddr(id string) string {
@@ -185,7 +179,7 @@ func (n *Node) propose(ctx context.Context, fresh []Member) (bool, error) {
 	// Promise to itself, as to any proposer (a promise to a higher one is
 	// released first).
 	answer, _, err := n.promise(ctx, n.cfg.NodeID)
-	if err != nil || answer != formAccepted {
+	if err != nil || answer != peer.PromiseAccepted {
 		return false, err
 	}
 	f.mu.Lock()
@@ -198,18 +192,18 @@ func (n *Node) propose(ctx context.Context, fresh []Member) (bool, error) {
 			continue
 		}
 		c, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := n.rpc.call(c, m.RaftAddr, &rpcRequest{Op: opFormPromise, Code: n.cfg.NodeID})
+		resp, err := n.peers.Promise(c, m.RaftAddr, n.cfg.NodeID)
 		cancel()
-		if err != nil || resp.Err != "" {
+		if err != nil {
 			return false, nil // unreachable now: try again next round
 		}
-		switch resp.Form {
-		case formAccepted:
+		switch resp.Answer {
+		case peer.PromiseAccepted:
 			promised = append(promised, m.ID)
-		case formFormed:
+		case peer.PromiseFormed:
 			return false, nil // a cluster exists: wait to be added
 		default:
-			n.log.Debug("formation: promise refused", "member", m.ID, "bound_to", resp.Detail)
+			n.log.Debug("formation: promise refused", "member", m.ID, "bound_to", resp.Holder)
 			return false, nil
 		}
 	}

@@ -109,22 +109,22 @@ func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem I
 		}
 	}
 	claim := command.ClaimKey{Key: idem.Key, Body: idem.Body, Codes: codes, Now: now, Attempt: newNonce()}
-	r, err := n.retryUnknown(ctx, shardGroupID(n.ring.Locate(idem.Key)), claim.Encode())
+	r, err := n.retryUnknown(ctx, n.ring.Locate(idem.Key).Group(), claim.Encode())
 	if err != nil {
 		return nil, false, err
 	}
-	if r.claim == nil {
+	if r.Claim == nil {
 		return nil, false, fmt.Errorf("claim answered without a claim")
 	}
-	if r.claim.Body != idem.Body || len(r.claim.Codes) != len(reqs) {
+	if r.Claim.Body != idem.Body || len(r.Claim.Codes) != len(reqs) {
 		return nil, false, ErrIdempotencyMismatch
 	}
 	// Our own claim proposed again (an unknown outcome) answers Existing
 	// with our Attempt: not a replay of an earlier request.
-	replayed := r.claim.Existing && r.claim.Attempt != claim.Attempt
+	replayed := r.Claim.Existing && r.Claim.Attempt != claim.Attempt
 	out := make([]CreateResult, len(reqs))
 	for i := range cmds {
-		cmds[i].Code = r.claim.Codes[i]
+		cmds[i].Code = r.Claim.Codes[i]
 		cmds[i].Nonce = claimNonce(idem.Key, i)
 		if cmds[i].Code != codes[i] {
 			// The first request's generated code is the one to make.

@@ -106,7 +106,7 @@ func TestCreateOnceFinishesAnInterruptedFirst(t *testing.T) {
 	t.Cleanup(func() { _ = n.Close() })
 	idem := IdempotencyKey("team", "k", []byte("body"))
 	claim := command.ClaimKey{Key: idem.Key, Body: idem.Body, Codes: []string{"claimed1"}, Now: time.Now().UTC(), Attempt: 1}
-	if _, err := n.retryUnknown(ctx(t), shardGroupID(n.ring.Locate(idem.Key)), claim.Encode()); err != nil {
+	if _, err := n.retryUnknown(ctx(t), n.ring.Locate(idem.Key).Group(), claim.Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Get(ctx(t), "claimed1", true); !errors.Is(err, link.ErrNotFound) {

@@ -233,7 +233,7 @@ func (n *Node) CreateKey(ctx context.Context, req KeyRequest) (string, apikey.Ke
 		CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Hash: apikey.HashOf(secret)}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := n.applyGroup(ctx, metaGroupID, (&command.CreateKey{Key: k}).Encode(), 0); err != nil {
+	if _, err := n.applyGroup(ctx, command.MetaGroup, (&command.CreateKey{Key: k}).Encode(), 0); err != nil {
 		return "", apikey.Key{}, err
 	}
 	n.log.Info("api key created", "key_id", k.ID, "name", k.Name, "owner", k.Owner, "scopes", k.Scopes.String())
@@ -253,7 +253,7 @@ func (n *Node) RevokeKey(ctx context.Context, id string) error {
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := n.applyGroup(ctx, metaGroupID, (&command.RevokeKey{ID: id, At: time.Now().UTC()}).Encode(), 0); err != nil {
+	if _, err := n.applyGroup(ctx, command.MetaGroup, (&command.RevokeKey{ID: id, At: time.Now().UTC()}).Encode(), 0); err != nil {
 		return err
 	}
 	n.log.Info("api key revoked", "key_id", id)
@@ -276,7 +276,7 @@ func (n *Node) SetBlocked(ctx context.Context, domain string, blocked bool) erro
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := n.applyGroup(ctx, metaGroupID, (&command.SetBlocked{Domain: domain, Blocked: blocked, At: time.Now().UTC()}).Encode(), 0)
+	_, err := n.applyGroup(ctx, command.MetaGroup, (&command.SetBlocked{Domain: domain, Blocked: blocked, At: time.Now().UTC()}).Encode(), 0)
 	if err != nil {
 		return err
 	}

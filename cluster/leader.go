@@ -308,14 +308,14 @@ func (n *Node) reconcilePlacement(ctx context.Context) error {
 	if next == nil {
 		return nil
 	}
-	r, err := n.applyGroup(ctx, metaGroupID, (&command.SetPlacement{Placement: *next}).Encode(), 0)
+	r, err := n.applyGroup(ctx, command.MetaGroup, (&command.SetPlacement{Placement: *next}).Encode(), 0)
 	if err != nil {
 		if errors.Is(err, command.ErrStalePlacement) {
 			return nil // someone else changed it; the next round re-plans
 		}
 		return err
 	}
-	n.log.Info("placement written", "version", r.placement.Version)
+	n.log.Info("placement written", "version", r.Placement.Version)
 	return nil
 }
 
@@ -379,7 +379,7 @@ func planPlacement(cur *command.Placement, nodes []string, shards, replicas int)
 // the log or a snapshot). Removal is an operator action, never automatic.
 func (n *Node) reconcileShard(s *shard.Shard) error {
 	p, err := n.metaFSM.Placement()
-	if err != nil || p == nil || s.ID() >= len(p.Shards) {
+	if err != nil || p == nil || int(s.ID()) >= len(p.Shards) {
 		return err
 	}
 	current, err := s.Group().Servers()
@@ -474,7 +474,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 		for _, reps := range cur.Shards {
 			next.Shards = append(next.Shards, slices.DeleteFunc(slices.Clone(reps), func(r string) bool { return r == id }))
 		}
-		_, err = n.applyGroup(ctx, metaGroupID, (&command.SetPlacement{Placement: *next}).Encode(), 0)
+		_, err = n.applyGroup(ctx, command.MetaGroup, (&command.SetPlacement{Placement: *next}).Encode(), 0)
 		if err == nil {
 			n.log.Info("node removed by operator", "member", id)
 			return nil
@@ -500,18 +500,18 @@ const transferBackoff = 15 * time.Second
 // transferGate remembers failed balancing transfers per shard. It is used
 // only from the leader loop's goroutine.
 type transferGate struct {
-	until map[int]time.Time
+	until map[command.ShardID]time.Time
 }
 
 // allow reports whether shard may be moved at now.
-func (g *transferGate) allow(shard int, now time.Time) bool {
+func (g *transferGate) allow(shard command.ShardID, now time.Time) bool {
 	return !now.Before(g.until[shard])
 }
 
 // failed records a failed transfer of shard at now.
-func (g *transferGate) failed(shard int, now time.Time) {
+func (g *transferGate) failed(shard command.ShardID, now time.Time) {
 	if g.until == nil {
-		g.until = map[int]time.Time{}
+		g.until = map[command.ShardID]time.Time{}
 	}
 	g.until[shard] = now.Add(transferBackoff)
 }

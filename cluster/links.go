@@ -82,7 +82,7 @@ func (n *Node) applyCreate(ctx context.Context, cmd *command.CreateIfAbsent) (*l
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
 	data := cmd.Encode()
-	group := shardGroupID(n.ring.Locate(cmd.Code))
+	group := n.ring.Locate(cmd.Code).Group()
 	if l, err, ok := n.faultEarlyAck(ctx, group, data, cmd); ok {
 		return l, err
 	}
@@ -90,7 +90,7 @@ func (n *Node) applyCreate(ctx context.Context, cmd *command.CreateIfAbsent) (*l
 	if err != nil {
 		return nil, err
 	}
-	return r.link, nil
+	return r.Link, nil
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -146,23 +146,23 @@ func (n *Node) Update(ctx context.Context, code string, p link.Patch) (*link.Lin
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r, err := n.applyGroup(ctx, shardGroupID(n.ring.Locate(code)), u.Encode(), 0)
+	r, err := n.applyGroup(ctx, n.ring.Locate(code).Group(), u.Encode(), 0)
 	if err != nil {
 		return nil, err
 	}
-	n.announceChange(r.link)
-	return r.link, nil
+	n.announceChange(r.Link)
+	return r.Link, nil
 }
 
 // Delete turns a live link into a tombstone.
 func (n *Node) Delete(ctx context.Context, code string) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r, err := n.applyGroup(ctx, shardGroupID(n.ring.Locate(code)), (&command.Delete{Code: code, Now: time.Now().UTC()}).Encode(), 0)
+	r, err := n.applyGroup(ctx, n.ring.Locate(code).Group(), (&command.Delete{Code: code, Now: time.Now().UTC()}).Encode(), 0)
 	if err != nil {
 		return err
 	}
-	n.announceChange(r.link)
+	n.announceChange(r.Link)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/peer"
 	"github.com/linkraft/linkraft/shard"
 )
 
@@ -62,7 +63,7 @@ func (n *Node) List(ctx context.Context, q link.ListQuery) (link.ListPage, error
 	sq.Scan = n.cfg.ListScan
 	var wg sync.WaitGroup
 	for s := range parts {
-		wg.Go(func() { parts[s], errs[s] = n.listShard(ctx, s, sq, 0) })
+		wg.Go(func() { parts[s], errs[s] = n.listShard(ctx, command.ShardID(s), sq, 0) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -164,7 +165,7 @@ func compare(a, b link.ListPosition, q link.ListQuery) int {
 func after(a, b link.ListPosition, q link.ListQuery) bool { return compare(a, b, q) > 0 }
 
 // listShard reads shard s's part of a listing on its leader.
-func (n *Node) listShard(ctx context.Context, s int, q link.ListQuery, hops int) (shardPage, error) {
+func (n *Node) listShard(ctx context.Context, s command.ShardID, q link.ListQuery, hops int) (shardPage, error) {
 	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) (shardPage, error) {
 		res, err := sh.FSM().ListLinks(q)
 		return shardPage{links: res.Links, clicks: res.Clicks, more: len(res.Links) == q.Limit, stop: res.Stop}, err
@@ -176,7 +177,7 @@ func (n *Node) listShard(ctx context.Context, s int, q link.ListQuery, hops int)
 // of the leader or, from a node without a replica, of a replica (which
 // forwards). It asks again while leadership moves; a forwarded call (hops
 // > 0) answers link.ErrNotLeader instead, for its caller to ask again.
-func onLeader[T any](ctx context.Context, n *Node, s, hops int, read func(*shard.Shard) (T, error), remote func(addr string) (T, error)) (T, error) {
+func onLeader[T any](ctx context.Context, n *Node, s command.ShardID, hops int, read func(*shard.Shard) (T, error), remote func(addr string) (T, error)) (T, error) {
 	for {
 		v, err := onLeaderOnce(ctx, n, s, hops, read, remote)
 		if !errors.Is(err, link.ErrNotLeader) || hops > 0 {
@@ -189,7 +190,7 @@ func onLeader[T any](ctx context.Context, n *Node, s, hops int, read func(*shard
 	}
 }
 
-func onLeaderOnce[T any](ctx context.Context, n *Node, s, hops int, read func(*shard.Shard) (T, error), remote func(addr string) (T, error)) (T, error) {
+func onLeaderOnce[T any](ctx context.Context, n *Node, s command.ShardID, hops int, read func(*shard.Shard) (T, error), remote func(addr string) (T, error)) (T, error) {
 	var zero T
 	if sh := n.localShard(s); sh != nil {
 		g := sh.Group()
@@ -212,61 +213,56 @@ func onLeaderOnce[T any](ctx context.Context, n *Node, s, hops int, read func(*s
 	return askReplicas(n, s, none, unavailable, remote)
 }
 
-func (n *Node) remoteList(ctx context.Context, addr string, s int, q link.ListQuery, hops int) (shardPage, error) {
-	resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opList, Group: uint64(s), List: &q, Hops: hops + 1})
+func (n *Node) remoteList(ctx context.Context, addr string, s command.ShardID, q link.ListQuery, hops int) (shardPage, error) {
+	resp, err := n.peers.List(ctx, addr, s, q, hops+1)
 	if err != nil {
 		return shardPage{}, err
 	}
-	if err := errFromWire(resp.Err, resp.Detail); err != nil {
-		return shardPage{}, err
-	}
-	p := shardPage{more: resp.More, stop: resp.Stop, links: make([]*link.Link, 0, len(resp.Batch))}
-	for _, item := range resp.Batch {
-		l, err := command.DecodeLink(item.Link)
-		if err != nil {
-			return shardPage{}, err
+	p := shardPage{more: resp.More, stop: resp.Stop, links: make([]*link.Link, 0, len(resp.Links)), clicks: make([]uint64, 0, len(resp.Links))}
+	for _, l := range resp.Links {
+		if l.Link == nil {
+			return shardPage{}, fmt.Errorf("%w: a listing answer without its link", link.ErrUnavailable)
 		}
-		p.links = append(p.links, l)
-		if resp.Counted {
-			p.clicks = append(p.clicks, item.Clicks)
-		}
+		p.links, p.clicks = append(p.links, l.Link), append(p.clicks, l.Clicks)
 	}
 	return p, nil
 }
 
-// serveList answers opList: this shard's part, at most listBudget bytes
+// serveList answers a shard's part of a listing: at most listBudget bytes
 // of it.
-func (n *Node) serveList(ctx context.Context, req *rpcRequest, resp *rpcResponse) error {
-	if req.List == nil || req.Group >= uint64(n.ring.Shards()) {
-		return fmt.Errorf("%w: a listing needs a query and a shard", link.ErrInvalidInput)
+func (n *Node) serveList(ctx context.Context, req *peer.ListRequest) (*peer.ListResponse, error) {
+	if err := n.knownShard(req.Shard); err != nil {
+		return nil, err
 	}
-	q := *req.List
+	q := req.Query
 	q.Limit = min(max(q.Limit, 1), link.MaxListLimit)
-	p, err := n.listShard(ctx, int(req.Group), q, req.Hops)
+	p, err := n.listShard(ctx, req.Shard, q, req.Hops)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	resp := &peer.ListResponse{}
 	size := 0
 	for i, l := range p.links {
-		b := command.EncodeLink(l)
-		if size += len(b); size > listBudget && i > 0 {
+		if size += encodedSize(l); size > listBudget && i > 0 {
 			resp.More = true
 			break
 		}
-		item := rpcItem{Link: b}
+		item := peer.ListedLink{Link: l}
 		if i < len(p.clicks) {
 			item.Clicks = p.clicks[i]
 		}
-		resp.Batch = append(resp.Batch, item)
+		resp.Links = append(resp.Links, item)
 	}
 	if !resp.More {
 		// Cut short by size, the answer ends at its last link instead.
 		resp.Stop = p.stop
 	}
 	resp.More = resp.More || p.more
-	resp.Counted = len(p.clicks) == len(p.links)
-	return nil
+	return resp, nil
 }
+
+// encodedSize is about the bytes l takes in an answer.
+func encodedSize(l *link.Link) int { return len(command.EncodeRecord(l)) + len(l.Code) + 24 }
 
 // maxTagsPerShard bounds one shard's answer to Tags (well inside
 // maxFrame); a shard with more answers its most used and says so.
@@ -282,13 +278,13 @@ func (n *Node) Tags(ctx context.Context, owner string, limit int) (tags []link.T
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	parts := make([]map[string]uint64, n.ring.Shards())
+	parts := make([][]link.TagCount, n.ring.Shards())
 	short := make([]bool, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for s := range parts {
 		wg.Go(func() {
-			parts[s], errs[s] = n.tagsShard(ctx, s, owner, 0)
+			parts[s], errs[s] = n.tagsShard(ctx, command.ShardID(s), owner, 0)
 			short[s] = len(parts[s]) >= maxTagsPerShard
 		})
 	}
@@ -298,8 +294,8 @@ func (n *Node) Tags(ctx context.Context, owner string, limit int) (tags []link.T
 	}
 	sum := map[string]uint64{}
 	for _, p := range parts {
-		for t, c := range p {
-			sum[t] += c
+		for _, t := range p {
+			sum[t.Tag] += t.Links
 		}
 	}
 	return topTags(sum, limit), slices.Contains(short, true), nil
@@ -320,22 +316,14 @@ func topTags(counts map[string]uint64, limit int) []link.TagCount {
 	return out[:min(len(out), limit)]
 }
 
-func (n *Node) tagsShard(ctx context.Context, s int, owner string, hops int) (map[string]uint64, error) {
-	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) (map[string]uint64, error) {
+func (n *Node) tagsShard(ctx context.Context, s command.ShardID, owner string, hops int) ([]link.TagCount, error) {
+	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) ([]link.TagCount, error) {
 		counts, err := sh.FSM().TagCounts(owner)
-		if err != nil || len(counts) <= maxTagsPerShard {
-			return counts, err
-		}
-		top := map[string]uint64{}
-		for _, t := range topTags(counts, maxTagsPerShard) {
-			top[t.Tag] = t.Links
-		}
-		return top, nil
-	}, func(addr string) (map[string]uint64, error) {
-		resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opTags, Group: uint64(s), Owner: owner, Hops: hops + 1})
 		if err != nil {
 			return nil, err
 		}
-		return resp.Tags, errFromWire(resp.Err, resp.Detail)
+		return topTags(counts, maxTagsPerShard), nil
+	}, func(addr string) ([]link.TagCount, error) {
+		return n.peers.Tags(ctx, addr, s, owner, hops+1)
 	})
 }

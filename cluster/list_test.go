@@ -63,7 +63,7 @@ func TestListingPagesAcrossShards(t *testing.T) {
 	// Human clicks on most links, one batch a shard, through Raft as a
 	// node's analytics flush sends them.
 	clicks := map[string]uint64{}
-	batches := map[int]*command.ClickBatch{}
+	batches := map[command.ShardID]*command.ClickBatch{}
 	for code := range live {
 		if h := uint64(rng.IntN(6)); h > 0 {
 			clicks[code] = h

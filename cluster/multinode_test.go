@@ -16,6 +16,7 @@ import (
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -188,10 +189,10 @@ func (tc *testCluster) waitPlaced(replicas int) *command.Placement {
 			}
 			for _, id := range reps {
 				n := byID[id]
-				if n == nil || n.localShard(s) == nil {
+				if n == nil || n.localShard(command.ShardID(s)) == nil {
 					return false
 				}
-				if _, leader := n.localShard(s).Group().Leader(); leader == "" {
+				if _, leader := n.localShard(command.ShardID(s)).Group().Leader(); leader == "" {
 					return false
 				}
 			}
@@ -782,7 +783,7 @@ func TestConcurrentCreatesAcrossNodesAreDistinct(t *testing.T) {
 	// Once quiet, every replica of every group sums up the same, and every
 	// node holds the same lease history, without overlaps.
 	testcluster.WaitFor(t, 30*time.Second, "replicas with equal digests", func() bool {
-		var ref []GroupDigest
+		var ref []status.Digest
 		for _, n := range tc.nodes {
 			ds, err := n.Digests()
 			if err != nil || len(ds) != 1+4 {
@@ -970,7 +971,7 @@ func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
 			}
 			return false
 		})
-		outsider.leaderHints.set(shardGroupID(0), "")
+		outsider.leaderHints.set(command.ShardID(0).Group(), "")
 		before, t0 := relays(), term()
 		if _, err := outsider.Create(ctx(t), link.CreateRequest{URL: "https://hop.example/0", Alias: codes[written]}); err != nil {
 			t.Fatal(err)
@@ -1006,11 +1007,11 @@ func TestWritesFromANodeWithoutAReplicaTakeOneHop(t *testing.T) {
 	}
 	// An answer naming an address that is no replica of the shard (a
 	// hostile or confused peer) is not followed.
-	if h := outsider.leaderHints.get(shardGroupID(0)); h != first.RaftAddr() && h != second.RaftAddr() {
+	if h := outsider.leaderHints.get(command.ShardID(0).Group()); h != first.RaftAddr() && h != second.RaftAddr() {
 		t.Fatalf("hint %q names neither replica (%s, %s)", h, first.RaftAddr(), second.RaftAddr())
 	}
-	outsider.rememberLeader(shardGroupID(0), "203.0.113.9:7000")
-	if got := outsider.leaderHints.get(shardGroupID(0)); got != "" {
+	outsider.rememberLeader(command.ShardID(0).Group(), "203.0.113.9:7000")
+	if got := outsider.leaderHints.get(command.ShardID(0).Group()); got != "" {
 		t.Fatalf("a leader hint outside the shard's replicas was kept: %q", got)
 	}
 }

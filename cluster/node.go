@@ -28,6 +28,7 @@ import (
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/peer"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/shard"
 	"github.com/linkraft/linkraft/transport"
@@ -122,11 +123,6 @@ type Config struct {
 	level int
 }
 
-// Group ids on the peer port: the meta group is 0, shard s is s+1.
-const metaGroupID = 0
-
-func shardGroupID(s int) uint64 { return uint64(s) + 1 }
-
 // maxMetaVoters bounds the voters of the meta group; other nodes follow it
 // as non-voters so that every node has the placement locally.
 const maxMetaVoters = 5
@@ -145,7 +141,7 @@ type Node struct {
 	muxDone   chan struct{}
 	muxErr    atomic.Pointer[error] // set if the peer port stopped serving
 	gossip    *gossip
-	rpc       rpcClient
+	peers     *peer.Client
 
 	// lifetime ends when Close starts; background loops and RPC handlers
 	// watch it.
@@ -379,7 +375,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		ln.Close()
 		return err
 	}
-	n.rpc.mux = n.mux
+	n.peers = newPeerClient(n.mux)
 	muxCtx, cancel := context.WithCancel(context.Background())
 	n.muxCancel, n.muxDone = cancel, make(chan struct{})
 	go func() {
@@ -389,18 +385,23 @@ func (n *Node) Open(ctx context.Context) (err error) {
 			n.muxErr.Store(&err)
 		}
 	}()
-	rpcLayer, err := n.mux.Layer(transport.KindRPC, 0)
+	peerLayer, err := n.mux.Layer(transport.KindPeer, 0)
 	if err != nil {
 		return err
 	}
-	if err := n.openMeta(); err != nil {
-		rpcLayer.Close()
+	legacyLayer, err := n.mux.Layer(transport.KindRPC, 0)
+	if err != nil {
+		peerLayer.Close()
 		return err
 	}
-	// RPC handlers need the meta group; callers that connected meanwhile
-	// wait in the layer's backlog.
-	n.rpcWG.Add(1)
-	go n.serveRPC(rpcLayer)
+	if err := n.openMeta(); err != nil {
+		peerLayer.Close()
+		legacyLayer.Close()
+		return err
+	}
+	// Peer handlers need the meta group; callers that connected meanwhile
+	// wait in the layers' backlogs.
+	n.servePeers(peerLayer, legacyLayer)
 	if n.cfg.GossipAddr != "" {
 		var key []byte
 		if n.cfg.ClusterKey != nil {
@@ -493,7 +494,7 @@ func (n *Node) openMeta() error {
 			dir, err, n.cfg.DataDir)
 	}
 	n.registry.Store(f) // handshakes check the registry from now on
-	layer, err := n.mux.Layer(transport.KindRaft, metaGroupID)
+	layer, err := n.mux.Layer(transport.KindRaft, uint64(command.MetaGroup))
 	if err != nil {
 		f.Close()
 		return err
@@ -541,12 +542,12 @@ func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, er
 	// A lease whose outcome is unknown (the meta leader lost leadership
 	// while committing it) is asked for again: a grant is always a fresh
 	// range, so a lost one only leaves IDs unused, never issued twice.
-	r, err := n.retryUnknown(ctx, metaGroupID, (&command.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode())
+	r, err := n.retryUnknown(ctx, command.MetaGroup, (&command.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode())
 	if err != nil {
 		return 0, 0, err
 	}
-	n.log.Debug("leased id range", "start", r.leaseStart, "end", r.leaseEnd)
-	return r.leaseStart, r.leaseEnd, nil
+	n.log.Debug("leased id range", "start", r.LeaseStart, "end", r.LeaseEnd)
+	return r.LeaseStart, r.LeaseEnd, nil
 }
 
 // ID returns the node's Raft server ID.
@@ -559,7 +560,7 @@ func (n *Node) RaftAddr() string { return n.mux.Addr() }
 func (n *Node) Settings() command.Settings { return *n.settings }
 
 // shardOf returns the shard id of code.
-func (n *Node) shardOf(code string) int { return n.ring.Locate(code) }
+func (n *Node) shardOf(code string) command.ShardID { return n.ring.Locate(code) }
 
 // Close stops the background loops and the allocator, leaves gossip, and
 // stops every shard group, the meta group and the peer port, in that order.
@@ -602,7 +603,9 @@ func (n *Node) Close() error {
 			<-n.muxDone
 		}
 		n.rpcWG.Wait()
-		n.rpc.close()
+		if n.peers != nil {
+			n.peers.Close()
+		}
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr

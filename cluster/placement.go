@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -77,17 +77,18 @@ func (n *Node) syncShards() error {
 		return err
 	}
 	for i, nodes := range p.Shards {
-		if i >= int(n.settings.Shards) || !slices.Contains(nodes, n.cfg.NodeID) || n.localShard(i) != nil {
+		id := command.ShardID(i)
+		if i >= int(n.settings.Shards) || !slices.Contains(nodes, n.cfg.NodeID) || n.localShard(id) != nil {
 			continue
 		}
-		dir := n.groupDir("shards", strconv.Itoa(i))
-		n.faultBeforeShardOpen(dir, i, nodes[0] == n.cfg.NodeID)
-		layer, err := n.mux.Layer(transport.KindRaft, shardGroupID(i))
+		dir := n.groupDir("shards", id.String())
+		n.faultBeforeShardOpen(dir, id, nodes[0] == n.cfg.NodeID)
+		layer, err := n.mux.Layer(transport.KindRaft, uint64(id.Group()))
 		if err != nil {
 			return err
 		}
 		s, err := shard.Open(shard.Config{
-			ID: i, NodeID: n.cfg.NodeID, Dir: dir,
+			ID: id, NodeID: n.cfg.NodeID, Dir: dir,
 			Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.verifyRPC, Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots,
 			CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
 			Observer: n.cfg.Observer, Logger: n.log, OnChange: n.changed,
@@ -159,9 +160,9 @@ func (n *Node) placementLoop() {
 }
 
 // localShard returns shard id if this node hosts it, else nil.
-func (n *Node) localShard(id int) *shard.Shard {
+func (n *Node) localShard(id command.ShardID) *shard.Shard {
 	p := n.shards.Load()
-	if p == nil || id < 0 || id >= len(*p) {
+	if p == nil || id < 0 || int(id) >= len(*p) {
 		return nil
 	}
 	return (*p)[id]
@@ -183,12 +184,13 @@ func (n *Node) localShards() []*shard.Shard {
 }
 
 // localGroup returns the Raft group with the peer-port id, if hosted here.
-func (n *Node) localGroup(id uint64) *raftgroup.Group {
-	if id == metaGroupID {
+func (n *Node) localGroup(id command.GroupID) *raftgroup.Group {
+	s, ok := id.Shard()
+	if !ok {
 		return n.meta
 	}
-	if s := n.localShard(int(id) - 1); s != nil {
-		return s.Group()
+	if sh := n.localShard(s); sh != nil {
+		return sh.Group()
 	}
 	return nil
 }

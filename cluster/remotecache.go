@@ -3,6 +3,7 @@ package cluster
 import (
 	"github.com/maypok86/otter/v2"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -12,7 +13,7 @@ import (
 
 // changed runs after a shard applies a change on this node: a link of a
 // shard this node now hosts must not linger in the remote cache.
-func (n *Node) changed(_ int, l *link.Link) {
+func (n *Node) changed(_ command.ShardID, l *link.Link) {
 	if faultNoInvalidate() {
 		return
 	}

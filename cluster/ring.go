@@ -6,6 +6,8 @@ import (
 
 	"github.com/buraksezer/consistent"
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/linkraft/linkraft/command"
 )
 
 // RingConfig holds the ring parameters. They are written into the meta group
@@ -43,7 +45,7 @@ const (
 // a hash and two slice reads.
 type Ring struct {
 	cfg   RingConfig
-	owner []int // partition → shard
+	owner []command.ShardID // partition → shard
 	c     *consistent.Consistent
 }
 
@@ -100,13 +102,13 @@ func NewRing(cfg RingConfig) (r *Ring, err error) {
 		ReplicationFactor: cfg.VNodes,
 		Load:              cfg.Load,
 	})
-	owner := make([]int, cfg.PartitionCount)
+	owner := make([]command.ShardID, cfg.PartitionCount)
 	for p := range owner {
 		id, err := strconv.Atoi(c.GetPartitionOwner(p).String())
 		if err != nil {
 			return nil, err
 		}
-		owner[p] = id
+		owner[p] = command.ShardID(id)
 	}
 	return &Ring{cfg: cfg, owner: owner, c: c}, nil
 }
@@ -115,7 +117,7 @@ func NewRing(cfg RingConfig) (r *Ring, err error) {
 func (r *Ring) Config() RingConfig { return r.cfg }
 
 // Locate returns the shard id of code.
-func (r *Ring) Locate(code string) int {
+func (r *Ring) Locate(code string) command.ShardID {
 	return r.owner[xxhash.Sum64String(code)%uint64(len(r.owner))]
 }
 

@@ -1,6 +1,10 @@
 package cluster
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/linkraft/linkraft/command"
+)
 
 // TestRingPinsPlacement pins code → shard answers of buraksezer/consistent
 // v1.1.0 with xxhash64, 271 partitions, load 1.25 and 8 shards. If a library
@@ -10,7 +14,7 @@ func TestRingPinsPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"abc": 4, "0000001": 4, "hello-world": 4, "Zz9_x": 0, "aaaaaaa": 5, "github": 7, "x": 4}
+	want := map[string]command.ShardID{"abc": 4, "0000001": 4, "hello-world": 4, "Zz9_x": 0, "aaaaaaa": 5, "github": 7, "x": 4}
 	for code, shard := range want {
 		if got := r.Locate(code); got != shard {
 			t.Errorf("Locate(%q) = %d, pinned %d: placement changed", code, got, shard)

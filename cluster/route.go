@@ -10,22 +10,12 @@ import (
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/peer"
 )
 
 // Routing lives here, in one place (rqlite's proxy pattern): try the group
 // locally, forward to its leader over the internal RPC on ErrNotLeader,
 // translate remote errors back into the same sentinels.
-
-// applyResult is a group's answer to a command, local or forwarded.
-type applyResult struct {
-	link                 *link.Link
-	leaseStart, leaseEnd uint64
-	placement            *command.Placement
-	batch                []command.LinkResult // a CreateBatch's answers, in order
-	claim                *command.ClaimResult
-	// leader is the peer address of the leader that applied the command.
-	leader string
-}
 
 // maxHops bounds forwarding: node → replica → leader.
 const maxHops = 2
@@ -57,12 +47,8 @@ func pause(ctx context.Context) error {
 // The command is decoded and validated first, by the same registry that
 // apply uses (command.Check): nothing that apply would reject is proposed, and
 // a forwarded command is checked again by the node that proposes it.
-func (n *Node) applyGroup(ctx context.Context, group uint64, cmd []byte, hops int) (*applyResult, error) {
-	kind := command.GroupShard
-	if group == metaGroupID {
-		kind = command.GroupMeta
-	}
-	if err := command.Check(kind, cmd); err != nil {
+func (n *Node) applyGroup(ctx context.Context, group command.GroupID, cmd []byte, hops int) (*peer.ApplyResponse, error) {
+	if err := command.Check(group.Kind(), cmd); err != nil {
 		return nil, err
 	}
 	for {
@@ -85,7 +71,7 @@ func (n *Node) applyGroup(ctx context.Context, group uint64, cmd []byte, hops in
 // it succeeds, fails otherwise, or ctx ends. Only commands that make a
 // repeat harmless come here: a create or a visit grant carries its nonce, a
 // batch its creates' nonces, and a lease is always a fresh range.
-func (n *Node) retryUnknown(ctx context.Context, group uint64, cmd []byte) (*applyResult, error) {
+func (n *Node) retryUnknown(ctx context.Context, group command.GroupID, cmd []byte) (*peer.ApplyResponse, error) {
 	for {
 		r, err := n.applyGroup(ctx, group, cmd, 0)
 		if err == nil || !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
@@ -98,7 +84,7 @@ func (n *Node) retryUnknown(ctx context.Context, group uint64, cmd []byte) (*app
 	}
 }
 
-func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int) (*applyResult, error) {
+func (n *Node) applyOnce(ctx context.Context, group command.GroupID, cmd []byte, hops int) (*peer.ApplyResponse, error) {
 	g := n.localGroup(group)
 	if g != nil {
 		if g.IsLeader() {
@@ -110,12 +96,12 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 			if err != nil {
 				return nil, err
 			}
-			if group != metaGroupID && n.cfg.Observer != nil {
-				n.cfg.Observer.Applied(int(group)-1, time.Since(start))
+			if s, ok := group.Shard(); ok && n.cfg.Observer != nil {
+				n.cfg.Observer.Applied(int(s), time.Since(start))
 			}
 			res, err := resultOf(out)
 			if res != nil {
-				res.leader, _ = g.Leader()
+				res.Leader, _ = g.Leader()
 			}
 			return res, err
 		}
@@ -145,9 +131,9 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 		res, err := n.remoteApply(ctx, hint, group, cmd, hops)
 		switch {
 		case err == nil:
-			n.rememberLeader(group, res.leader)
+			n.rememberLeader(group, res.Leader)
 			return res, nil
-		case errors.Is(err, errDial) || errors.Is(err, link.ErrNotLeader):
+		case peer.NotDone(err) || errors.Is(err, link.ErrNotLeader):
 			// Nothing was applied: forget the hint, ask the replicas.
 			n.leaderHints.set(group, "")
 		case errors.Is(err, link.ErrUnavailable):
@@ -160,12 +146,12 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 	// Another replica is tried only when this one was never reached: any
 	// later failure may have applied the command, and an update or delete
 	// must not run twice.
-	neverReached := func(err error) bool { return errors.Is(err, errDial) }
-	res, err := askReplicas(n, int(group)-1, link.ErrNotLeader, neverReached, func(addr string) (*applyResult, error) {
+	s, _ := group.Shard()
+	res, err := askReplicas(n, s, link.ErrNotLeader, peer.NotDone, func(addr string) (*peer.ApplyResponse, error) {
 		return n.remoteApply(ctx, addr, group, cmd, hops)
 	})
 	if err == nil && hops == 0 {
-		n.rememberLeader(group, res.leader)
+		n.rememberLeader(group, res.Leader)
 	}
 	return res, err
 }
@@ -174,9 +160,10 @@ func (n *Node) applyOnce(ctx context.Context, group uint64, cmd []byte, hops int
 // address of a replica of the shard in this node's placement: an answer
 // naming any other address (a peer's bug, or a hostile one) is not
 // followed. An empty addr forgets the hint.
-func (n *Node) rememberLeader(group uint64, addr string) {
+func (n *Node) rememberLeader(group command.GroupID, addr string) {
 	if addr != "" {
-		if addrs, err := n.replicaAddrs(int(group) - 1); err != nil || !slices.Contains(addrs, addr) {
+		s, _ := group.Shard()
+		if addrs, err := n.replicaAddrs(s); err != nil || !slices.Contains(addrs, addr) {
 			addr = ""
 		}
 	}
@@ -187,20 +174,20 @@ func (n *Node) rememberLeader(group uint64, addr string) {
 // address of the leader that applied its last write there.
 type leaderHints struct {
 	mu   sync.Mutex
-	addr map[uint64]string
+	addr map[command.GroupID]string
 }
 
-func (h *leaderHints) get(group uint64) string {
+func (h *leaderHints) get(group command.GroupID) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.addr[group]
 }
 
-func (h *leaderHints) set(group uint64, addr string) {
+func (h *leaderHints) set(group command.GroupID, addr string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.addr == nil {
-		h.addr = map[uint64]string{}
+		h.addr = map[command.GroupID]string{}
 	}
 	if addr == "" {
 		delete(h.addr, group)
@@ -213,7 +200,7 @@ func (h *leaderHints) set(group uint64, addr string) {
 // but this node, in placement order, until one answers: it moves on to the
 // next only while next(err) says the last one did nothing. It returns the
 // last error, or none when no replica is known.
-func askReplicas[T any](n *Node, s int, none error, next func(error) bool, ask func(addr string) (T, error)) (T, error) {
+func askReplicas[T any](n *Node, s command.ShardID, none error, next func(error) bool, ask func(addr string) (T, error)) (T, error) {
 	var zero T
 	addrs, err := n.replicaAddrs(s)
 	if err != nil {
@@ -234,62 +221,33 @@ func askReplicas[T any](n *Node, s int, none error, next func(error) bool, ask f
 // serve (unreachable, no leader, timed out) is passed over.
 func unavailable(err error) bool { return errors.Is(err, link.ErrUnavailable) }
 
-func (n *Node) remoteApply(ctx context.Context, addr string, group uint64, cmd []byte, hops int) (*applyResult, error) {
-	resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opApply, Group: group, Cmd: cmd, Hops: hops + 1})
-	if err != nil {
-		return nil, err
-	}
-	if err := errFromWire(resp.Err, resp.Detail); err != nil {
-		return nil, err
-	}
-	res := &applyResult{leaseStart: resp.LeaseStart, leaseEnd: resp.LeaseEnd, placement: resp.Placement, leader: resp.Leader, claim: resp.Claim}
-	if resp.Link != nil {
-		l, err := command.DecodeLink(resp.Link)
-		if err != nil {
-			return nil, err
-		}
-		res.link = l
-	}
-	if resp.Batch != nil {
-		res.batch = make([]command.LinkResult, len(resp.Batch))
-		for i, item := range resp.Batch {
-			if item.Err != "" {
-				res.batch[i].Err = errFromWire(item.Err, item.Detail)
-				continue
-			}
-			l, err := command.DecodeLink(item.Link)
-			if err != nil {
-				return nil, err
-			}
-			res.batch[i].Link = l
-		}
-	}
-	return res, nil
+func (n *Node) remoteApply(ctx context.Context, addr string, group command.GroupID, cmd []byte, hops int) (*peer.ApplyResponse, error) {
+	return n.peers.Apply(ctx, addr, group, cmd, hops+1)
 }
 
 // resultOf converts a local FSM response.
-func resultOf(out any) (*applyResult, error) {
+func resultOf(out any) (*peer.ApplyResponse, error) {
 	switch r := out.(type) {
 	case *command.LinkResult:
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		return &applyResult{link: r.Link}, nil
+		return &peer.ApplyResponse{Link: r.Link}, nil
 	case *command.LeaseResult:
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		return &applyResult{leaseStart: r.Start, leaseEnd: r.End}, nil
+		return &peer.ApplyResponse{LeaseStart: r.Start, LeaseEnd: r.End}, nil
 	case *command.PlacementResult:
-		return &applyResult{placement: r.Placement}, r.Err
+		return &peer.ApplyResponse{Placement: r.Placement}, r.Err
 	case *command.KeyResult:
-		return &applyResult{}, r.Err
+		return &peer.ApplyResponse{}, r.Err
 	case *command.BatchResult:
-		return &applyResult{batch: r.Results}, nil
+		return &peer.ApplyResponse{Batch: r.Results}, nil
 	case *command.ClaimResult:
-		return &applyResult{claim: r}, nil
+		return &peer.ApplyResponse{Claim: r}, nil
 	case *command.SettingsResult, *command.ClickBatchResult:
-		return &applyResult{}, nil
+		return &peer.ApplyResponse{}, nil
 	case *command.Rejection:
 		return nil, r
 	}
@@ -297,12 +255,12 @@ func resultOf(out any) (*applyResult, error) {
 }
 
 // replicaAddrs returns the peer addresses of the nodes placed on shard s.
-func (n *Node) replicaAddrs(s int) ([]string, error) {
+func (n *Node) replicaAddrs(s command.ShardID) ([]string, error) {
 	p, err := n.metaFSM.Placement()
 	if err != nil {
 		return nil, err
 	}
-	if p == nil || s < 0 || s >= len(p.Shards) {
+	if p == nil || s < 0 || int(s) >= len(p.Shards) {
 		return nil, fmt.Errorf("%w: no placement for shard %d", link.ErrUnavailable, s)
 	}
 	addrs, err := n.metaAddresses()
@@ -329,7 +287,7 @@ func (n *Node) replicaAddrs(s int) ([]string, error) {
 //   - on a node without a replica: asked of a replica, which does the above.
 //
 // Tombstones are returned as links with Deleted set.
-func (n *Node) lookupShard(ctx context.Context, s int, code string, consistent bool, hops int) (*link.Link, error) {
+func (n *Node) lookupShard(ctx context.Context, s command.ShardID, code string, consistent bool, hops int) (*link.Link, error) {
 	for {
 		l, err := n.lookupOnce(ctx, s, code, consistent, hops)
 		if !errors.Is(err, link.ErrNotLeader) || hops >= maxHops {
@@ -343,7 +301,7 @@ func (n *Node) lookupShard(ctx context.Context, s int, code string, consistent b
 	}
 }
 
-func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bool, hops int) (*link.Link, error) {
+func (n *Node) lookupOnce(ctx context.Context, s command.ShardID, code string, consistent bool, hops int) (*link.Link, error) {
 	sh := n.localShard(s)
 	if sh != nil {
 		g := sh.Group()
@@ -418,15 +376,8 @@ func (n *Node) lookupOnce(ctx context.Context, s int, code string, consistent bo
 	return l, err
 }
 
-func (n *Node) remoteLookup(ctx context.Context, addr string, s int, code string, consistent bool, hops int) (*link.Link, error) {
+func (n *Node) remoteLookup(ctx context.Context, addr string, s command.ShardID, code string, consistent bool, hops int) (*link.Link, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := n.rpc.call(ctx, addr, &rpcRequest{Op: opLookup, Group: uint64(s), Code: code, Consistent: consistent, Hops: hops + 1})
-	if err != nil {
-		return nil, err
-	}
-	if err := errFromWire(resp.Err, resp.Detail); err != nil {
-		return nil, err
-	}
-	return command.DecodeLink(resp.Link)
+	return n.peers.Lookup(ctx, addr, s, code, consistent, hops+1)
 }

@@ -117,8 +117,9 @@ func grows(cmd []byte) bool {
 
 // storageRefusal returns link.ErrInsufficientStorage when this node, or a
 // node the placement puts on shard group, has its storage alarm on.
-func (n *Node) storageRefusal(group uint64, cmd []byte) error {
-	if group == metaGroupID || !grows(cmd) {
+func (n *Node) storageRefusal(group command.GroupID, cmd []byte) error {
+	s, ok := group.Shard()
+	if !ok || !grows(cmd) {
 		return nil
 	}
 	if st := n.storage.Load(); st != nil && st.Alarm {
@@ -134,12 +135,12 @@ func (n *Node) storageRefusal(group uint64, cmd []byte) error {
 		return nil
 	}
 	p, err := n.metaFSM.Placement()
-	if err != nil || p == nil || int(group)-1 >= len(p.Shards) {
+	if err != nil || p == nil || int(s) >= len(p.Shards) {
 		return nil
 	}
-	for _, id := range p.Shards[group-1] {
+	for _, id := range p.Shards[s] {
 		if full[id] {
-			return fmt.Errorf("%w: replica %s of shard %d has its storage alarm on", link.ErrInsufficientStorage, id, group-1)
+			return fmt.Errorf("%w: replica %s of shard %d has its storage alarm on", link.ErrInsufficientStorage, id, s)
 		}
 	}
 	return nil

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/raftgroup"
 )
 
@@ -121,7 +121,7 @@ func (n *Node) Status() Status {
 		Meta: withHealth(groupInfo("meta", n.meta), n.metaFSM),
 	}
 	for _, s := range n.localShards() {
-		info := withHealth(groupInfo(strconv.Itoa(s.ID()), s.Group()), s.FSM())
+		info := withHealth(groupInfo(s.ID().String(), s.Group()), s.FSM())
 		if c, err := s.FSM().Count(); err == nil {
 			info.Links = &c
 		}
@@ -161,7 +161,7 @@ func (n *Node) Ready(ctx context.Context) error {
 		return err
 	}
 	for _, s := range n.localShards() {
-		if err := check("shard "+strconv.Itoa(s.ID()), s.Group(), s.FSM()); err != nil {
+		if err := check("shard "+s.ID().String(), s.Group(), s.FSM()); err != nil {
 			return err
 		}
 	}
@@ -199,28 +199,21 @@ func (n *Node) nodes() []NodeInfo {
 	return out
 }
 
-// GroupDigest is one group's fsm.Digest on this node.
-type GroupDigest struct {
-	// Group is "meta" or the shard id.
-	Group string `json:"group"`
-	fsm.Digest
-}
-
 // Digests sums up this node's replica of the meta group and of every shard
 // it hosts (GET /admin/v1/digest): replicas of a group at the same applied
 // index must agree.
-func (n *Node) Digests() ([]GroupDigest, error) {
+func (n *Node) Digests() ([]status.Digest, error) {
 	d, err := n.metaFSM.Digest()
 	if err != nil {
 		return nil, err
 	}
-	out := []GroupDigest{{Group: "meta", Digest: d}}
+	out := []status.Digest{{Group: "meta", AppliedIndex: d.AppliedIndex, Items: d.Items, Sum: d.Sum}}
 	for _, s := range n.localShards() {
 		d, err := s.FSM().Digest()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, GroupDigest{Group: strconv.Itoa(s.ID()), Digest: d})
+		out = append(out, status.Digest{Group: s.ID().String(), AppliedIndex: d.AppliedIndex, Items: d.Items, Sum: d.Sum})
 	}
 	return out, nil
 }

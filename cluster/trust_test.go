@@ -2,13 +2,10 @@ package cluster
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"net"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,54 +18,38 @@ import (
 	"github.com/linkraft/linkraft/internal/peertls"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/peer"
 	"github.com/linkraft/linkraft/transport"
 )
 
-// forgedApply is the attack of issue 13: the internal RPC's apply with raw
-// command bytes that store a javascript: link the HTTP API refuses.
-func forgedApply(code string) *rpcRequest {
-	cmd := (&command.CreateIfAbsent{Code: code, Now: time.Now(), Request: link.CreateRequest{URL: "javascript:alert(document.cookie)"}}).Encode()
-	return &rpcRequest{Op: opApply, Group: 1, Cmd: cmd}
-}
-
-// TestPeerPortRefusesStrangers: a plain TCP client that speaks the mux
-// header and the RPC framing, a TLS client without a certificate and a
-// node of another cluster key all fail to reach the RPC, and nothing is
-// stored.
+// TestPeerPortRefusesStrangers: a plain TCP client, a TLS client without
+// a certificate and a node of another cluster key, each speaking the peer
+// protocol (or the older JSON one), all fail to reach a handler with the
+// attack of issue 13 (a forwarded create of a javascript: link the HTTP
+// API refuses), and nothing is stored.
 func TestPeerPortRefusesStrangers(t *testing.T) {
 	n := openNode(t, Config{DataDir: t.TempDir(), Shards: 1})
 	defer n.Close()
-	c := context.Background()
-	tryApply := func(conn net.Conn) error {
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
-		w, r := bufio.NewWriter(conn), bufio.NewReader(conn)
-		if err := writeFrame(w, forgedApply("evil")); err != nil {
-			return err
-		}
-		var resp rpcResponse
-		return readFrame(r, &resp)
-	}
-	plain, err := transport.Dial(c, n.RaftAddr(), transport.KindRPC, 0, time.Second, nil)
-	if err == nil {
-		if err := tryApply(plain); err == nil {
-			t.Fatal("a plain TCP client got an RPC answer")
-		}
-	}
-	noCert, err := transport.Dial(c, n.RaftAddr(), transport.KindRPC, 0, time.Second, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
-	if err == nil {
-		if err := tryApply(noCert); err == nil {
-			t.Fatal("a TLS client without a certificate got an RPC answer")
-		}
-	}
 	stranger, err := peertls.New(peertls.Config{NodeID: n.ID(), ClusterKey: testKey(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if conn, err := transport.Dial(c, n.RaftAddr(), transport.KindRPC, 0, time.Second, stranger.ClientConfig()); err == nil {
-		if err := tryApply(conn); err == nil {
-			t.Fatal("a node of another cluster key got an RPC answer")
+	cmd := (&command.CreateIfAbsent{Code: "evil", Now: time.Now(), Request: link.CreateRequest{URL: "javascript:alert(document.cookie)"}}).Encode()
+	for name, tlsConf := range map[string]*tls.Config{
+		"plain TCP":                     nil,
+		"TLS without a certificate":     {InsecureSkipVerify: true, MinVersion: tls.VersionTLS13},
+		"a node of another cluster key": stranger.ClientConfig(),
+	} {
+		dial := func(kind transport.Kind) peer.Dialer {
+			return func(ctx context.Context, addr string) (net.Conn, error) {
+				return transport.Dial(ctx, addr, kind, 0, time.Second, tlsConf)
+			}
 		}
+		c := peer.NewClient(peer.ClientConfig{Dial: dial(transport.KindPeer), DialLegacy: dial(transport.KindRPC)})
+		if _, err := c.Apply(ctx(t), n.RaftAddr(), command.ShardID(0).Group(), cmd, 0); err == nil {
+			t.Fatalf("%s got an answer", name)
+		}
+		c.Close()
 	}
 	if _, err := n.Get(ctx(t), "evil", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("the forged link: %v, want not found", err)
@@ -111,7 +92,7 @@ func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	dial := func() net.Conn {
-		conn, err := transport.Dial(context.Background(), target.RaftAddr(), transport.KindRaft, metaGroupID, 2*time.Second, ident.ClientConfig())
+		conn, err := transport.Dial(context.Background(), target.RaftAddr(), transport.KindRaft, uint64(command.MetaGroup), 2*time.Second, ident.ClientConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,26 +133,6 @@ func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
 	}
 }
 
-// TestFrameFloodHoldsOnlyWhatArrives: 1,000 RPC frames that announce the
-// largest size and send nine bytes (the frame-size flood) cost this node
-// what arrived, not what was announced (830 MB of heap before).
-func TestFrameFloodHoldsOnlyWhatArrives(t *testing.T) {
-	frame := binary.BigEndian.AppendUint32(nil, maxFrame)
-	frame = append(frame, "123456789"...)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range 1000 {
-		var req rpcRequest
-		if err := readFrame(bufio.NewReader(bytes.NewReader(frame)), &req); err == nil {
-			t.Fatal("a truncated frame decoded")
-		}
-	}
-	runtime.ReadMemStats(&after)
-	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
-		t.Fatalf("1,000 truncated frames allocated %d MB", got>>20)
-	}
-}
-
 // TestPoisonPillIsRejectedByEveryReplica: the 5-byte click batch that once
 // made every replica panic, on apply and again on every restart. A member
 // forwarding it through the RPC is refused before anything is proposed;
@@ -182,13 +143,10 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 	tc.startAll(0, 1, 2)
 	tc.waitReplicated(3)
 	pill := []byte{byte(command.TypeClickBatch), 0xff, 0xff, 0xff, 0xff}
-	const sid = 0
+	const sid command.ShardID = 0
 	// Through the RPC, from a member: refused by the receiving node.
-	resp, err := tc.nodes[1].rpc.call(ctx(t), tc.nodes[0].RaftAddr(), &rpcRequest{Op: opApply, Group: shardGroupID(sid), Cmd: pill})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := errFromWire(resp.Err, resp.Detail); !errors.Is(err, link.ErrInvalidInput) {
+	_, err := tc.nodes[1].peers.Apply(ctx(t), tc.nodes[0].RaftAddr(), sid.Group(), pill, 0)
+	if !errors.Is(err, link.ErrInvalidInput) {
 		t.Fatalf("forwarded poison pill: %v, want invalid input", err)
 	}
 	// Committed directly on the shard's leader (leadership may move while
@@ -309,11 +267,8 @@ func TestSettingsAndRegistryAreNotTakenOverTheRPC(t *testing.T) {
 		(&command.AdmitNode{Member: command.RegisterNode{Node: "n9", Incarnation: "feed", At: time.Now(), Level: 99}}).Encode(),
 	} {
 		for _, target := range tc.nodes {
-			resp, err := tc.nodes[1].rpc.call(ctx(t), target.RaftAddr(), &rpcRequest{Op: opApply, Group: metaGroupID, Cmd: cmd})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := errFromWire(resp.Err, resp.Detail); !errors.Is(err, link.ErrInvalidInput) {
+			_, err := tc.nodes[1].peers.Apply(ctx(t), target.RaftAddr(), command.MetaGroup, cmd, 0)
+			if !errors.Is(err, link.ErrInvalidInput) {
 				t.Fatalf("%s over the RPC to %s: %v", command.Name(command.Type(cmd[0])), target.ID(), err)
 			}
 		}

@@ -65,7 +65,7 @@ var (
 	// ErrKeyExists answers a CreateKey whose ID or hash is taken.
 	ErrKeyExists = errors.New("key exists")
 	// ErrKeyNotFound answers a RevokeKey of an unknown ID.
-	ErrKeyNotFound = errors.New("no such key")
+	ErrKeyNotFound = apikey.ErrNotFound
 	// ErrFirstKeyMade answers a CreateKey marked First once any key was
 	// ever made: the first key is made once per cluster.
 	ErrFirstKeyMade = errors.New("the first key was made before")

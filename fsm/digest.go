@@ -18,12 +18,12 @@ import (
 // tests end the same way, with a hash of every member's keys).
 type Digest struct {
 	// AppliedIndex is the last Raft index the state includes.
-	AppliedIndex uint64 `json:"applied_index"`
+	AppliedIndex uint64
 	// Items counts what was summed: links (tombstones included) for a
 	// shard, lease grants for the meta group.
-	Items int `json:"items"`
+	Items int
 	// Sum is the hex SHA-256 of the items, in key order.
-	Sum string `json:"digest"`
+	Sum string
 }
 
 // digest reads the applied index and sums what sum writes to h, in one

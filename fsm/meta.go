@@ -135,10 +135,10 @@ func (f *MetaFSM) applyLease(tx *bolt.Tx, l *command.LeaseRange, index uint64) (
 // Lease is one ID range granted by LeaseRange: [Start, End) to Node, by the
 // meta log entry at Index (0 for grants recorded before the index was).
 type Lease struct {
-	Index uint64 `json:"index,omitempty"`
-	Start uint64 `json:"start"`
-	End   uint64 `json:"end"`
-	Node  string `json:"node"`
+	Index uint64
+	Start uint64
+	End   uint64
+	Node  string
 }
 
 // Leases returns every grant this replica has applied: the older records

@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/internal/wire"
 	"github.com/linkraft/linkraft/link"
 )
@@ -182,6 +183,18 @@ func (s *store) Halted() *Halt { return s.halt.Load() }
 
 // Stalled returns the commit being retried, or nil.
 func (s *store) Stalled() *Stall { return s.stall.Load() }
+
+// Health is what Halted, Stalled and Rejected say, as a node reports it.
+func (s *store) Health() status.Health {
+	h := status.Health{Rejected: s.Rejected()}
+	if x := s.Halted(); x != nil {
+		h.Halted = &status.Halt{Index: x.Index, Type: uint8(x.Type), Reason: x.Reason}
+	}
+	if x := s.Stalled(); x != nil {
+		h.Stalled = &status.Stall{Index: x.Index, Err: x.Err, Since: x.Since, Attempts: x.Attempts}
+	}
+	return h
+}
 
 // Release ends a halt or a stalled commit's retries so that raft can shut
 // down; after it the store applies nothing more. The group calls it before

@@ -12,6 +12,7 @@ import (
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -246,7 +247,7 @@ func (f *fakeService) Status() cluster.Status {
 func (f *fakeService) Ready(context.Context) error              { return nil }
 func (f *fakeService) RemoveNode(context.Context, string) error { return cluster.ErrUnknownNode }
 func (f *fakeService) Leases() ([]cluster.Lease, error)         { return nil, nil }
-func (f *fakeService) Digests() ([]cluster.GroupDigest, error)  { return nil, nil }
+func (f *fakeService) Digests() ([]status.Digest, error)        { return nil, nil }
 
 func (f *fakeService) Stats(_ context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error) {
 	l, err := f.lookup(code)

@@ -18,6 +18,7 @@ import (
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/password"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -43,7 +44,7 @@ type Service interface {
 	Ready(ctx context.Context) error
 	RemoveNode(ctx context.Context, id string) error
 	Leases() ([]cluster.Lease, error)
-	Digests() ([]cluster.GroupDigest, error)
+	Digests() ([]status.Digest, error)
 	ForEachLink(fn func(l *link.Link) bool) error
 	// Stats returns a link's click statistics with the link (deleted
 	// links too); ClickCount its human clicks so far.

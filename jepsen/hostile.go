@@ -125,12 +125,18 @@ func (n *nemesis) attackPeer(ctx context.Context, st *hostileStats, d *dbNode, s
 	apply := []byte(`{"op":"apply","group":1,"cmd":"` + forgedCreate() + `"}`)
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(apply)))
 	frame = append(frame, apply...)
+	// The peer protocol's hello (package peer): a frame holding an
+	// envelope of operation 0 whose body is Hello{Version: 1}.
+	hello := append(binary.BigEndian.AppendUint32(nil, 4), 0x1a, 0x02, 0x08, 0x01)
 	attempts := []struct {
 		what    string
 		kind    transport.Kind
 		tls     *tls.Config
 		payload []byte
 	}{
+		{"plain peer hello", transport.KindPeer, nil, hello},
+		{"peer hello over TLS without a certificate", transport.KindPeer, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}, hello}, //nolint:gosec // the attacker's side
+		{"peer hello over TLS of another cluster key", transport.KindPeer, stranger.ClientConfig(), hello},
 		{"plain RPC apply", transport.KindRPC, nil, frame},
 		{"plain frame flood", transport.KindRPC, nil, append(binary.BigEndian.AppendUint32(nil, 1<<20), "123456789"...)},
 		{"plain raft garbage", transport.KindRaft, nil, randomBytes(64)},

@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/maypok86/otter/v2"
 
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -21,7 +21,7 @@ import (
 // Config configures a link Shard.
 type Config struct {
 	// ID is the shard id (0 ≤ ID < shard count).
-	ID int
+	ID command.ShardID
 	// NodeID is this node's Raft server ID.
 	NodeID string
 	// Dir holds the shard's raft.db, snapshots/ and state.db.
@@ -49,7 +49,7 @@ type Config struct {
 	Observer Observer
 	// OnChange, if set, is called on the FSM goroutine after every applied
 	// change (after the cache has it). Keep it short and non-blocking.
-	OnChange func(shard int, l *link.Link)
+	OnChange func(shard command.ShardID, l *link.Link)
 }
 
 // Observer receives a shard's measurements (implemented by the metrics
@@ -65,7 +65,7 @@ type Observer interface {
 // Shard is one shard: a Raft group whose FSM holds the shard's links in its
 // own bbolt file, plus a W-TinyLFU cache of links in front of that file.
 type Shard struct {
-	id    int
+	id    command.ShardID
 	group *raftgroup.Group
 	fsm   *fsm.ShardFSM
 	cache *otter.Cache[string, entry]
@@ -73,7 +73,7 @@ type Shard struct {
 	// restores counts snapshot restores; a read that spans one must not
 	// fill the cache.
 	restores atomic.Uint64
-	onChange func(int, *link.Link)
+	onChange func(command.ShardID, *link.Link)
 }
 
 // entry is a cached answer: a link (tombstones included) or, with l == nil,
@@ -126,7 +126,7 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	f, err := fsm.NewShardFSM(fsm.ShardConfig{
 		Path:      StatePath(cfg.Dir),
-		Logger:    cfg.Logger.With("group", "shard-"+strconv.Itoa(cfg.ID)),
+		Logger:    cfg.Logger.With("group", cfg.ID.Group().String()),
 		OnChange:  s.applied,
 		OnRestore: func() { s.restores.Add(1); s.cache.InvalidateAll() },
 	})
@@ -135,7 +135,7 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	s.fsm = f
 	g, err := raftgroup.Open(raftgroup.Config{
-		Name:   "shard-" + strconv.Itoa(cfg.ID),
+		Name:   cfg.ID.Group().String(),
 		NodeID: cfg.NodeID,
 		Dir:    cfg.Dir,
 		FSM:    f,
@@ -199,7 +199,7 @@ func (s *Shard) fill(code string, e entry, appliedBefore, restoresBefore uint64)
 func (s *Shard) Restores() uint64 { return s.restores.Load() }
 
 // ID returns the shard id.
-func (s *Shard) ID() int { return s.id }
+func (s *Shard) ID() command.ShardID { return s.id }
 
 // Group returns the shard's Raft group.
 func (s *Shard) Group() *raftgroup.Group { return s.group }
@@ -215,13 +215,13 @@ func (s *Shard) FSM() *fsm.ShardFSM { return s.fsm }
 // cached.
 func (s *Shard) Lookup(code string, cacheUnknown bool) (*link.Link, error) {
 	if e, ok := s.cache.GetIfPresent(code); ok && (e.l != nil || cacheUnknown) {
-		s.obs.CacheHit(s.id)
+		s.obs.CacheHit(int(s.id))
 		if e.l == nil {
 			return nil, link.ErrNotFound
 		}
 		return e.l, nil
 	}
-	s.obs.CacheMiss(s.id)
+	s.obs.CacheMiss(int(s.id))
 	restores := s.restores.Load()
 	applied := s.fsm.AppliedIndex() // before the read: a lower bound of its state
 	l, err := s.fsm.Get(code)

@@ -14,9 +14,9 @@ import (
 	"github.com/linkraft/linkraft/transport"
 )
 
-func mustShard(tb testing.TB, m *transport.Mux, nodeID, dir string, id int) *Shard {
+func mustShard(tb testing.TB, m *transport.Mux, nodeID, dir string, id command.ShardID) *Shard {
 	tb.Helper()
-	layer, err := m.Layer(transport.KindRaft, uint64(id)+1)
+	layer, err := m.Layer(transport.KindRaft, uint64(id.Group()))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -36,8 +36,11 @@ type Kind uint8
 const (
 	// KindRaft carries one Raft group's transport.
 	KindRaft Kind = 1
-	// KindRPC carries the node's internal RPC.
+	// KindRPC carries the internal RPC of the versions before the peer
+	// protocol (JSON), kept for rolling upgrades from them.
 	KindRPC Kind = 2
+	// KindPeer carries the peer protocol (package peer).
+	KindPeer Kind = 3
 )
 
 const (

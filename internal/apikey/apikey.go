@@ -194,6 +194,22 @@ type Key struct {
 	Hash      Hash
 }
 
+// Request describes a key to make: the node makes its ID and secret.
+type Request struct {
+	Name      string
+	Owner     string
+	Scopes    Scope
+	RateLimit uint32
+}
+
+var (
+	// ErrUnauthorized is returned for a secret that is no key of the
+	// cluster (unknown, or revoked).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrNotFound is returned for a key ID the cluster does not know.
+	ErrNotFound = errors.New("no such key")
+)
+
 // Sort orders keys by creation time, then ID.
 func Sort(keys []Key) {
 	sort.Slice(keys, func(i, j int) bool {

@@ -193,7 +193,7 @@ func main() {
 		aliases := map[int]string{}
 		for i := 0; len(aliases) < len(led) && i < 1_000_000; i++ {
 			a := fmt.Sprintf("fo-%d-%d", trial, i)
-			if s := ring.Locate(a); slices.Contains(led, s) && aliases[s] == "" {
+			if s := int(ring.Locate(a)); slices.Contains(led, s) && aliases[s] == "" {
 				aliases[s] = a
 			}
 		}
