@@ -288,7 +288,9 @@ var legacyOps = map[OpID]legacyOp{
 				j.Form = PromiseAccepted
 			}
 		},
-		fromResp: func(j *legacyResponse) (any, error) { return &ReleaseResponse{Released: j.Form == PromiseAccepted}, nil },
+		fromResp: func(j *legacyResponse) (any, error) {
+			return &ReleaseResponse{Released: j.Form == PromiseAccepted}, nil
+		},
 	},
 }
 
