@@ -15,7 +15,7 @@ import (
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -186,7 +186,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 	}
 	// Wait until the worker holds the first click (and is stuck with it).
 	inbox := func() int { p.inMu.Lock(); defer p.inMu.Unlock(); return len(p.inBuf) }
-	testcluster.WaitFor(t, 5*time.Second, "the worker to take the first click", func() bool { return inbox() == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the worker to take the first click", func() bool { return inbox() == 0 })
 	for range 19 {
 		if p.Record(link.Click{Code: "abc", Time: time.Now()}) {
 			accepted++

@@ -2,120 +2,287 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
+	"net/netip"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/linkraft/linkraft/analytics"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/link"
 )
 
-// AnalyticsConfig configures a node's click pipeline (package analytics):
-// clicks are aggregated per shard and code and submitted through the
-// shards' Raft groups; raw visits and unknown-code counts stay on the node.
-type AnalyticsConfig struct {
-	// Visits keeps raw visit records in <DataDir>/visits.db.
-	Visits bool
-	// VisitRetention is how long raw visits are kept (default 30 days).
-	VisitRetention time.Duration
-	// Buffer bounds the clicks waiting for the pipeline (default 65536).
-	Buffer int
-	// FlushInterval is how often batches are submitted (default 1 s).
-	FlushInterval time.Duration
-	// CloseTimeout bounds the last flush when the node closes (default 5 s).
-	CloseTimeout time.Duration
-	// Observer, if set, receives the pipeline's counters.
-	Observer analytics.Observer
+// Analytics is the node's click analytics role: a link's statistics from
+// the replicated click state, raw visits and unknown-code counts gathered
+// from every node, and what the redirect path hands clicks to.
+type Analytics struct{ n *Node }
+
+// Recorder is the node's click pipeline, where the HTTP layer records
+// every redirect; nil when analytics is off.
+func (a *Analytics) Recorder() *analytics.Pipeline { return a.n.clicks.pipeline }
+
+// IsBot tells bots (link previews, crawlers, monitors) apart by their
+// User-Agent: they are redirected without using up a limited link's
+// visits, analytics on or off.
+func (a *Analytics) IsBot(userAgent string) bool { return a.n.clicks.enricher.Agent(userAgent).Bot }
+
+// Platform is the device a redirect rule names for userAgent
+// (analytics.Enricher.Platform).
+func (a *Analytics) Platform(userAgent string) string { return a.n.clicks.enricher.Platform(userAgent) }
+
+// Country is the country a redirect rule and the statistics name for ip
+// ("unknown" if none).
+func (a *Analytics) Country(ip netip.Addr) string { return analytics.Country(ip) }
+
+// Stats returns the click statistics of a live or deleted link as q asks,
+// with the link they belong to (one lookup): from this node's replica of
+// the shard if it hosts one, else from a replica that does. Counts lag the
+// clicks by the flush interval and the replication delay.
+// link.ErrNotFound if no link ever had the code.
+func (a *Analytics) Stats(ctx context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error) {
+	n := a.n
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := n.router.lookup(ctx, n.host.locate(code), code, false, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := a.clickState(ctx, code, q.From, q.To)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, analytics.Summarize(st, q, l.CreatedAt), nil
 }
 
-// withDefaults returns a copy of c with its defaults filled in.
-func (c AnalyticsConfig) withDefaults() *AnalyticsConfig {
-	if c.VisitRetention <= 0 {
-		c.VisitRetention = 30 * 24 * time.Hour
+// ClickCount returns the human clicks of code so far (the replicated
+// counter, trailing the redirects by about a flush interval), without
+// looking the link up: for a caller that has it already.
+func (a *Analytics) ClickCount(ctx context.Context, code string) (uint64, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	st, err := a.clickState(ctx, code, now, now)
+	if err != nil {
+		return 0, err
 	}
-	if c.CloseTimeout <= 0 {
-		c.CloseTimeout = 5 * time.Second
-	}
-	return &c
+	return st.Totals.Humans.Total, nil
 }
 
-// openAnalytics starts the pipeline (and the visit store) if configured.
-// The pipeline asks for a click's shard and the day's salt only when it
+// clickState reads code's click totals and its hourly counts in
+// [from, to) from a replica of its shard, this node's first.
+func (a *Analytics) clickState(ctx context.Context, code string, from, to time.Time) (*command.ClickStats, error) {
+	n := a.n
+	s := n.host.locate(code)
+	if sh := n.host.local(s); sh != nil {
+		return sh.Clicks(code, from, to)
+	}
+	none := fmt.Errorf("%w: no replica of shard %d known", link.ErrUnavailable, s)
+	return askReplicas(n, s, none, unavailable, func(addr string) (*command.ClickStats, error) {
+		return n.peers.Clicks(ctx, addr, s, code, from, to)
+	})
+}
+
+// Visits gathers the raw visits of code in [from, to) from every node (each
+// keeps its own), newest first, at most limit; nodes that do not answer
+// within ctx (default 2 s) make the answer partial.
+func (a *Analytics) Visits(ctx context.Context, code string, from, to time.Time, limit int) ([]link.Visit, link.Gathered, error) {
+	n := a.n
+	ctx, cancel := withDefaultTimeout(ctx, 2*time.Second)
+	defer cancel()
+	visits, err := n.clicks.visits(code, from, to, limit)
+	if err != nil {
+		return nil, link.Gathered{}, err
+	}
+	answers, g := gather(ctx, n, func(addr string) ([]link.Visit, error) { return n.peers.Visits(ctx, addr, code, from, to, limit) })
+	for _, a := range answers {
+		visits = append(visits, a...)
+	}
+	sort.SliceStable(visits, func(i, j int) bool { return visits[i].Time.After(visits[j].Time) })
+	if len(visits) > limit {
+		visits = visits[:limit]
+	}
+	return visits, g, nil
+}
+
+// Orphans sums the unknown-code counts of every node.
+func (a *Analytics) Orphans(ctx context.Context, top int) (link.OrphanSummary, link.Gathered) {
+	n := a.n
+	ctx, cancel := withDefaultTimeout(ctx, 2*time.Second)
+	defer cancel()
+	// Each node sends more than top, so the sum's top is closer to right.
+	local := n.clicks.orphans(top * 4)
+	answers, g := gather(ctx, n, func(addr string) (*link.OrphanSummary, error) { return n.peers.Orphans(ctx, addr, top*4) })
+	byCode := map[string]uint64{}
+	total := local.Total
+	for _, c := range local.Top {
+		byCode[c.Code] += c.Count
+	}
+	for _, a := range answers {
+		total += a.Total
+		for _, c := range a.Top {
+			byCode[c.Code] += c.Count
+		}
+	}
+	out := link.OrphanSummary{Total: total, Top: []link.CodeCount{}}
+	for c, k := range byCode {
+		out.Top = append(out.Top, link.CodeCount{Code: c, Count: k})
+	}
+	sort.Slice(out.Top, func(i, j int) bool {
+		if out.Top[i].Count != out.Top[j].Count {
+			return out.Top[i].Count > out.Top[j].Count
+		}
+		return out.Top[i].Code < out.Top[j].Code
+	})
+	if len(out.Top) > top {
+		out.Top = out.Top[:top]
+	}
+	return out, g
+}
+
+// gather calls ask with every member but this node (in parallel, each
+// bounded by ctx) and returns the answers of those that replied.
+func gather[T any](ctx context.Context, n *Node, ask func(addr string) (T, error)) ([]T, link.Gathered) {
+	var g link.Gathered
+	type answer struct {
+		id  string
+		v   T
+		err error
+	}
+	var asked []nodeAddr
+	for _, m := range n.admin.nodes() {
+		if m.ID != n.cfg.NodeID {
+			asked = append(asked, nodeAddr{m.ID, m.RaftAddr, m.Status})
+		}
+	}
+	ch := make(chan answer, len(asked))
+	for _, m := range asked {
+		go func() {
+			if m.addr == "" || m.status == "failed" {
+				ch <- answer{id: m.id, err: fmt.Errorf("%w: %s is down", link.ErrUnavailable, m.id)}
+				return
+			}
+			v, err := ask(m.addr)
+			ch <- answer{id: m.id, v: v, err: err}
+		}()
+	}
+	var out []T
+	for range asked {
+		a := <-ch
+		if a.err != nil {
+			g.Partial = true
+			g.Missing = append(g.Missing, a.id)
+			continue
+		}
+		out = append(out, a.v)
+	}
+	return out, g
+}
+
+type nodeAddr struct{ id, addr, status string }
+
+// clickPipeline is the node's click pipeline and visit store (package
+// analytics), nil when analytics is off, and the enricher that tells bots
+// and devices apart either way.
+type clickPipeline struct {
+	n         *Node
+	pipeline  *analytics.Pipeline
+	store     *analytics.VisitStore
+	stopPurge func() // stops the visit purge loop and waits for it
+	enricher  *analytics.Enricher
+}
+
+// open starts the pipeline (and the visit store) if configured. The
+// pipeline asks for a click's shard and the day's salt only when it
 // aggregates a click, and clicks arrive only once Open has returned and
 // the HTTP server runs, by when the ring and the settings are known.
-func (n *Node) openAnalytics() error {
-	n.enricher = analytics.NewEnricher()
+func (c *clickPipeline) open() error {
+	n := c.n
+	c.enricher = analytics.NewEnricher()
 	cfg := n.cfg.Analytics // a copy with defaults, made by New
 	if cfg == nil {
 		return nil
 	}
-	log := n.log.With("component", "analytics")
 	if cfg.Visits {
 		store, err := analytics.OpenVisitStore(filepath.Join(n.cfg.DataDir, "visits.db"))
 		if err != nil {
 			return err
 		}
-		n.visits = store
+		c.store = store
 		purgeCtx, stop := context.WithCancel(context.Background())
 		purged := make(chan struct{})
-		n.stopPurge = func() { stop(); <-purged }
+		c.stopPurge = func() { stop(); <-purged }
 		go func() {
 			defer close(purged)
 			store.RunPurge(purgeCtx, cfg.VisitRetention, time.Hour, n.log.With("component", "visits"))
 		}()
 	}
 	p, err := analytics.New(analytics.Config{
-		Node: n.cfg.NodeID, Shard: n.shardOf, Submit: n.submitClicks, Salt: n.visitorSalt,
-		Enricher: n.enricher, Visits: n.visits, Capacity: cfg.Buffer, FlushInterval: cfg.FlushInterval,
-		Observer: cfg.Observer, Logger: log,
+		Node: n.cfg.NodeID, Shard: n.host.locate, Submit: c.submit, Salt: c.visitorSalt,
+		Enricher: c.enricher, Visits: c.store, Capacity: cfg.Buffer, FlushInterval: cfg.FlushInterval,
+		Observer: cfg.Observer, Logger: n.log.With("component", "analytics"),
 	})
 	if err != nil {
 		return err // Open's Close closes the visit store
 	}
-	n.clicks = p
+	c.pipeline = p
 	return nil
 }
 
-// closeAnalytics submits the last batches (the groups still run) and
-// closes the visit store.
-func (n *Node) closeAnalytics() error {
+// close submits the last batches (the groups still run) and closes the
+// visit store.
+func (c *clickPipeline) close() error {
 	var err error
-	if n.clicks != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Analytics.CloseTimeout)
-		if cerr := n.clicks.Close(ctx); cerr != nil {
-			n.log.Warn("analytics: last click batches not submitted", "err", cerr)
+	if c.pipeline != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.n.cfg.Analytics.CloseTimeout)
+		if cerr := c.pipeline.Close(ctx); cerr != nil {
+			c.n.log.Warn("analytics: last click batches not submitted", "err", cerr)
 		}
 		cancel()
 	}
-	if n.visits != nil {
-		n.stopPurge()
-		err = n.visits.Close()
+	if c.store != nil {
+		c.stopPurge()
+		err = c.store.Close()
 	}
 	return err
 }
 
-// Clicks is the node's click pipeline, or nil when analytics is off. The
-// HTTP layer records every redirect there.
-func (n *Node) Clicks() *analytics.Pipeline { return n.clicks }
-
-// IsBot tells bots (link previews, crawlers, monitors) apart by their
-// User-Agent: they are redirected without using up a limited link's
-// visits, analytics on or off.
-func (n *Node) IsBot(userAgent string) bool { return n.enricher.Agent(userAgent).Bot }
-
-// Platform is the device a redirect rule names for userAgent
-// (analytics.Enricher.Platform).
-func (n *Node) Platform(userAgent string) string { return n.enricher.Platform(userAgent) }
-
-func (n *Node) localVisits(code string, from, to time.Time, limit int) ([]link.Visit, error) {
-	if n.clicks == nil {
-		return []link.Visit{}, nil
+// submit proposes a click batch through shard s's Raft group (on its
+// leader, forwarded if need be). An error means the outcome is unknown;
+// the caller resends the same batch, which the FSM applies at most once.
+func (c *clickPipeline) submit(ctx context.Context, s command.ShardID, b *command.ClickBatch) error {
+	if err, ok := c.n.faultSubmitClicks(ctx, s, b); ok {
+		return err
 	}
-	return n.clicks.ListVisits(code, from, to, limit)
+	_, err := c.n.router.apply(ctx, s.Group(), b.Encode(), 0)
+	return err
 }
 
-func (n *Node) localOrphans(top int) link.OrphanSummary {
-	if n.clicks == nil {
+// visitorSalt is the salt of visitor hashes on a UTC day: an HMAC of the
+// day under a key derived from the cluster's secret code key, so every
+// node agrees on it (a visitor counts once whichever node they reach) and
+// it changes daily (hashes of different days cannot be linked).
+func (c *clickPipeline) visitorSalt(day time.Time) []byte {
+	mac := hmac.New(sha256.New, c.n.host.settings.CodeKey)
+	mac.Write([]byte("linkraft visitor salt\x00"))
+	mac.Write([]byte(day.UTC().Format("2006-01-02")))
+	return mac.Sum(nil)
+}
+
+// visits returns this node's raw visits of code.
+func (c *clickPipeline) visits(code string, from, to time.Time, limit int) ([]link.Visit, error) {
+	if c.pipeline == nil {
+		return []link.Visit{}, nil
+	}
+	return c.pipeline.ListVisits(code, from, to, limit)
+}
+
+// orphans returns this node's unknown-code counts.
+func (c *clickPipeline) orphans(top int) link.OrphanSummary {
+	if c.pipeline == nil {
 		return link.OrphanSummary{Top: []link.CodeCount{}}
 	}
-	return n.clicks.Orphans(top)
+	return c.pipeline.Orphans(top)
 }

@@ -11,13 +11,6 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-// CreateResult is the outcome of one create of CreateMany: the link, or the
-// error a Create of the same request would have returned.
-type CreateResult struct {
-	Link *link.Link
-	Err  error
-}
-
 // maxBatchBytes is how much one CreateBatch entry may hold: with the RPC's
 // base64 and the answer's links (each about its create's size) it stays
 // far below the 1 MiB RPC frame.
@@ -34,10 +27,11 @@ const maxBatchBytes = 256 << 10
 // out) is retried whole with the same codes and nonces until ctx ends, as
 // Create retries: creates that took effect answer with their link, the
 // others are made. Without a deadline on ctx, CreateMany allows 30 s.
-func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []CreateResult {
+func (ls *Links) CreateMany(ctx context.Context, reqs []link.CreateRequest) []link.CreateResult {
+	n := ls.n
 	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out := make([]CreateResult, len(reqs))
+	out := make([]link.CreateResult, len(reqs))
 	cmds := make([]command.CreateIfAbsent, len(reqs))
 	generated := make([]bool, len(reqs))
 	now := time.Now().UTC()
@@ -63,7 +57,7 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 	// The generated codes come from one lease of their own, not from the
 	// node's allocator: a thousand Next calls per request, from many
 	// requests at once, would queue behind its 1,024-ID leases.
-	codes, err := n.leaseCodes(ctx, need)
+	codes, err := ls.leaseCodes(ctx, need)
 	for i := range reqs {
 		if generated[i] && out[i].Err == nil {
 			if err != nil {
@@ -73,12 +67,12 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 			cmds[i].Code, codes = codes[0], codes[1:]
 		}
 	}
-	n.proposeCreates(ctx, cmds, out)
+	ls.proposeCreates(ctx, cmds, out)
 	// A generated code that an alias took first: that ID's code is someone's
 	// alias. Rare (aliases that look like generated codes), so done alone.
 	for i := range out {
 		if generated[i] && errors.Is(out[i].Err, link.ErrAliasTaken) {
-			out[i].Link, out[i].Err = n.Create(ctx, reqs[i])
+			out[i].Link, out[i].Err = ls.Create(ctx, reqs[i])
 		}
 	}
 	return out
@@ -87,11 +81,11 @@ func (n *Node) CreateMany(ctx context.Context, reqs []link.CreateRequest) []Crea
 // proposeCreates proposes every create of cmds whose out[i] has no error
 // yet, grouped by shard into CreateBatch entries, the shards in parallel,
 // and sets out[i] to each one's answer.
-func (n *Node) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent, out []CreateResult) {
+func (ls *Links) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent, out []link.CreateResult) {
 	byShard := map[command.ShardID][]int{}
 	for i := range cmds {
 		if out[i].Err == nil {
-			s := n.ring.Locate(cmds[i].Code)
+			s := ls.n.host.locate(cmds[i].Code)
 			byShard[s] = append(byShard[s], i)
 		}
 	}
@@ -120,12 +114,12 @@ func (n *Node) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent
 				for j, i := range chunk {
 					batch.Creates[j] = cmds[i]
 				}
-				results, err := n.applyCreateBatch(ctx, s.Group(), batch)
+				results, err := ls.applyCreateBatch(ctx, s.Group(), batch)
 				for j, i := range chunk {
 					if err != nil {
 						out[i].Err = err
 					} else {
-						out[i] = CreateResult{Link: results[j].Link, Err: results[j].Err}
+						out[i] = link.CreateResult{Link: results[j].Link, Err: results[j].Err}
 					}
 				}
 			}()
@@ -136,8 +130,8 @@ func (n *Node) proposeCreates(ctx context.Context, cmds []command.CreateIfAbsent
 
 // applyCreateBatch proposes batch on group's leader, retrying an unknown
 // outcome with the same entry until ctx ends (see applyCreate).
-func (n *Node) applyCreateBatch(ctx context.Context, group command.GroupID, batch *command.CreateBatch) ([]command.LinkResult, error) {
-	r, err := n.retryUnknown(ctx, group, batch.Encode())
+func (ls *Links) applyCreateBatch(ctx context.Context, group command.GroupID, batch *command.CreateBatch) ([]command.LinkResult, error) {
+	r, err := ls.n.router.retryUnknown(ctx, group, batch.Encode())
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +143,8 @@ func (n *Node) applyCreateBatch(ctx context.Context, group command.GroupID, batc
 
 // leaseCodes leases count fresh IDs through the meta group (one lease unless
 // count is huge or reserved words need replacing) and returns their codes.
-func (n *Node) leaseCodes(ctx context.Context, count int) ([]string, error) {
+func (ls *Links) leaseCodes(ctx context.Context, count int) ([]string, error) {
+	n := ls.n
 	codes := make([]string, 0, count)
 	for len(codes) < count {
 		start, end, err := n.leaseRange(ctx, uint64(min(count-len(codes), command.MaxLease)))
@@ -157,7 +152,7 @@ func (n *Node) leaseCodes(ctx context.Context, count int) ([]string, error) {
 			return nil, fmt.Errorf("%w: lease ids: %w", link.ErrUnavailable, err)
 		}
 		for id := start; id < end && len(codes) < count; id++ {
-			code, err := n.coder.Code(id)
+			code, err := n.host.coder.Code(id)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", link.ErrExhausted, err)
 			}

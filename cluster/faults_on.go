@@ -24,7 +24,7 @@ func (n *Node) faultEarlyAck(ctx context.Context, group command.GroupID, data []
 	if !bugs.On(bugs.EarlyAck) {
 		return nil, nil, false
 	}
-	r, err := n.applyGroup(ctx, group, data, 0)
+	r, err := n.router.apply(ctx, group, data, 0)
 	if errors.Is(err, link.ErrUnavailable) {
 		return cmd.NewLink(0), nil, true
 	}
@@ -53,12 +53,12 @@ func (n *Node) faultSubmitClicks(ctx context.Context, s command.ShardID, b *comm
 	case bugs.Every(bugs.DropClickBatch, 3):
 		return nil, true
 	case bugs.On(bugs.ClickDouble):
-		if _, err := n.applyGroup(ctx, s.Group(), b.Encode(), 0); err != nil {
+		if _, err := n.router.apply(ctx, s.Group(), b.Encode(), 0); err != nil {
 			return err, true
 		}
 		dup := *b
 		dup.Node += "#dup"
-		_, err := n.applyGroup(ctx, s.Group(), dup.Encode(), 0)
+		_, err := n.router.apply(ctx, s.Group(), dup.Encode(), 0)
 		return err, true
 	}
 	return nil, false
@@ -70,7 +70,7 @@ func faultStaleConsistent(sh *shard.Shard, code string) (*link.Link, error, bool
 	if !bugs.On(bugs.StaleConsistent) {
 		return nil, nil, false
 	}
-	l, err := sh.FSM().Get(code)
+	l, err := sh.Read(code)
 	return l, err, true
 }
 

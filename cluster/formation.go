@@ -49,6 +49,7 @@ type formationState struct {
 
 // formation guards a node's promise and its own collection.
 type formation struct {
+	n     *Node
 	mu    sync.Mutex
 	path  string
 	state formationState
@@ -79,11 +80,11 @@ func (f *formation) save() error {
 }
 
 // promise handles proposer's request for this node's promise.
-func (n *Node) promise(ctx context.Context, proposer string) (answer, holder string, err error) {
-	if n.metaHasState() {
+func (f *formation) promise(ctx context.Context, proposer string) (answer, holder string, err error) {
+	n := f.n
+	if n.meta.HasState() {
 		return peer.PromiseFormed, "", nil
 	}
-	f := &n.formState
 	f.mu.Lock()
 	cur := f.state.Proposer
 	switch {
@@ -111,7 +112,7 @@ func (n *Node) promise(ctx context.Context, proposer string) (answer, holder str
 	}
 	f.mu.Unlock()
 	// Bound to a higher proposer: ask it to let go.
-	if ok := n.askRelease(ctx, cur); !ok {
+	if ok := f.askRelease(ctx, cur); !ok {
 		return peer.PromiseRefused, cur, nil
 	}
 	f.mu.Lock()
@@ -128,21 +129,24 @@ func (n *Node) promise(ctx context.Context, proposer string) (answer, holder str
 
 // release handles a promiser's request to be let go: granted unless this
 // node has committed to bootstrap.
-func (n *Node) release(promiser string) bool {
-	f := &n.formState
+func (f *formation) release(promiser string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.state.Committed {
 		return false
 	}
 	f.gen++
-	n.log.Info("formation: released a promise to a lower proposer", "member", promiser)
+	f.n.log.Info("formation: released a promise to a lower proposer", "member", promiser)
 	return true
 }
 
 // askRelease asks proposer (by its gossip address) to release this node.
-func (n *Node) askRelease(ctx context.Context, proposer string) bool {
-	addr := n.memberRaftAddr(proposer)
+func (f *formation) askRelease(ctx context.Context, proposer string) bool {
+	n := f.n
+	addr := ""
+	if n.gossip != nil {
+		addr = n.gossip.raftAddr(proposer)
+	}
 	if addr == "" {
 		return false
 	}
@@ -152,33 +156,21 @@ func (n *Node) askRelease(ctx context.Context, proposer string) bool {
 	return err == nil && released
 }
 
-func (n *Node) memberRaftAddr(id string) string {
-	if n.gossip == nil {
-		return ""
-	}
-	for _, m := range n.gossip.members() {
-		if m.ID == id && m.Alive {
-			return m.RaftAddr
-		}
-	}
-	return ""
-}
-
 // propose runs one round of collection as the lowest new node: every new
 // node in view must promise; then the proposer commits and bootstraps.
 // It returns true once this node has bootstrapped.
-func (n *Node) propose(ctx context.Context, fresh []Member) (bool, error) {
-	f := &n.formState
+func (f *formation) propose(ctx context.Context, fresh []Member) (bool, error) {
+	n := f.n
 	f.mu.Lock()
 	if f.state.Committed {
 		voters := f.state.Voters
 		f.mu.Unlock()
-		return true, n.bootstrapWith(voters, fresh)
+		return true, f.bootstrapWith(voters, fresh)
 	}
 	f.mu.Unlock()
 	// Promise to itself, as to any proposer (a promise to a higher one is
 	// released first).
-	answer, _, err := n.promise(ctx, n.cfg.NodeID)
+	answer, _, err := f.promise(ctx, n.cfg.NodeID)
 	if err != nil || answer != peer.PromiseAccepted {
 		return false, err
 	}
@@ -220,12 +212,13 @@ func (n *Node) propose(ctx context.Context, fresh []Member) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return true, n.bootstrapWith(voters, fresh)
+	return true, f.bootstrapWith(voters, fresh)
 }
 
 // bootstrapWith bootstraps the meta group with voters, at the addresses
 // gossip shows.
-func (n *Node) bootstrapWith(voters []string, seen []Member) error {
+func (f *formation) bootstrapWith(voters []string, seen []Member) error {
+	n := f.n
 	addr := map[string]string{}
 	for _, m := range seen {
 		addr[m.ID] = m.RaftAddr
@@ -244,40 +237,10 @@ func (n *Node) bootstrapWith(voters []string, seen []Member) error {
 		servers = append(servers, raftgroup.Server{ID: id, Address: a})
 	}
 	n.log.Info("bootstrapping the meta group", "voters", voters)
-	return n.meta.Bootstrap(servers)
+	return n.meta.Group().Bootstrap(servers)
 }
 
 func formationPath(dataDir string) string { return filepath.Join(dataDir, "formation") }
-
-// joinLoop contacts the -join addresses until one answers, then keeps
-// retrying in the background only while this node sees nobody else.
-func (n *Node) joinLoop() {
-	defer n.bg.Done()
-	backoff := 200 * time.Millisecond
-	started, lastErr := time.Now(), time.Time{}
-	for {
-		joined, err := n.gossip.ml.Join(n.cfg.Join)
-		if joined > 0 {
-			n.log.Info("joined gossip", "contacted", joined)
-			n.startupNote.Store(nil)
-			return
-		}
-		note := fmt.Sprintf("no -join address answered with this cluster key (%v)", err)
-		n.startupNote.Store(&note)
-		if time.Since(started) > 10*time.Second && time.Since(lastErr) > 30*time.Second {
-			n.log.Error("cannot join: no -join address answered with this cluster key; retrying", "join", n.cfg.Join, "err", err)
-			lastErr = time.Now()
-		} else {
-			n.log.Debug("gossip join failed; retrying", "err", err)
-		}
-		select {
-		case <-n.loops.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
 
 // form makes sure the meta group has a configuration. A node with state
 // never bootstraps again. A single node (bootstrap-expect 1, no -join)
@@ -287,12 +250,13 @@ func (n *Node) joinLoop() {
 // new: then the lowest of them collects every new node's promise and
 // bootstraps the meta group with them as voters (formation.go); the others
 // are added by its leader.
-func (n *Node) form(ctx context.Context, advertise string) error {
-	if n.metaHasState() {
+func (f *formation) form(ctx context.Context, advertise string) error {
+	n := f.n
+	if n.meta.HasState() {
 		return nil
 	}
 	if n.cfg.BootstrapExpect == 1 && len(n.cfg.Join) == 0 {
-		return n.meta.Bootstrap([]raftgroup.Server{{ID: n.cfg.NodeID, Address: advertise}})
+		return n.meta.Group().Bootstrap([]raftgroup.Server{{ID: n.cfg.NodeID, Address: advertise}})
 	}
 	// -join without -bootstrap-expect: join, never bootstrap. A node that
 	// cannot reach the cluster waits (and joinLoop says so at ERROR)
@@ -302,7 +266,7 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 	defer t.Stop()
 	logged := time.Time{}
 	for {
-		if n.metaHasState() {
+		if n.meta.HasState() {
 			return nil // added by a leader, or bootstrapped by a raced peer's log
 		}
 		members := n.gossip.members()
@@ -317,29 +281,29 @@ func (n *Node) form(ctx context.Context, advertise string) error {
 			}
 			fresh = append(fresh, m)
 		}
-		if r := n.Refusal(); r != "" {
+		if r := n.admission.refusal(); r != "" {
 			return fmt.Errorf("cluster: formation: %s", r)
 		}
 		if formed {
-			n.setStartup("waiting to be added to the cluster by the meta leader")
+			n.startup.set("waiting to be added to the cluster by the meta leader")
 			if time.Since(logged) > 5*time.Second {
 				n.log.Info("joining a formed cluster; waiting to be added by the meta leader")
 				logged = time.Now()
 			}
 		} else if !joinOnly && len(fresh) >= n.cfg.BootstrapExpect {
 			// fresh is sorted by ID: the lowest proposes (formation.go).
-			n.setStartup(fmt.Sprintf("forming the cluster: %s collects the promises of %d new nodes", fresh[0].ID, len(fresh)))
+			n.startup.set(fmt.Sprintf("forming the cluster: %s collects the promises of %d new nodes", fresh[0].ID, len(fresh)))
 			if fresh[0].ID == n.cfg.NodeID {
-				done, err := n.propose(ctx, fresh)
+				done, err := f.propose(ctx, fresh)
 				if err != nil || done {
 					return err
 				}
 			}
 		} else {
 			if joinOnly {
-				n.setStartup(fmt.Sprintf("waiting to join a cluster (-join without -bootstrap-expect never forms one); gossip shows %d node(s)", len(fresh)))
+				n.startup.set(fmt.Sprintf("waiting to join a cluster (-join without -bootstrap-expect never forms one); gossip shows %d node(s)", len(fresh)))
 			} else {
-				n.setStartup(fmt.Sprintf("waiting for %d new nodes to form the cluster; gossip shows %d", n.cfg.BootstrapExpect, len(fresh)))
+				n.startup.set(fmt.Sprintf("waiting for %d new nodes to form the cluster; gossip shows %d", n.cfg.BootstrapExpect, len(fresh)))
 			}
 		}
 		if !formed && (joinOnly || len(fresh) < n.cfg.BootstrapExpect) && time.Since(logged) > 5*time.Second {

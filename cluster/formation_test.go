@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -21,10 +22,14 @@ func TestFormationIsOneClusterInAnyOrder(t *testing.T) {
 	const expect, size, rounds = 3, 5, 6
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
 	for round := range rounds {
-		tc := newTestCluster(t, size, expect)
+		tc := testcluster.New(t, testcluster.Options{Size: size, Expect: expect})
 		// Every node knows every gossip address, as an operator would give.
-		for i := range tc.cfgs {
-			tc.cfgs[i].Join = tc.gossips
+		var all []string
+		for _, cfg := range tc.Cfgs {
+			all = append(all, cfg.GossipAddr)
+		}
+		for i := range tc.Cfgs {
+			tc.Cfgs[i].Join = all
 		}
 		order := rng.Perm(size)
 		delays := make([]time.Duration, size)
@@ -46,7 +51,7 @@ func TestFormationIsOneClusterInAnyOrder(t *testing.T) {
 		for _, i := range order {
 			wg.Go(func() {
 				time.Sleep(delays[i]) // the start timing under test, not a wait for a condition
-				errs[i] = tc.tryStart(i)
+				errs[i] = tc.TryStart(i)
 			})
 		}
 		wg.Wait()
@@ -56,22 +61,22 @@ func TestFormationIsOneClusterInAnyOrder(t *testing.T) {
 			}
 		}
 		ids := map[string]bool{}
-		for _, n := range tc.nodes {
-			ids[n.settings.ClusterID] = true
+		for _, n := range tc.Nodes {
+			ids[n.Settings().ClusterID] = true
 		}
 		if len(ids) != 1 {
 			t.Fatalf("round %d (order %v, delays %v): %d clusters formed: %v", round, order, delays, len(ids), ids)
 		}
-		testcluster.WaitFor(t, 20*time.Second, "all five in one meta group", func() bool {
-			addrs, err := tc.nodes[0].metaAddresses()
+		testkit.WaitFor(t, 20*time.Second, "all five in one meta group", func() bool {
+			addrs, err := tc.Nodes[0].Meta().Addresses()
 			return err == nil && len(addrs) == size
 		})
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := tc.nodes[order[size-1]].Create(c, link.CreateRequest{URL: "https://formed.example/"}); err != nil {
+		if _, err := tc.Nodes[order[size-1]].Links().Create(c, link.CreateRequest{URL: "https://formed.example/"}); err != nil {
 			cancel()
 			t.Fatalf("round %d: create: %v", round, err)
 		}
 		cancel()
-		tc.closeAll()
+		tc.CloseAll()
 	}
 }

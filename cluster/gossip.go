@@ -81,7 +81,7 @@ type gossipConfig struct {
 	OnRefused     func(from, reason string)
 }
 
-func startGossip(cfg gossipConfig) (*gossip, error) {
+func startGossipOn(cfg gossipConfig) (*gossip, error) {
 	host, portStr, err := net.SplitHostPort(cfg.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)
@@ -135,6 +135,16 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	started.Store(ml)
 	g.ml = ml
 	return g, nil
+}
+
+// raftAddr returns the peer address of live member id, or "".
+func (g *gossip) raftAddr(id string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.nodes[id]; ok && m.Alive {
+		return m.RaftAddr
+	}
+	return ""
 }
 
 // Addr returns the gossip address others can join.
@@ -335,4 +345,55 @@ func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, true) }
 func (g *gossip) close() error {
 	_ = g.ml.Leave(2 * time.Second)
 	return g.ml.Shutdown()
+}
+
+// startGossip starts the node's gossip with its metadata, and joins the
+// -join addresses in the background.
+func (n *Node) startGossip(advertise string) error {
+	var key []byte
+	if n.cfg.ClusterKey != nil {
+		key = n.cfg.ClusterKey.GossipKey()
+	}
+	g, err := startGossipOn(gossipConfig{
+		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, AdvertiseHost: n.cfg.AdvertiseHost, SecretKey: key,
+		Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.meta.HasState(),
+			Cluster: n.meta.ClusterID(), Incarnation: n.incarnation, Level: n.cfg.FeatureLevel},
+		Fast: n.cfg.FastGossip, Logger: n.log, OnInvalidate: n.remote.invalidate, OnRefused: n.admission.refusedBy,
+	})
+	if err != nil {
+		return err
+	}
+	n.gossip = g
+	if len(n.cfg.Join) > 0 {
+		n.loop(n.joinLoop)
+	}
+	return nil
+}
+
+// joinLoop contacts the -join addresses until one answers, then keeps
+// retrying in the background only while this node sees nobody else.
+func (n *Node) joinLoop() {
+	backoff := 200 * time.Millisecond
+	started, lastErr := time.Now(), time.Time{}
+	for {
+		joined, err := n.gossip.ml.Join(n.cfg.Join)
+		if joined > 0 {
+			n.log.Info("joined gossip", "contacted", joined)
+			n.startup.setNote("")
+			return
+		}
+		n.startup.setNote(fmt.Sprintf("no -join address answered with this cluster key (%v)", err))
+		if time.Since(started) > 10*time.Second && time.Since(lastErr) > 30*time.Second {
+			n.log.Error("cannot join: no -join address answered with this cluster key; retrying", "join", n.cfg.Join, "err", err)
+			lastErr = time.Now()
+		} else {
+			n.log.Debug("gossip join failed; retrying", "err", err)
+		}
+		select {
+		case <-n.loops.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }

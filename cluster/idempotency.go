@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -13,47 +12,13 @@ import (
 	"github.com/linkraft/linkraft/link"
 )
 
-// Idempotency identifies a create sent with an Idempotency-Key (IETF
-// httpapi draft): its retries within command.ClaimTTL, through any node,
-// make nothing new and answer with the links the first made.
-type Idempotency struct {
-	// Key is the key's identity: the hex SHA-256 of the owner and the
-	// header's value (IdempotencyKey), so that two owners' keys never
-	// meet.
-	Key string
-	// Body is the hex SHA-256 of the request's body: a key sent again with
-	// another body is refused (ErrIdempotencyMismatch).
-	Body string
-}
-
-// IdempotencyKey returns the Idempotency of a request of owner with the
-// header value key and the body.
-func IdempotencyKey(owner, key string, body []byte) Idempotency {
-	k := sha256.Sum256([]byte(owner + "\x00" + key))
-	b := sha256.Sum256(body)
-	return Idempotency{Key: hex.EncodeToString(k[:]), Body: hex.EncodeToString(b[:])}
-}
-
-// ErrClaimedCodeTaken is returned for a create whose key claimed a
-// generated code that an alias took first: a retry with the key would meet
-// the same alias, so the request needs a new key.
-var ErrClaimedCodeTaken = errors.New("the code this Idempotency-Key claimed was taken by an alias; send the request with a new key")
-
-// ErrIdempotencyMismatch is returned for an Idempotency-Key used before
-// with another body (or another number of links).
-var ErrIdempotencyMismatch = errors.New("the Idempotency-Key was used with another request")
-
-// levelIdempotency is the feature level of command.ClaimKey: an older
-// node's shard would halt at the unknown entry.
-const levelIdempotency = 4
-
 // CreateOnce is Create for a request with an Idempotency-Key. The first
 // request claims the key for the code it is about to create (an alias, or
 // a fresh generated code); a retry finds the claim and creates the same
 // code with the same nonce, which answers the link the first made (or
 // makes it, if the first never got that far). replayed reports a retry.
-func (n *Node) CreateOnce(ctx context.Context, req link.CreateRequest, idem Idempotency) (l *link.Link, replayed bool, err error) {
-	res, replayed, err := n.createOnce(ctx, []link.CreateRequest{req}, idem)
+func (ls *Links) CreateOnce(ctx context.Context, req link.CreateRequest, idem link.Idempotency) (l *link.Link, replayed bool, err error) {
+	res, replayed, err := ls.createOnce(ctx, []link.CreateRequest{req}, idem)
 	if err != nil {
 		return nil, false, err
 	}
@@ -62,16 +27,17 @@ func (n *Node) CreateOnce(ctx context.Context, req link.CreateRequest, idem Idem
 
 // CreateManyOnce is CreateMany for a request with an Idempotency-Key (see
 // CreateOnce): its retries answer link by link as the first did.
-func (n *Node) CreateManyOnce(ctx context.Context, reqs []link.CreateRequest, idem Idempotency) ([]CreateResult, bool, error) {
-	return n.createOnce(ctx, reqs, idem)
+func (ls *Links) CreateManyOnce(ctx context.Context, reqs []link.CreateRequest, idem link.Idempotency) ([]link.CreateResult, bool, error) {
+	return ls.createOnce(ctx, reqs, idem)
 }
 
-func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem Idempotency) ([]CreateResult, bool, error) {
+func (ls *Links) createOnce(ctx context.Context, reqs []link.CreateRequest, idem link.Idempotency) ([]link.CreateResult, bool, error) {
+	n := ls.n
 	if len(reqs) == 0 || len(reqs) > command.MaxClaimCodes {
 		return nil, false, fmt.Errorf("%w: %d links with one Idempotency-Key", link.ErrInvalidInput, len(reqs))
 	}
 	if !n.clusterAt(levelIdempotency) {
-		return nil, false, ErrUpgradeNeeded
+		return nil, false, link.ErrUpgradeNeeded
 	}
 	now := time.Now().UTC()
 	cmds := make([]command.CreateIfAbsent, len(reqs))
@@ -94,10 +60,10 @@ func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem I
 	switch {
 	case need == 1:
 		var c string
-		c, err = n.nextCode(ctx)
+		c, err = ls.nextCode(ctx)
 		fresh = []string{c}
 	case need > 1:
-		fresh, err = n.leaseCodes(ctx, need)
+		fresh, err = ls.leaseCodes(ctx, need)
 	}
 	if err != nil {
 		return nil, false, err
@@ -109,7 +75,7 @@ func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem I
 		}
 	}
 	claim := command.ClaimKey{Key: idem.Key, Body: idem.Body, Codes: codes, Now: now, Attempt: newNonce()}
-	r, err := n.retryUnknown(ctx, n.ring.Locate(idem.Key).Group(), claim.Encode())
+	r, err := n.router.retryUnknown(ctx, n.host.locate(idem.Key).Group(), claim.Encode())
 	if err != nil {
 		return nil, false, err
 	}
@@ -117,12 +83,12 @@ func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem I
 		return nil, false, fmt.Errorf("claim answered without a claim")
 	}
 	if r.Claim.Body != idem.Body || len(r.Claim.Codes) != len(reqs) {
-		return nil, false, ErrIdempotencyMismatch
+		return nil, false, link.ErrIdempotencyMismatch
 	}
 	// Our own claim proposed again (an unknown outcome) answers Existing
 	// with our Attempt: not a replay of an earlier request.
 	replayed := r.Claim.Existing && r.Claim.Attempt != claim.Attempt
-	out := make([]CreateResult, len(reqs))
+	out := make([]link.CreateResult, len(reqs))
 	for i := range cmds {
 		cmds[i].Code = r.Claim.Codes[i]
 		cmds[i].Nonce = claimNonce(idem.Key, i)
@@ -131,12 +97,12 @@ func (n *Node) createOnce(ctx context.Context, reqs []link.CreateRequest, idem I
 			generated[i] = false
 		}
 	}
-	n.proposeCreates(ctx, cmds, out)
+	ls.proposeCreates(ctx, cmds, out)
 	for i := range out {
 		if errors.Is(out[i].Err, link.ErrAliasTaken) && (generated[i] || reqs[i].Alias == "") {
 			// A generated code an alias took first: its claim names it,
 			// so a retry with this key would meet the same alias.
-			out[i].Err = fmt.Errorf("%w (%s)", ErrClaimedCodeTaken, cmds[i].Code)
+			out[i].Err = fmt.Errorf("%w (%s)", link.ErrClaimedCodeTaken, cmds[i].Code)
 		}
 	}
 	return out, replayed, nil

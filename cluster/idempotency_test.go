@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"errors"
@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -17,12 +19,12 @@ import (
 // the retries are. The same key with another body is refused and stores
 // nothing; a bulk create with a key makes its links once.
 func TestCreateOnceAcrossNodes(t *testing.T) {
-	tc := newTestCluster(t, 3, 3)
-	tc.startAll(0, 1, 2)
-	tc.waitReplicated(3)
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
 	req := link.CreateRequest{URL: "https://once.example/a", Owner: "team"}
-	idem := IdempotencyKey("team", "key-1", []byte(`{"url":"https://once.example/a"}`))
-	first, replayed, err := tc.nodes[0].CreateOnce(ctx(t), req, idem)
+	idem := link.IdempotencyKey("team", "key-1", []byte(`{"url":"https://once.example/a"}`))
+	first, replayed, err := tc.Nodes[0].Links().CreateOnce(ctx(t), req, idem)
 	if err != nil || replayed {
 		t.Fatalf("first: %v replayed=%v", err, replayed)
 	}
@@ -33,7 +35,7 @@ func TestCreateOnceAcrossNodes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, replayed, err := tc.nodes[i%3].CreateOnce(ctx(t), req, idem)
+			l, replayed, err := tc.Nodes[i%3].Links().CreateOnce(ctx(t), req, idem)
 			switch {
 			case err != nil:
 				errs[i] = err
@@ -52,8 +54,8 @@ func TestCreateOnceAcrossNodes(t *testing.T) {
 	}
 	count := func() int {
 		n := 0
-		for _, sh := range tc.nodes[0].localShards() {
-			_ = sh.FSM().Scan("", func(l *link.Link) bool {
+		for _, sh := range tc.Nodes[0].LocalShards() {
+			_ = sh.Scan("", func(l *link.Link) bool {
 				if l.URL == req.URL {
 					n++
 				}
@@ -66,22 +68,22 @@ func TestCreateOnceAcrossNodes(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Fatalf("%d links made, want 1", n)
 	}
-	other := IdempotencyKey("team", "key-1", []byte(`{"url":"https://once.example/b"}`))
-	if _, _, err := tc.nodes[1].CreateOnce(ctx(t), link.CreateRequest{URL: "https://once.example/b", Owner: "team"}, other); !errors.Is(err, ErrIdempotencyMismatch) {
+	other := link.IdempotencyKey("team", "key-1", []byte(`{"url":"https://once.example/b"}`))
+	if _, _, err := tc.Nodes[1].Links().CreateOnce(ctx(t), link.CreateRequest{URL: "https://once.example/b", Owner: "team"}, other); !errors.Is(err, link.ErrIdempotencyMismatch) {
 		t.Fatalf("the key with another body: %v", err)
 	}
 	// Another owner's key of the same name is another key.
-	if l, replayed, err := tc.nodes[2].CreateOnce(ctx(t), req, IdempotencyKey("someone", "key-1", []byte(`{"url":"https://once.example/a"}`))); err != nil || replayed || l.Code == first.Code {
+	if l, replayed, err := tc.Nodes[2].Links().CreateOnce(ctx(t), req, link.IdempotencyKey("someone", "key-1", []byte(`{"url":"https://once.example/a"}`))); err != nil || replayed || l.Code == first.Code {
 		t.Fatalf("another owner's key: %v %v %v", l, replayed, err)
 	}
 
 	bulk := []link.CreateRequest{{URL: "https://once.example/bulk1"}, {URL: "https://once.example/bulk2", Alias: "once-alias"}, {URL: "https://once.example/bulk3"}}
-	bidem := IdempotencyKey("team", "bulk-key", []byte("bulk body"))
-	a, replayed, err := tc.nodes[1].CreateManyOnce(ctx(t), bulk, bidem)
+	bidem := link.IdempotencyKey("team", "bulk-key", []byte("bulk body"))
+	a, replayed, err := tc.Nodes[1].Links().CreateManyOnce(ctx(t), bulk, bidem)
 	if err != nil || replayed {
 		t.Fatalf("bulk: %v %v", err, replayed)
 	}
-	b, replayed, err := tc.nodes[2].CreateManyOnce(ctx(t), bulk, bidem)
+	b, replayed, err := tc.Nodes[2].Links().CreateManyOnce(ctx(t), bulk, bidem)
 	if err != nil || !replayed {
 		t.Fatalf("bulk retry: %v %v", err, replayed)
 	}
@@ -93,7 +95,7 @@ func TestCreateOnceAcrossNodes(t *testing.T) {
 	if a[1].Link.Code != "once-alias" {
 		t.Fatalf("the alias: %s", a[1].Link.Code)
 	}
-	if _, _, err := tc.nodes[0].CreateManyOnce(ctx(t), bulk[:2], bidem); !errors.Is(err, ErrIdempotencyMismatch) {
+	if _, _, err := tc.Nodes[0].Links().CreateManyOnce(ctx(t), bulk[:2], bidem); !errors.Is(err, link.ErrIdempotencyMismatch) {
 		t.Fatalf("a bulk key with fewer links: %v", err)
 	}
 }
@@ -102,17 +104,17 @@ func TestCreateOnceAcrossNodes(t *testing.T) {
 // and failed before its create (the node died between the two) is finished
 // by its retry: the claimed code is made, not a new one.
 func TestCreateOnceFinishesAnInterruptedFirst(t *testing.T) {
-	n := openNode(t, Config{DataDir: t.TempDir(), Shards: 2})
+	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 2})
 	t.Cleanup(func() { _ = n.Close() })
-	idem := IdempotencyKey("team", "k", []byte("body"))
+	idem := link.IdempotencyKey("team", "k", []byte("body"))
 	claim := command.ClaimKey{Key: idem.Key, Body: idem.Body, Codes: []string{"claimed1"}, Now: time.Now().UTC(), Attempt: 1}
-	if _, err := n.retryUnknown(ctx(t), n.ring.Locate(idem.Key).Group(), claim.Encode()); err != nil {
+	if _, err := n.RetryUnknown(ctx(t), n.Locate(idem.Key).Group(), claim.Encode()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Get(ctx(t), "claimed1", true); !errors.Is(err, link.ErrNotFound) {
+	if _, err := n.Links().Get(ctx(t), "claimed1", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("claimed1 before the retry: %v", err)
 	}
-	l, replayed, err := n.CreateOnce(ctx(t), link.CreateRequest{URL: "https://once.example/"}, idem)
+	l, replayed, err := n.Links().CreateOnce(ctx(t), link.CreateRequest{URL: "https://once.example/"}, idem)
 	if err != nil || !replayed || l.Code != "claimed1" {
 		t.Fatalf("retry: %+v %v %v", l, replayed, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/linkraft/linkraft/command"
@@ -26,14 +27,22 @@ import (
 // term it forgot). A refused node is told why through gossip, logs it at
 // ERROR, and its /readyz says it.
 
+// admission decides who the cluster takes in, and keeps why this node was
+// refused, if it was.
+type admission struct {
+	n       *Node
+	refused atomic.Pointer[string]
+	logged  refusalLog
+}
+
 // ErrRefused is wrapped by the reasons a node is refused.
 var ErrRefused = errors.New("refused by the cluster")
 
 // loadIncarnation reads the data dir's incarnation, making it on first
 // start (a data dir from before incarnations gets one now, and is
 // registered with it).
-func (n *Node) loadIncarnation() (string, error) {
-	p := filepath.Join(n.cfg.DataDir, "incarnation")
+func loadIncarnation(dataDir string) (string, error) {
+	p := filepath.Join(dataDir, "incarnation")
 	b, err := os.ReadFile(p)
 	if err == nil {
 		if inc := strings.TrimSpace(string(b)); inc != "" {
@@ -53,34 +62,19 @@ func (n *Node) loadIncarnation() (string, error) {
 	return inc, nil
 }
 
-// Incarnation returns the ID of this node's data dir.
-func (n *Node) Incarnation() string { return n.incarnation }
-
-// storedClusterID is the cluster ID of this node's meta state, or "".
-func (n *Node) storedClusterID() string {
-	if n.metaFSM == nil {
-		return ""
-	}
-	s, err := n.metaFSM.Settings()
-	if err != nil || s == nil {
-		return ""
-	}
-	return s.ClusterID
-}
-
 // verifyPeer is the peer-port handshake's check (internal/peertls): a
 // peer whose certificate names a registered node ID with another
 // incarnation is refused.
-func (n *Node) verifyPeer(id, inc string) error {
-	f := n.registry.Load()
-	if inc == "" || f == nil {
+func (a *admission) verifyPeer(id, inc string) error {
+	m := a.n.registry.Load()
+	if inc == "" || m == nil {
 		return nil // an operator's certificate, or before the meta group opened
 	}
-	reg, ok, err := f.Incarnation(id)
-	if err != nil || !ok || reg == inc {
+	rec, ok, err := m.Member(id)
+	if err != nil || !ok || rec.Incarnation == inc {
 		return nil
 	}
-	return amnesia(id, inc, reg)
+	return amnesia(id, inc, rec.Incarnation)
 }
 
 func amnesia(id, inc, reg string) error {
@@ -98,10 +92,11 @@ func short(s string) string {
 // admit decides whether the meta leader takes gossip member m into the
 // cluster, registering its incarnation the first time. A refusal is
 // logged (at most once a minute per node) and sent to m.
-func (n *Node) admit(ctx context.Context, m Member) error {
-	err := n.checkMember(ctx, m)
+func (a *admission) admit(ctx context.Context, m Member) error {
+	n := a.n
+	err := a.check(ctx, m)
 	if err != nil && errors.Is(err, ErrRefused) {
-		if n.refusedLog.due(m.ID, err.Error()) {
+		if a.logged.due(m.ID, err.Error()) {
 			n.log.Error("node refused", "member", m.ID, "reason", err)
 			n.gossip.refuse(m.ID, n.cfg.NodeID, err.Error())
 		}
@@ -109,8 +104,9 @@ func (n *Node) admit(ctx context.Context, m Member) error {
 	return err
 }
 
-func (n *Node) checkMember(ctx context.Context, m Member) error {
-	own := n.storedClusterID()
+func (a *admission) check(ctx context.Context, m Member) error {
+	n := a.n
+	own := n.meta.ClusterID()
 	if m.Cluster != "" && own != "" && m.Cluster != own {
 		return fmt.Errorf("%w: node %s holds the state of cluster %s, and this is cluster %s; it was started on another cluster's data dir (or with this cluster's key by mistake)",
 			ErrRefused, m.ID, m.Cluster, own)
@@ -129,7 +125,7 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 	if m.ID == n.cfg.NodeID && m.Incarnation != n.incarnation {
 		return fmt.Errorf("%w: gossip shows this node's ID with another incarnation", ErrRefused)
 	}
-	rec, ok, err := n.metaFSM.Member(m.ID)
+	rec, ok, err := n.meta.Member(m.ID)
 	if err != nil {
 		return err
 	}
@@ -140,7 +136,7 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 	// node's level as well, and again whenever it changes (an upgrade, or
 	// a rollback).
 	admit := n.clusterAt(levelAdmit) && m.Level > 0
-	if ok && rec.Level > m.Level && m.Level < levelAdmit && n.refusedLog.due(m.ID, "rolled back") {
+	if ok && rec.Level > m.Level && m.Level < levelAdmit && a.logged.due(m.ID, "rolled back") {
 		// It could not apply an AdmitNode: its recorded level stays, and
 		// only the live check holds fields back while it runs.
 		n.log.Error("node rolled back to a version from before feature levels were recorded: links with a password or rules are refused while it is live, but those it already holds are served by it without them; upgrade it again",
@@ -153,7 +149,7 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 	if admit {
 		entry = (&command.AdmitNode{Member: command.RegisterNode{Node: m.ID, Incarnation: m.Incarnation, At: time.Now().UTC(), Level: uint32(m.Level)}}).Encode()
 	}
-	out, _, err := n.meta.Apply(ctx, entry)
+	out, _, err := n.meta.Group().Apply(ctx, entry)
 	if err != nil {
 		return err
 	}
@@ -180,16 +176,16 @@ func (n *Node) checkMember(ctx context.Context, m Member) error {
 }
 
 // refusedBy records a refusal another node sent this one.
-func (n *Node) refusedBy(from, reason string) {
-	prev := n.refusal.Swap(&reason)
-	if prev == nil || *prev != reason || n.refusedLog.due("self", reason) {
-		n.log.Error("this node was refused by the cluster", "by", from, "reason", reason)
+func (a *admission) refusedBy(from, reason string) {
+	prev := a.refused.Swap(&reason)
+	if prev == nil || *prev != reason || a.logged.due("self", reason) {
+		a.n.log.Error("this node was refused by the cluster", "by", from, "reason", reason)
 	}
 }
 
-// Refusal returns why the cluster refused this node, or "".
-func (n *Node) Refusal() string {
-	if r := n.refusal.Load(); r != nil {
+// refusal returns why the cluster refused this node, or "".
+func (a *admission) refusal() string {
+	if r := a.refused.Load(); r != nil {
 		return *r
 	}
 	return ""
@@ -215,20 +211,31 @@ func (l *refusalLog) due(id, reason string) bool {
 	return true
 }
 
-func (n *Node) setStartup(s string) { n.startup.Store(&s) }
+// startup says what Open is waiting for, and what keeps a join from
+// happening.
+type startup struct {
+	what atomic.Pointer[string]
+	note atomic.Pointer[string] // the join loop's trouble, added to it
+}
 
-// StartupStatus says what Open is waiting for ("" before Open); a refusal
-// or a join that reaches no one is part of it.
-func (n *Node) StartupStatus() string {
-	if r := n.Refusal(); r != "" {
-		return r
+func (s *startup) set(what string) { s.what.Store(&what) }
+
+// setNote adds note to what Open waits for ("" removes it).
+func (s *startup) setNote(note string) {
+	if note == "" {
+		s.note.Store(nil)
+		return
 	}
-	s := ""
-	if p := n.startup.Load(); p != nil {
-		s = *p
+	s.note.Store(&note)
+}
+
+func (s *startup) get() string {
+	out := ""
+	if p := s.what.Load(); p != nil {
+		out = *p
 	}
-	if p := n.startupNote.Load(); p != nil {
-		s += "; " + *p
+	if p := s.note.Load(); p != nil {
+		out += "; " + *p
 	}
-	return s
+	return out
 }

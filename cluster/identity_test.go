@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/internal/loopback"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -17,15 +21,15 @@ import (
 // group takes it back (its handshakes are refused, so it cannot vote).
 // Writes go on with the other two.
 func TestWipedNodeUnderItsOldIDIsRefused(t *testing.T) {
-	tc := newTestCluster(t, 3, 3)
-	tc.startAll(0, 1, 2)
-	tc.waitReplicated(3)
-	oldInc := tc.nodes[2].Incarnation()
-	tc.stop(2)
-	tc.cfgs[2].DataDir = t.TempDir() // same ID, same peer and gossip addresses
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
+	oldInc := tc.Nodes[2].Incarnation()
+	tc.Stop(2)
+	tc.Cfgs[2].DataDir = t.TempDir() // same ID, same peer and gossip addresses
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	wiped, err := New(tc.cfgs[2])
+	wiped, err := cluster.New(tc.Cfgs[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,22 +41,22 @@ func TestWipedNodeUnderItsOldIDIsRefused(t *testing.T) {
 	if !strings.Contains(err.Error(), "came back with a new data dir") || !strings.Contains(err.Error(), "linknode remove n3") {
 		t.Fatalf("the wiped node's error does not say why: %v", err)
 	}
-	for _, n := range tc.live() {
-		inc, ok, err := n.metaFSM.Incarnation("n3")
+	for _, n := range tc.Live() {
+		inc, ok, err := n.Meta().Incarnation("n3")
 		if err != nil || !ok || inc != oldInc {
 			t.Fatalf("%s: n3's registered incarnation %q %v %v, want the old %q", n.ID(), inc, ok, err, oldInc)
 		}
-		if err := n.verifyPeer("n3", "0123456789abcdef"); !errors.Is(err, ErrRefused) {
+		if err := n.VerifyPeer("n3", "0123456789abcdef"); !errors.Is(err, cluster.ErrRefused) {
 			t.Fatalf("%s accepts a handshake of n3 with another incarnation: %v", n.ID(), err)
 		}
 	}
-	if _, err := tc.nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://on.example/"}); err != nil {
+	if _, err := tc.Nodes[0].Links().Create(ctx(t), link.CreateRequest{URL: "https://on.example/"}); err != nil {
 		t.Fatalf("create with n3 refused: %v", err)
 	}
 	// No group applied anything for the wiped process: it never got the
 	// meta state.
-	if wiped.metaFSM != nil {
-		if s, _ := wiped.metaFSM.Settings(); s != nil {
+	if wiped.Meta() != nil {
+		if s, _ := wiped.Meta().Settings(); s != nil {
 			t.Fatal("the wiped node received the cluster's settings")
 		}
 	}
@@ -63,14 +67,14 @@ func TestWipedNodeUnderItsOldIDIsRefused(t *testing.T) {
 // then pointed at this cluster is never added: it is told why, says so in
 // its readiness, and the cluster's membership is unchanged.
 func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
-	tc := newTestCluster(t, 3, 2)
-	tc.startAll(0, 1)
-	tc.nodes[2] = nil
-	tc.waitReplicated(2)
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 2})
+	tc.StartAll(0, 1)
+	tc.Nodes[2] = nil
+	tc.WaitReplicated(2)
 	// n3 first runs as a single-node cluster of its own.
-	other := tc.cfgs[2]
+	other := tc.Cfgs[2]
 	other.Join, other.BootstrapExpect = nil, 1
-	alone, err := New(other)
+	alone, err := cluster.New(other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,18 +83,18 @@ func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
 	}
 	alone.Close()
 	// Then it is started with -join on its data dir.
-	tc.cfgs[2].BootstrapExpect = 1
-	tc.start(2)
-	n3 := tc.nodes[2]
-	testcluster.WaitFor(t, 15*time.Second, "n3 told it was refused", func() bool { return n3.Refusal() != "" })
+	tc.Cfgs[2].BootstrapExpect = 1
+	tc.Start(2)
+	n3 := tc.Nodes[2]
+	testkit.WaitFor(t, 15*time.Second, "n3 told it was refused", func() bool { return n3.Refusal() != "" })
 	if r := n3.Refusal(); !strings.Contains(r, "another cluster's data dir") {
 		t.Fatalf("refusal %q", r)
 	}
-	if err := n3.Ready(ctx(t)); !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "another cluster") {
+	if err := n3.Admin().Ready(ctx(t)); !errors.Is(err, status.ErrNotReady) || !strings.Contains(err.Error(), "another cluster") {
 		t.Fatalf("Ready = %v", err)
 	}
-	for _, n := range tc.nodes[:2] {
-		addrs, err := n.metaAddresses()
+	for _, n := range tc.Nodes[:2] {
+		addrs, err := n.Meta().Addresses()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,9 +108,9 @@ func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
 // a node that reaches no one (a slow peer, a wrong key) does not form a
 // cluster of its own.
 func TestJoinNeverBootstraps(t *testing.T) {
-	cfg := Config{NodeID: "lone", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: freeAddr(t),
-		FastGossip: true, Join: []string{freeAddr(t)}, ClusterKey: testKey(t)}
-	n, err := New(cfg)
+	cfg := cluster.Config{NodeID: "lone", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: loopback.Addr(t),
+		FastGossip: true, Join: []string{loopback.Addr(t)}, ClusterKey: testcluster.Key(t)}
+	n, err := cluster.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +120,7 @@ func TestJoinNeverBootstraps(t *testing.T) {
 		n.Close()
 		t.Fatal("a join-only node that reached no one opened")
 	}
-	again, err := New(cfg)
+	again, err := cluster.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +128,7 @@ func TestJoinNeverBootstraps(t *testing.T) {
 	c2, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel2()
 	_ = again.Open(c2)
-	if again.meta != nil && again.metaHasState() {
+	if again.Meta() != nil && again.Meta().HasState() {
 		t.Fatal("the join-only node bootstrapped a meta group of its own")
 	}
 }

@@ -5,26 +5,32 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/idrange"
-	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/meta"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/shard"
 )
 
 // leaderLoop is Consul's leader loop, for every group this node leads: on a
 // timer and on gossip events, the meta leader reconciles the cluster
-// settings, the meta membership and the placement, and each shard leader
-// reconciles its group's membership with the placement. Gossip only
-// proposes; Raft membership changes happen here, on a leader, and every
-// future is waited on. Nodes are never removed for merely failing.
-func (n *Node) leaderLoop() {
-	defer n.bg.Done()
+// settings, the first key, the meta membership and the placement, and each
+// shard leader reconciles its group's membership with the placement and
+// balances leaderships. Gossip only proposes; Raft membership changes
+// happen here, on a leader, and every future is waited on. Nodes are never
+// removed for merely failing.
+type leaderLoop struct {
+	n         *Node
+	transfers transferGate // the balancing backoff
+}
+
+// run reconciles until the node's background loops stop.
+func (ll *leaderLoop) run() {
+	n := ll.n
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
 	var events <-chan struct{}
@@ -32,7 +38,7 @@ func (n *Node) leaderLoop() {
 		events = n.gossip.events
 	}
 	for {
-		n.reconcile()
+		ll.reconcile()
 		select {
 		case <-n.loops.Done():
 			return
@@ -42,25 +48,26 @@ func (n *Node) leaderLoop() {
 	}
 }
 
-func (n *Node) reconcile() {
+func (ll *leaderLoop) reconcile() {
+	n := ll.n
 	ctx, cancel := context.WithTimeout(n.loops, 10*time.Second)
 	defer cancel()
-	if n.meta.IsLeader() {
-		if err := n.meta.WaitReady(ctx); err == nil {
-			if err := n.reconcileMeta(ctx); err != nil && n.loops.Err() == nil {
+	if g := n.meta.Group(); g.IsLeader() {
+		if err := g.WaitReady(ctx); err == nil {
+			if err := ll.reconcileMeta(ctx); err != nil && n.loops.Err() == nil {
 				n.log.Warn("meta reconcile", "err", err)
 			}
 		}
 	}
-	for _, s := range n.localShards() {
+	for _, s := range n.host.localShards() {
 		if !s.Group().IsLeader() {
 			continue
 		}
-		if err := n.reconcileShard(s); err != nil && n.loops.Err() == nil {
+		if err := ll.reconcileShard(s); err != nil && n.loops.Err() == nil {
 			n.log.Warn("shard reconcile", "shard", s.ID(), "err", err)
 		}
 	}
-	n.balanceLeaders(ctx)
+	ll.balanceLeaders(ctx)
 }
 
 // balanceLeaders moves one shard leadership away from this node when it
@@ -68,8 +75,9 @@ func (n *Node) reconcile() {
 // the share is the hosted shards divided by the live nodes hosting them,
 // rounded up. The shard goes to the live replica leading the fewest. One
 // move per round, so the cluster converges without a stampede.
-func (n *Node) balanceLeaders(ctx context.Context) {
-	shards := n.localShards()
+func (ll *leaderLoop) balanceLeaders(ctx context.Context) {
+	n := ll.n
+	shards := n.host.localShards()
 	if len(shards) == 0 || n.gossip == nil {
 		return
 	}
@@ -105,7 +113,7 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 	// The share is the cluster's, not this node's view: every shard over
 	// every live node that hosts shards, rounded up.
 	total, live := len(shards), len(hosts)
-	if p, err := n.metaFSM.Placement(); err == nil && p != nil {
+	if p, err := n.meta.Placement(); err == nil && p != nil {
 		total = len(p.Shards)
 		placed := map[string]bool{}
 		for _, reps := range p.Shards {
@@ -144,14 +152,14 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 		if best < 0 || best+2 > len(mine) || best+1 > share {
 			continue
 		}
-		if !n.transfers.allow(s.ID(), time.Now()) {
+		if !ll.transfers.allow(s.ID(), time.Now()) {
 			continue
 		}
 		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err = s.Group().TransferLeadership(tctx, to.ID, to.Address)
 		cancel()
 		if err != nil {
-			n.transfers.failed(s.ID(), time.Now())
+			ll.transfers.failed(s.ID(), time.Now())
 			n.log.Warn("leader balancing", "shard", s.ID(), "to", to.ID, "err", err, "retry_after", transferBackoff)
 		} else {
 			n.log.Info("shard leadership moved for balance", "shard", s.ID(), "to", to.ID, "leads", len(mine), "share", share)
@@ -161,22 +169,23 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 }
 
 // reconcileMeta runs on the meta leader after its barrier.
-func (n *Node) reconcileMeta(ctx context.Context) error {
-	if err := n.ensureSettings(ctx); err != nil {
+func (ll *leaderLoop) reconcileMeta(ctx context.Context) error {
+	if err := ll.ensureSettings(ctx); err != nil {
 		return err
 	}
-	if err := n.ensureFirstKey(ctx); err != nil {
+	if err := ll.n.keys.ensureFirstKey(ctx); err != nil {
 		return err
 	}
-	if err := n.reconcileMetaMembers(); err != nil {
+	if err := ll.reconcileMetaMembers(); err != nil {
 		return err
 	}
-	return n.reconcilePlacement(ctx)
+	return ll.reconcilePlacement(ctx)
 }
 
 // ensureSettings writes the cluster settings once, from this node's flags.
-func (n *Node) ensureSettings(ctx context.Context) error {
-	s, err := n.metaFSM.Settings()
+func (ll *leaderLoop) ensureSettings(ctx context.Context) error {
+	n := ll.n
+	s, err := n.meta.Settings()
 	if err != nil || s != nil {
 		return err
 	}
@@ -191,16 +200,16 @@ func (n *Node) ensureSettings(ctx context.Context) error {
 	want := command.Settings{
 		ClusterID:         hex.EncodeToString(cid[:]),
 		Shards:            uint32(n.cfg.Shards),
-		PartitionCount:    DefaultPartitionCount,
+		PartitionCount:    shard.DefaultPartitionCount,
 		ReplicationFactor: uint32(n.cfg.ReplicationFactor),
-		Load:              DefaultLoad,
+		Load:              shard.DefaultLoad,
 		CodeMode:          string(n.cfg.CodeMode),
 		CodeKey:           key,
 		CreatedAt:         time.Now().UTC(),
-		RingVNodes:        DefaultVNodes,
-		RingHasher:        DefaultHasher,
+		RingVNodes:        shard.DefaultVNodes,
+		RingHasher:        shard.DefaultHasher,
 	}
-	if _, _, err := n.meta.Apply(ctx, (&command.SetSettings{Settings: want}).Encode()); err != nil {
+	if _, _, err := n.meta.Group().Apply(ctx, (&command.SetSettings{Settings: want}).Encode()); err != nil {
 		return err
 	}
 	n.log.Info("cluster settings written", "cluster_id", want.ClusterID, "shards", want.Shards, "code_mode", want.CodeMode)
@@ -210,11 +219,13 @@ func (n *Node) ensureSettings(ctx context.Context) error {
 // reconcileMetaMembers adds every alive gossip member that is not in the
 // meta group: as a voter while there are fewer than five, else as a
 // non-voter.
-func (n *Node) reconcileMetaMembers() error {
+func (ll *leaderLoop) reconcileMetaMembers() error {
+	n := ll.n
 	if n.gossip == nil {
 		return nil
 	}
-	servers, err := n.meta.Servers()
+	g := n.meta.Group()
+	servers, err := g.Servers()
 	if err != nil {
 		return err
 	}
@@ -226,19 +237,13 @@ func (n *Node) reconcileMetaMembers() error {
 			voters++
 		}
 	}
-	p, err := n.metaFSM.Placement()
+	removed, err := n.meta.Removed()
 	if err != nil {
 		return err
 	}
-	removed := map[string]bool{}
-	if p != nil {
-		for _, id := range p.Removed {
-			removed[id] = true
-		}
-	}
 	for id := range known {
 		if removed[id] {
-			if err := n.meta.Remove(n.loops, id); err != nil {
+			if err := g.Remove(n.loops, id); err != nil {
 				return err
 			}
 			n.log.Info("removed node taken out of the meta group", "member", id)
@@ -250,7 +255,7 @@ func (n *Node) reconcileMetaMembers() error {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(n.loops, 10*time.Second)
-		err := n.admit(ctx, m)
+		err := n.admission.admit(ctx, m)
 		cancel()
 		if errors.Is(err, ErrRefused) {
 			continue
@@ -263,14 +268,14 @@ func (n *Node) reconcileMetaMembers() error {
 				// The node came back on another address: re-adding the
 				// same ID updates it (in this group; shard leaders do the
 				// same for theirs).
-				if err := n.updateAddress(n.meta, cur, m.RaftAddr); err != nil {
+				if err := ll.updateAddress(g, cur, m.RaftAddr); err != nil {
 					return err
 				}
 			}
 			continue
 		}
 		srv := raftgroup.Server{ID: m.ID, Address: m.RaftAddr, Nonvoter: voters >= maxMetaVoters}
-		if err := n.meta.Add(n.loops, srv); err != nil {
+		if err := g.Add(n.loops, srv); err != nil {
 			return err
 		}
 		if !srv.Nonvoter {
@@ -284,16 +289,17 @@ func (n *Node) reconcileMetaMembers() error {
 // reconcilePlacement writes the first placement, and afterwards gives
 // under-replicated shards replicas on the least loaded nodes. Nodes are the
 // meta group's members.
-func (n *Node) reconcilePlacement(ctx context.Context) error {
-	s, err := n.metaFSM.Settings()
+func (ll *leaderLoop) reconcilePlacement(ctx context.Context) error {
+	n := ll.n
+	s, err := n.meta.Settings()
 	if err != nil || s == nil {
 		return err
 	}
-	cur, err := n.metaFSM.Placement()
+	cur, err := n.meta.Placement()
 	if err != nil {
 		return err
 	}
-	addrs, err := n.metaAddresses()
+	addrs, err := n.meta.Addresses()
 	if err != nil {
 		return err
 	}
@@ -304,11 +310,11 @@ func (n *Node) reconcilePlacement(ctx context.Context) error {
 		}
 	}
 	sort.Strings(nodes)
-	next := planPlacement(cur, nodes, int(s.Shards), int(s.ReplicationFactor))
+	next := meta.PlanPlacement(cur, nodes, int(s.Shards), int(s.ReplicationFactor))
 	if next == nil {
 		return nil
 	}
-	r, err := n.applyGroup(ctx, command.MetaGroup, (&command.SetPlacement{Placement: *next}).Encode(), 0)
+	r, err := n.router.apply(ctx, command.MetaGroup, (&command.SetPlacement{Placement: *next}).Encode(), 0)
 	if err != nil {
 		if errors.Is(err, command.ErrStalePlacement) {
 			return nil // someone else changed it; the next round re-plans
@@ -319,66 +325,12 @@ func (n *Node) reconcilePlacement(ctx context.Context) error {
 	return nil
 }
 
-// planPlacement returns the next placement, or nil if cur needs no change.
-// The first placement puts shard i on nodes i, i+1, … (mod the node count),
-// so shards and their first replicas spread evenly. Later, a shard with
-// fewer replicas than wanted gets the least loaded nodes it lacks.
-func planPlacement(cur *command.Placement, nodes []string, shards, replicas int) *command.Placement {
-	if len(nodes) == 0 {
-		return nil
-	}
-	want := min(replicas, len(nodes))
-	if cur == nil {
-		p := &command.Placement{Version: 1, Shards: make([][]string, shards)}
-		for i := range p.Shards {
-			for k := 0; k < want; k++ {
-				p.Shards[i] = append(p.Shards[i], nodes[(i+k)%len(nodes)])
-			}
-		}
-		return p
-	}
-	load := map[string]int{}
-	for _, id := range nodes {
-		load[id] = 0
-	}
-	for _, reps := range cur.Shards {
-		for _, id := range reps {
-			load[id]++
-		}
-	}
-	next := &command.Placement{Version: cur.Version + 1, Shards: make([][]string, len(cur.Shards)), Removed: cur.Removed}
-	changed := false
-	for i, reps := range cur.Shards {
-		next.Shards[i] = slices.Clone(reps)
-		for len(next.Shards[i]) < want {
-			best := ""
-			for _, id := range nodes {
-				if slices.Contains(next.Shards[i], id) {
-					continue
-				}
-				if best == "" || load[id] < load[best] {
-					best = id
-				}
-			}
-			if best == "" {
-				break
-			}
-			next.Shards[i] = append(next.Shards[i], best)
-			load[best]++
-			changed = true
-		}
-	}
-	if !changed {
-		return nil
-	}
-	return next
-}
-
 // reconcileShard runs on a shard leader: every node the placement puts on
 // the shard and the group lacks is added as a voter (Raft catches it up from
 // the log or a snapshot). Removal is an operator action, never automatic.
-func (n *Node) reconcileShard(s *shard.Shard) error {
-	p, err := n.metaFSM.Placement()
+func (ll *leaderLoop) reconcileShard(s *shard.Shard) error {
+	n := ll.n
+	p, err := n.meta.Placement()
 	if err != nil || p == nil || int(s.ID()) >= len(p.Shards) {
 		return err
 	}
@@ -387,7 +339,7 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 		return err
 	}
 	have := map[string]bool{}
-	addrs, err := n.metaAddresses()
+	addrs, err := n.meta.Addresses()
 	if err != nil {
 		return err
 	}
@@ -401,7 +353,7 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 		}
 		have[srv.ID] = true
 		if a, ok := addrs[srv.ID]; ok && a != srv.Address {
-			if err := n.updateAddress(s.Group(), srv, a); err != nil {
+			if err := ll.updateAddress(s.Group(), srv, a); err != nil {
 				return err
 			}
 		}
@@ -415,7 +367,7 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	servers, err := n.serversFor(missing)
+	servers, err := n.meta.Servers(missing)
 	if err != nil {
 		return err
 	}
@@ -430,62 +382,14 @@ func (n *Node) reconcileShard(s *shard.Shard) error {
 
 // updateAddress re-adds a server under its new address, keeping its
 // suffrage.
-func (n *Node) updateAddress(g *raftgroup.Group, cur raftgroup.Server, addr string) error {
+func (ll *leaderLoop) updateAddress(g *raftgroup.Group, cur raftgroup.Server, addr string) error {
 	moved := cur
 	moved.Address = addr
-	if err := g.Add(n.loops, moved); err != nil {
+	if err := g.Add(ll.n.loops, moved); err != nil {
 		return err
 	}
-	n.log.Info("peer address updated", "member", cur.ID, "from", cur.Address, "to", addr)
+	ll.n.log.Info("peer address updated", "member", cur.ID, "from", cur.Address, "to", addr)
 	return nil
-}
-
-// ErrUnknownNode is returned by RemoveNode for an ID that is not a member.
-var ErrUnknownNode = errors.New("unknown node")
-
-// RemoveNode is the operator's removal of a node (dead or alive): it is
-// taken out of every shard's placement and recorded as removed, so leaders
-// take it out of their Raft groups and never add it back; the meta leader
-// gives the shards that lost a replica another node where one is free. It
-// is idempotent and may run on any node (the placement is compare-and-set
-// through the meta leader).
-func (n *Node) RemoveNode(ctx context.Context, id string) error {
-	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
-	defer cancel()
-	for {
-		cur, err := n.metaFSM.Placement()
-		if err != nil {
-			return err
-		}
-		addrs, err := n.metaAddresses()
-		if err != nil {
-			return err
-		}
-		if cur == nil {
-			return fmt.Errorf("%w: no placement yet", link.ErrUnavailable)
-		}
-		if slices.Contains(cur.Removed, id) {
-			return nil
-		}
-		if _, ok := addrs[id]; !ok {
-			return fmt.Errorf("%w: %q", ErrUnknownNode, id)
-		}
-		next := &command.Placement{Version: cur.Version + 1, Removed: append(slices.Clone(cur.Removed), id)}
-		for _, reps := range cur.Shards {
-			next.Shards = append(next.Shards, slices.DeleteFunc(slices.Clone(reps), func(r string) bool { return r == id }))
-		}
-		_, err = n.applyGroup(ctx, command.MetaGroup, (&command.SetPlacement{Placement: *next}).Encode(), 0)
-		if err == nil {
-			n.log.Info("node removed by operator", "member", id)
-			return nil
-		}
-		if !errors.Is(err, command.ErrStalePlacement) {
-			return err
-		}
-		if err := pause(ctx); err != nil { // the local copy was behind: wait for it and try again
-			return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
-		}
-	}
 }
 
 // transferBackoff is how long the balancer leaves a shard alone after a

@@ -45,14 +45,15 @@ type shardPage struct {
 // every link acknowledged before the call that passes q; the shards' parts
 // are merged, and the page ends where the shard with the earliest last
 // link may go on, so no link is skipped or repeated from page to page.
-func (n *Node) List(ctx context.Context, q link.ListQuery) (link.ListPage, error) {
+func (ls *Links) List(ctx context.Context, q link.ListQuery) (link.ListPage, error) {
+	n := ls.n
 	if !n.clusterAt(levelListing) || q.ByClicks && !n.clusterAt(levelListClicks) {
-		return link.ListPage{}, ErrUpgradeNeeded
+		return link.ListPage{}, link.ErrUpgradeNeeded
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
 	q.Limit = min(max(q.Limit, 1), link.MaxListLimit)
-	parts := make([]shardPage, n.ring.Shards())
+	parts := make([]shardPage, n.host.ring.Shards())
 	errs := make([]error, len(parts))
 	// Each shard is asked for its share of the page with room to spare,
 	// not for the whole page: a shard whose part is cut short ends the
@@ -63,7 +64,7 @@ func (n *Node) List(ctx context.Context, q link.ListQuery) (link.ListPage, error
 	sq.Scan = n.cfg.ListScan
 	var wg sync.WaitGroup
 	for s := range parts {
-		wg.Go(func() { parts[s], errs[s] = n.listShard(ctx, command.ShardID(s), sq, 0) })
+		wg.Go(func() { parts[s], errs[s] = ls.listShard(ctx, command.ShardID(s), sq, 0) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -165,56 +166,15 @@ func compare(a, b link.ListPosition, q link.ListQuery) int {
 func after(a, b link.ListPosition, q link.ListQuery) bool { return compare(a, b, q) > 0 }
 
 // listShard reads shard s's part of a listing on its leader.
-func (n *Node) listShard(ctx context.Context, s command.ShardID, q link.ListQuery, hops int) (shardPage, error) {
-	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) (shardPage, error) {
-		res, err := sh.FSM().ListLinks(q)
+func (ls *Links) listShard(ctx context.Context, s command.ShardID, q link.ListQuery, hops int) (shardPage, error) {
+	return onLeader(ctx, ls.n, s, hops, func(sh *shard.Shard) (shardPage, error) {
+		res, err := sh.List(q)
 		return shardPage{links: res.Links, clicks: res.Clicks, more: len(res.Links) == q.Limit, stop: res.Stop}, err
-	}, func(addr string) (shardPage, error) { return n.remoteList(ctx, addr, s, q, hops) })
+	}, func(addr string) (shardPage, error) { return ls.remoteList(ctx, addr, s, q, hops) })
 }
 
-// onLeader runs read on shard s's leader after VerifyRead (a linearizable
-// read): here if this node leads it, else through remote with the address
-// of the leader or, from a node without a replica, of a replica (which
-// forwards). It asks again while leadership moves; a forwarded call (hops
-// > 0) answers link.ErrNotLeader instead, for its caller to ask again.
-func onLeader[T any](ctx context.Context, n *Node, s command.ShardID, hops int, read func(*shard.Shard) (T, error), remote func(addr string) (T, error)) (T, error) {
-	for {
-		v, err := onLeaderOnce(ctx, n, s, hops, read, remote)
-		if !errors.Is(err, link.ErrNotLeader) || hops > 0 {
-			return v, err
-		}
-		if err := pause(ctx); err != nil {
-			var zero T
-			return zero, fmt.Errorf("%w: shard %d: %w", link.ErrUnavailable, s, err)
-		}
-	}
-}
-
-func onLeaderOnce[T any](ctx context.Context, n *Node, s command.ShardID, hops int, read func(*shard.Shard) (T, error), remote func(addr string) (T, error)) (T, error) {
-	var zero T
-	if sh := n.localShard(s); sh != nil {
-		g := sh.Group()
-		if g.IsLeader() {
-			if err := g.VerifyRead(ctx); err != nil {
-				return zero, err
-			}
-			return read(sh)
-		}
-		addr, id := g.Leader()
-		if hops >= maxHops || addr == "" || id == n.cfg.NodeID {
-			return zero, link.ErrNotLeader
-		}
-		return remote(addr)
-	}
-	none := fmt.Errorf("%w: no replica of shard %d reachable", link.ErrUnavailable, s)
-	if hops >= maxHops {
-		return zero, none
-	}
-	return askReplicas(n, s, none, unavailable, remote)
-}
-
-func (n *Node) remoteList(ctx context.Context, addr string, s command.ShardID, q link.ListQuery, hops int) (shardPage, error) {
-	resp, err := n.peers.List(ctx, addr, s, q, hops+1)
+func (ls *Links) remoteList(ctx context.Context, addr string, s command.ShardID, q link.ListQuery, hops int) (shardPage, error) {
+	resp, err := ls.n.peers.List(ctx, addr, s, q, hops+1)
 	if err != nil {
 		return shardPage{}, err
 	}
@@ -230,13 +190,10 @@ func (n *Node) remoteList(ctx context.Context, addr string, s command.ShardID, q
 
 // serveList answers a shard's part of a listing: at most listBudget bytes
 // of it.
-func (n *Node) serveList(ctx context.Context, req *peer.ListRequest) (*peer.ListResponse, error) {
-	if err := n.knownShard(req.Shard); err != nil {
-		return nil, err
-	}
+func (ls *Links) serveList(ctx context.Context, req *peer.ListRequest) (*peer.ListResponse, error) {
 	q := req.Query
 	q.Limit = min(max(q.Limit, 1), link.MaxListLimit)
-	p, err := n.listShard(ctx, req.Shard, q, req.Hops)
+	p, err := ls.listShard(ctx, req.Shard, q, req.Hops)
 	if err != nil {
 		return nil, err
 	}
@@ -272,19 +229,19 @@ const maxTagsPerShard = 10000
 // across every shard, each read on its leader: most used first, at most
 // limit of them. partial says a shard had more distinct tags than it
 // answers for (maxTagsPerShard), so rare tags may be missing or short.
-func (n *Node) Tags(ctx context.Context, owner string, limit int) (tags []link.TagCount, partial bool, err error) {
-	if !n.clusterAt(levelListing) {
-		return nil, false, ErrUpgradeNeeded
+func (ls *Links) Tags(ctx context.Context, owner string, limit int) (tags []link.TagCount, partial bool, err error) {
+	if !ls.n.clusterAt(levelListing) {
+		return nil, false, link.ErrUpgradeNeeded
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	parts := make([][]link.TagCount, n.ring.Shards())
+	parts := make([][]link.TagCount, ls.n.host.ring.Shards())
 	short := make([]bool, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for s := range parts {
 		wg.Go(func() {
-			parts[s], errs[s] = n.tagsShard(ctx, command.ShardID(s), owner, 0)
+			parts[s], errs[s] = ls.tagsShard(ctx, command.ShardID(s), owner, 0)
 			short[s] = len(parts[s]) >= maxTagsPerShard
 		})
 	}
@@ -316,9 +273,10 @@ func topTags(counts map[string]uint64, limit int) []link.TagCount {
 	return out[:min(len(out), limit)]
 }
 
-func (n *Node) tagsShard(ctx context.Context, s command.ShardID, owner string, hops int) ([]link.TagCount, error) {
+func (ls *Links) tagsShard(ctx context.Context, s command.ShardID, owner string, hops int) ([]link.TagCount, error) {
+	n := ls.n
 	return onLeader(ctx, n, s, hops, func(sh *shard.Shard) ([]link.TagCount, error) {
-		counts, err := sh.FSM().TagCounts(owner)
+		counts, err := sh.TagCounts(owner)
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -18,309 +17,100 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/maypok86/otter/v2"
 
-	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/atomicfile"
-	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/peertls"
-	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/meta"
 	"github.com/linkraft/linkraft/peer"
 	"github.com/linkraft/linkraft/raftgroup"
-	"github.com/linkraft/linkraft/shard"
 	"github.com/linkraft/linkraft/transport"
 )
-
-// Config configures a Node.
-type Config struct {
-	// NodeID is the node's stable Raft server ID. Empty: read from
-	// <DataDir>/node-id, or generated and stored there on first start.
-	NodeID string
-	// DataDir holds every file of the node.
-	DataDir string
-	// RaftAddr is the peer port's bind address (":7000"; ":0" for tests).
-	RaftAddr string
-	// AdvertiseHost is the host peers use to reach this node; empty means
-	// the bind host, or 127.0.0.1 when the bind host is unspecified.
-	AdvertiseHost string
-	// HTTPAddr is reported to other nodes and in the cluster status.
-	HTTPAddr string
-	// GossipAddr is memberlist's bind address; empty runs without gossip
-	// (a single node that nobody can join).
-	GossipAddr string
-	// ClusterKey is the cluster's shared secret (internal/clusterkey). It
-	// keys gossip encryption and, unless the PeerTLS files are given, the
-	// CA of the peer port's mutual TLS. Nil is allowed only with Insecure.
-	ClusterKey *clusterkey.Key
-	// PeerTLSCA, PeerTLSCert and PeerTLSKey are an operator's PKI for the
-	// peer port instead of the key-derived CA: a CA bundle and this node's
-	// certificate (its Common Name is the node ID) and key.
-	PeerTLSCA, PeerTLSCert, PeerTLSKey string
-	// Insecure runs without a cluster key: the peer and gossip ports
-	// accept anyone who reaches them, in clear. Tests and demos only.
-	Insecure bool
-	// QuotaBytes bounds the data dir (default DefaultQuotaBytes; negative:
-	// no quota) and MinFreeBytes is the free-space floor of its file system
-	// (default DefaultMinFreeBytes; negative: none). Past either, the node's
-	// storage alarm refuses writes that grow the state (space.go).
-	QuotaBytes, MinFreeBytes int64
-	// StorageInterval is how often storage is measured (default 1 s).
-	StorageInterval time.Duration
-	// FastGossip uses memberlist's local-network timers (tests).
-	FastGossip bool
-	// Join lists gossip addresses of existing nodes to contact.
-	Join []string
-	// BootstrapExpect is how many nodes form the first cluster (1 = this
-	// node alone).
-	BootstrapExpect int
-	// Shards is the shard count, fixed at bootstrap (default 8).
-	Shards int
-	// ReplicationFactor is the replicas per shard, fixed at bootstrap
-	// (default 3, capped at the cluster size when placing).
-	ReplicationFactor int
-	// CodeMode is the code mode, fixed at bootstrap (default permuted).
-	CodeMode idrange.Mode
-	// IDBlockSize is how many IDs one lease takes (default 1024).
-	IDBlockSize uint64
-	// Timing overrides the Raft timers of every group.
-	Timing raftgroup.Timing
-	// Snapshots overrides the shard groups' snapshot policy (zero fields:
-	// raftgroup.DefaultSnapshots).
-	Snapshots raftgroup.SnapshotPolicy
-	// CacheSize, CacheTTL and NegativeTTL configure each shard's cache.
-	CacheSize   int
-	CacheTTL    time.Duration
-	NegativeTTL time.Duration
-	// RemoteCacheTTL bounds how long a node caches links of shards it does
-	// not host (default 30 s; updates and deletes also evict them through
-	// gossip).
-	RemoteCacheTTL time.Duration
-	// ListScan bounds the index entries a listing examines on each shard
-	// for one page (default 10,000: link.ListQuery.Scan).
-	ListScan int
-	// ReconcileInterval is how often leaders reconcile membership and
-	// placement (default 1 s; gossip events trigger it sooner).
-	ReconcileInterval time.Duration
-	// AdminKey is the secret of the cluster's first admin API key, taken
-	// by the node that makes it (the meta leader, once per cluster). Empty:
-	// that node makes one and writes it to AdminKeyFile.
-	AdminKey string
-	// AdminKeyFile is where a made first admin key is written (mode 0600;
-	// default <DataDir>/admin.key).
-	AdminKeyFile string
-	// Analytics, if set, turns click analytics on (analytics.go).
-	Analytics *AnalyticsConfig
-	// Observer receives shard measurements (may be nil).
-	Observer shard.Observer
-	// Logger receives the node's logs.
-	Logger *slog.Logger
-
-	// level, if set, is the feature level gossiped instead of
-	// featureLevel: this package's tests play an older version with it.
-	level int
-}
 
 // maxMetaVoters bounds the voters of the meta group; other nodes follow it
 // as non-voters so that every node has the placement locally.
 const maxMetaVoters = 5
 
 // Node is one linknode: its peer port, gossip, the meta group and the
-// shards placed on it.
+// shards placed on it, and the roles the HTTP layer calls.
 type Node struct {
 	cfg Config
 	log *slog.Logger
+	// incarnation is the ID of this data dir (identity.go).
+	incarnation string
 
-	transfers transferGate // the leader loop's balancing backoff
-
-	mux       *transport.Mux
-	verifyRPC func(net.Conn, raft.RPCHeader) error // nil when insecure
-	muxCancel context.CancelFunc
-	muxDone   chan struct{}
-	muxErr    atomic.Pointer[error] // set if the peer port stopped serving
-	gossip    *gossip
-	peers     *peer.Client
-
-	// lifetime ends when Close starts; background loops and RPC handlers
-	// watch it.
-	lifetime context.Context
-	stopAll  context.CancelFunc
-	// loops ends first on Close: the background loops stop before the
-	// node hands off its leaderships, while RPC still serves.
+	// lifetime ends when Close starts; the peer server's requests watch
+	// it. loops ends first on Close: the background loops stop before the
+	// node hands off its leaderships, while the peer server still serves.
+	lifetime  context.Context
+	stopAll   context.CancelFunc
 	loops     context.Context
 	stopLoops context.CancelFunc
 	bg        sync.WaitGroup // background loops
-	rpcWG     sync.WaitGroup // the RPC server
+	rpcWG     sync.WaitGroup // the peer servers
 
-	meta     *raftgroup.Group
-	metaFSM  *fsm.MetaFSM
-	settings *command.Settings
-	ring     *Ring
-	coder    *idrange.Coder
-	alloc    *idrange.Allocator
+	port   peerPort
+	peers  *peer.Client
+	gossip *gossip // nil without gossip
+	// meta is set in Open; registry too, earlier, for the peer-port
+	// handshakes that start before Open has set meta.
+	meta     *meta.Meta
+	registry atomic.Pointer[meta.Meta]
 
-	// The click pipeline and visit store (analytics.go), nil when off;
-	// set in Open before any goroutine that reads them starts.
-	clicks    *analytics.Pipeline
-	visits    *analytics.VisitStore
-	stopPurge func() // stops the visit purge loop and waits for it
-	enricher  *analytics.Enricher
+	host      host
+	router    router
+	remote    *remoteCache
+	storage   storageAlarm
+	admission admission
+	formation formation
+	leader    leaderLoop
+	clicks    clickPipeline
+	alloc     *idrange.Allocator
+	startup   startup
 
-	// shards is indexed by shard id, nil where not hosted here; replaced
-	// whole (under shardsMu) when a shard opens, so the redirect path reads
-	// it with one atomic load.
-	shardsMu sync.Mutex
-	shards   atomic.Pointer[[]*shard.Shard]
-
-	// leaderHints sends writes to groups this node does not host straight
-	// to their leader (route.go); relayed counts the forwarded writes this
-	// node passed on to another node.
-	leaderHints leaderHints
-	relayed     atomic.Uint64
-
-	// remote caches links of shards this node does not host, for
-	// RemoteCacheTTL; gossip invalidations evict updated and deleted codes.
-	remote *otter.Cache[string, remoteEntry]
-
-	storage atomic.Pointer[Storage] // the last measurement (space.go)
-
-	// incarnation is the ID of this data dir (identity.go); refusal is
-	// why the cluster refused this node, if it did.
-	incarnation string
-	// registry is the meta FSM for the peer-port handshakes, which start
-	// before openMeta has set metaFSM.
-	registry   atomic.Pointer[fsm.MetaFSM]
-	refusal    atomic.Pointer[string]
-	refusedLog refusalLog
-	keyCache   keyCache
-	formState  formation // this node's promise while the cluster forms
-	// startup says what Open is waiting for (StartupStatus).
-	startup     atomic.Pointer[string]
-	startupNote atomic.Pointer[string] // joinLoop's trouble, added to it
+	links     Links
+	keys      Keys
+	admin     Admin
+	analytics Analytics
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
+// peerPort is the node's peer listener: its multiplexer, serving until
+// Close, and the error that stopped it early, if any.
+type peerPort struct {
+	mux       *transport.Mux
+	verifyRPC func(net.Conn, raft.RPCHeader) error // nil when insecure
+	cancel    context.CancelFunc
+	done      chan struct{}
+	err       atomic.Pointer[error]
+}
+
 // New validates cfg and returns a Node; Open starts it.
 func New(cfg Config) (*Node, error) {
-	if cfg.DataDir == "" {
-		return nil, errors.New("cluster: DataDir is required")
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if cfg.RaftAddr == "" {
-		cfg.RaftAddr = ":7000"
-	}
-	if cfg.BootstrapExpect == 0 {
-		cfg.BootstrapExpect = 1
-	}
-	if cfg.BootstrapExpect < 1 || cfg.BootstrapExpect > 64 {
-		return nil, fmt.Errorf("cluster: bootstrap-expect must be 1 to 64, got %d", cfg.BootstrapExpect)
-	}
-	if (cfg.BootstrapExpect > 1 || len(cfg.Join) > 0) && cfg.GossipAddr == "" {
-		return nil, errors.New("cluster: a multi-node cluster needs a gossip address")
-	}
-	if cfg.ClusterKey == nil && !cfg.Insecure {
-		return nil, errors.New("cluster: no cluster key: give -cluster-key-file (make a key with linknode keygen), or -insecure to run without peer authentication")
-	}
-	if cfg.ClusterKey == nil && cfg.PeerTLSCert != "" {
-		return nil, errors.New("cluster: peer TLS files need a cluster key as well (it keys gossip)")
-	}
-	if cfg.Shards == 0 {
-		cfg.Shards = 8
-	}
-	if cfg.Shards < 1 || cfg.Shards > 256 {
-		return nil, fmt.Errorf("cluster: shards must be 1 to 256, got %d", cfg.Shards)
-	}
-	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = 3
-	}
-	if cfg.ReplicationFactor < 1 || cfg.ReplicationFactor > 7 {
-		return nil, fmt.Errorf("cluster: replicas must be 1 to 7, got %d", cfg.ReplicationFactor)
-	}
-	if cfg.CodeMode == "" {
-		cfg.CodeMode = idrange.ModePermuted
-	}
-	if _, err := idrange.NewCoder(cfg.CodeMode, make([]byte, idrange.KeySize)); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	if cfg.ReconcileInterval <= 0 {
-		cfg.ReconcileInterval = time.Second
-	}
-	if cfg.RemoteCacheTTL <= 0 {
-		cfg.RemoteCacheTTL = 30 * time.Second
-	}
-	if cfg.ListScan <= 0 {
-		cfg.ListScan = DefaultListScan
-	}
-	if cfg.QuotaBytes == 0 {
-		cfg.QuotaBytes = DefaultQuotaBytes
-	}
-	if cfg.MinFreeBytes == 0 {
-		cfg.MinFreeBytes = DefaultMinFreeBytes
-	}
-	if cfg.StorageInterval <= 0 {
-		cfg.StorageInterval = time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Analytics != nil {
-		cfg.Analytics = cfg.Analytics.withDefaults()
-	}
-	for _, c := range cfg.NodeID {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return nil, fmt.Errorf("cluster: node id %q may contain only A-Z a-z 0-9 - _ .", cfg.NodeID)
-		}
-	}
-	remote, err := otter.New(&otter.Options[string, remoteEntry]{
-		MaximumSize:      100_000,
-		ExpiryCalculator: otter.ExpiryWriting[string, remoteEntry](cfg.RemoteCacheTTL),
-	})
+	remote, err := newRemoteCache(cfg.RemoteCacheTTL)
 	if err != nil {
 		return nil, err
 	}
 	lifetime, stop := context.WithCancel(context.Background())
 	loops, stopLoops := context.WithCancel(lifetime)
-	return &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, loops: loops, stopLoops: stopLoops, remote: remote}, nil
+	n := &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, loops: loops, stopLoops: stopLoops, remote: remote}
+	n.host.n, n.router.n, n.admission.n, n.formation.n, n.leader.n, n.clicks.n = n, n, n, n, n, n
+	n.links.n, n.keys.n, n.admin.n, n.analytics.n = n, n, n, n
+	n.storage = storageAlarm{cfg: cfg, log: cfg.Logger}
+	return n, nil
 }
 
-// nodeID returns the configured ID, or the one stored in the data dir, or a
-// new one that is stored there.
-func (n *Node) loadNodeID() (string, error) {
-	p := filepath.Join(n.cfg.DataDir, "node-id")
-	stored, err := os.ReadFile(p)
-	switch {
-	case err == nil:
-		id := strings.TrimSpace(string(stored))
-		if n.cfg.NodeID != "" && n.cfg.NodeID != id {
-			return "", fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", n.cfg.DataDir, id, n.cfg.NodeID)
-		}
-		return id, nil
-	case !errors.Is(err, os.ErrNotExist):
-		return "", err
-	}
-	id := n.cfg.NodeID
-	if id == "" {
-		var b [6]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", err
-		}
-		id = "node-" + hex.EncodeToString(b[:])
-	}
-	if err := writeFileSync(p, []byte(id+"\n")); err != nil {
-		return "", err
-	}
-	return id, nil
-}
-
-func writeFileSync(path string, data []byte) error { return atomicfile.Write(path, data, 0o600) }
-
-// Open starts the node: the peer port and internal RPC, gossip, the meta
-// group (formed on first start, see form), the cluster settings and
-// placement (written by the meta leader), the shards placed here, and the
-// ID allocator. It returns once the settings are known and every group
+// Open starts the node: the peer port and the peer server, gossip, the
+// meta group (formed on first start: formation.go), the cluster settings
+// and placement (written by the meta leader), the shards placed here, and
+// the ID allocator. It returns once the settings are known and every group
 // hosted here has a leader, or ctx ends.
 func (n *Node) Open(ctx context.Context) (err error) {
 	defer func() {
@@ -328,140 +118,192 @@ func (n *Node) Open(ctx context.Context) (err error) {
 			_ = n.Close()
 		}
 	}()
-	n.setStartup("opening its data dir and peer port")
-	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
+	n.startup.set("opening its data dir and peer port")
+	if err := n.openDataDir(); err != nil {
 		return err
 	}
-	id, err := n.loadNodeID()
+	if err := n.clicks.open(); err != nil {
+		return err
+	}
+	advertise, err := n.openPeerPort()
 	if err != nil {
 		return err
 	}
-	n.cfg.NodeID = id
-	n.log = n.log.With("node", id)
-	if n.incarnation, err = n.loadIncarnation(); err != nil {
-		return err
-	}
-	if err := n.formState.load(formationPath(n.cfg.DataDir)); err != nil {
-		return fmt.Errorf("cluster: formation state: %w", err)
-	}
-	if err := n.openAnalytics(); err != nil {
-		return err
-	}
-
-	ln, err := net.Listen("tcp", n.cfg.RaftAddr)
-	if err != nil {
-		return fmt.Errorf("cluster: listen on raft address: %w", err)
-	}
-	advertise, err := AdvertiseAddr(ln.Addr().String(), n.cfg.AdvertiseHost)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	tcfg := transport.Config{Listener: ln, Advertise: advertise, Logger: n.log.With("component", "mux")}
-	if n.cfg.ClusterKey != nil {
-		ident, err := peertls.New(peertls.Config{
-			NodeID: id, ClusterKey: n.cfg.ClusterKey, Incarnation: n.incarnation, VerifyPeer: n.verifyPeer,
-			CAFile: n.cfg.PeerTLSCA, CertFile: n.cfg.PeerTLSCert, KeyFile: n.cfg.PeerTLSKey,
-		})
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("cluster: peer TLS: %w", err)
-		}
-		tcfg.ServerTLS, tcfg.ClientTLS = ident.ServerConfig(), ident.ClientConfig()
-		n.verifyRPC = verifyPeerRPC
-	}
-	n.mux, err = transport.New(tcfg)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	n.peers = newPeerClient(n.mux)
-	muxCtx, cancel := context.WithCancel(context.Background())
-	n.muxCancel, n.muxDone = cancel, make(chan struct{})
-	go func() {
-		defer close(n.muxDone)
-		if err := n.mux.Serve(muxCtx); err != nil {
-			n.log.Error("peer port stopped", "err", err)
-			n.muxErr.Store(&err)
-		}
-	}()
-	peerLayer, err := n.mux.Layer(transport.KindPeer, 0)
-	if err != nil {
-		return err
-	}
-	legacyLayer, err := n.mux.Layer(transport.KindRPC, 0)
-	if err != nil {
-		peerLayer.Close()
-		return err
-	}
-	if err := n.openMeta(); err != nil {
-		peerLayer.Close()
-		legacyLayer.Close()
-		return err
-	}
-	// Peer handlers need the meta group; callers that connected meanwhile
-	// wait in the layers' backlogs.
-	n.servePeers(peerLayer, legacyLayer)
 	if n.cfg.GossipAddr != "" {
-		var key []byte
-		if n.cfg.ClusterKey != nil {
-			key = n.cfg.ClusterKey.GossipKey()
-		}
-		n.gossip, err = startGossip(gossipConfig{
-			NodeID: id, BindAddr: n.cfg.GossipAddr, AdvertiseHost: n.cfg.AdvertiseHost, SecretKey: key,
-			Meta: memberMeta{RaftAddr: advertise, HTTPAddr: n.cfg.HTTPAddr, Bootstrapped: n.metaHasState(),
-				Cluster: n.storedClusterID(), Incarnation: n.incarnation, Level: cmp.Or(n.cfg.level, featureLevel)},
-			Fast: n.cfg.FastGossip, Logger: n.log, OnInvalidate: n.invalidateRemote, OnRefused: n.refusedBy,
-		})
-		if err != nil {
+		if err := n.startGossip(advertise); err != nil {
 			return err
 		}
-		if len(n.cfg.Join) > 0 {
-			n.bg.Add(1)
-			go n.joinLoop()
-		}
 	}
-	if err := n.form(ctx, advertise); err != nil {
+	if err := n.formation.form(ctx, advertise); err != nil {
 		return err
 	}
-	n.setStartup("waiting for the meta group's leader")
-	if err := n.meta.WaitLeader(ctx); err != nil {
-		return fmt.Errorf("cluster: meta group has no leader: %w", err)
-	}
-	n.setStartup("waiting for the cluster settings and placement")
-	if n.gossip != nil {
-		n.gossip.setBootstrapped()
-	}
-	n.bg.Add(1)
-	go n.leaderLoop()
-	n.checkStorage()
-	n.bg.Add(1)
-	go n.storageLoop()
-
-	if err := n.waitSettings(ctx); err != nil {
+	if err := n.join(ctx); err != nil {
 		return err
-	}
-	if n.gossip != nil {
-		n.gossip.setCluster(n.settings.ClusterID)
-	}
-	if err := n.syncShards(); err != nil {
-		return err
-	}
-	n.bg.Add(1)
-	go n.placementLoop()
-	n.setStartup("waiting for a leader in every group hosted here")
-	for _, s := range n.localShards() {
-		if err := s.Group().WaitLeader(ctx); err != nil {
-			return fmt.Errorf("cluster: shard %d has no leader: %w", s.ID(), err)
-		}
 	}
 	n.alloc, err = idrange.NewAllocator(idrange.AllocatorConfig{Leaser: idrange.LeaserFunc(n.leaseRange), BlockSize: n.cfg.IDBlockSize})
 	if err != nil {
 		return err
 	}
-	n.log.Info("node open", "raft_addr", advertise, "shards", n.settings.Shards, "hosted", len(n.localShards()),
-		"code_mode", n.settings.CodeMode, "cluster_id", n.settings.ClusterID)
+	s := n.host.settings
+	n.log.Info("node open", "raft_addr", advertise, "shards", s.Shards, "hosted", len(n.host.localShards()),
+		"code_mode", s.CodeMode, "cluster_id", s.ClusterID)
 	return nil
+}
+
+// openDataDir makes the data dir and reads the node's identity and
+// formation state from it.
+func (n *Node) openDataDir() error {
+	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
+		return err
+	}
+	id, err := loadNodeID(n.cfg.DataDir, n.cfg.NodeID)
+	if err != nil {
+		return err
+	}
+	n.cfg.NodeID = id
+	n.log = n.log.With("node", id)
+	if n.incarnation, err = loadIncarnation(n.cfg.DataDir); err != nil {
+		return err
+	}
+	if err := n.formation.load(formationPath(n.cfg.DataDir)); err != nil {
+		return fmt.Errorf("cluster: formation state: %w", err)
+	}
+	return nil
+}
+
+// openPeerPort binds the peer port, starts its multiplexer (with mutual
+// TLS unless insecure), opens the meta group on it and starts the peer
+// servers. It returns the advertised peer address.
+func (n *Node) openPeerPort() (string, error) {
+	ln, err := net.Listen("tcp", n.cfg.RaftAddr)
+	if err != nil {
+		return "", fmt.Errorf("cluster: listen on raft address: %w", err)
+	}
+	advertise, err := AdvertiseAddr(ln.Addr().String(), n.cfg.AdvertiseHost)
+	if err != nil {
+		ln.Close()
+		return "", err
+	}
+	tcfg := transport.Config{Listener: ln, Advertise: advertise, Logger: n.log.With("component", "mux")}
+	if n.cfg.ClusterKey != nil {
+		ident, err := peertls.New(peertls.Config{
+			NodeID: n.cfg.NodeID, ClusterKey: n.cfg.ClusterKey, Incarnation: n.incarnation, VerifyPeer: n.admission.verifyPeer,
+			CAFile: n.cfg.PeerTLSCA, CertFile: n.cfg.PeerTLSCert, KeyFile: n.cfg.PeerTLSKey,
+		})
+		if err != nil {
+			ln.Close()
+			return "", fmt.Errorf("cluster: peer TLS: %w", err)
+		}
+		tcfg.ServerTLS, tcfg.ClientTLS = ident.ServerConfig(), ident.ClientConfig()
+		n.port.verifyRPC = verifyPeerRPC
+	}
+	if n.port.mux, err = transport.New(tcfg); err != nil {
+		ln.Close()
+		return "", err
+	}
+	n.peers = newPeerClient(n.port.mux)
+	muxCtx, cancel := context.WithCancel(context.Background())
+	n.port.cancel, n.port.done = cancel, make(chan struct{})
+	go func() {
+		defer close(n.port.done)
+		if err := n.port.mux.Serve(muxCtx); err != nil {
+			n.log.Error("peer port stopped", "err", err)
+			n.port.err.Store(&err)
+		}
+	}()
+	// The peer servers need the meta group; callers that connect meanwhile
+	// wait in the layers' backlogs.
+	layers := make([]*transport.Layer, 0, 2)
+	for _, k := range []transport.Kind{transport.KindPeer, transport.KindRPC} {
+		l, err := n.port.mux.Layer(k, 0)
+		if err != nil {
+			for _, l := range layers {
+				l.Close()
+			}
+			return "", err
+		}
+		layers = append(layers, l)
+	}
+	if err := n.openMeta(); err != nil {
+		for _, l := range layers {
+			l.Close()
+		}
+		return "", err
+	}
+	n.servePeers(layers[0], layers[1])
+	return advertise, nil
+}
+
+// openMeta opens this node's replica of the meta group.
+func (n *Node) openMeta() error {
+	dir := n.groupDir("meta")
+	layer, err := n.port.mux.Layer(transport.KindRaft, uint64(command.MetaGroup))
+	if err != nil {
+		return err
+	}
+	m, err := meta.Open(meta.Config{
+		NodeID: n.cfg.NodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer},
+		VerifyRPC: n.port.verifyRPC, Timing: n.cfg.Timing, Logger: n.log,
+	})
+	if err != nil {
+		layer.Close()
+		return fmt.Errorf("cluster: open the meta group (%s): %w. If the other nodes are healthy, stop this node, run `linknode repair-shard -data-dir %s meta` and start it again",
+			dir, err, n.cfg.DataDir)
+	}
+	n.registry.Store(m) // handshakes check the registry from now on
+	n.meta = m
+	return nil
+}
+
+// join waits for the meta group's leader, starts the background loops,
+// waits for the settings and placement, opens the shards placed here and
+// waits for their leaders.
+func (n *Node) join(ctx context.Context) error {
+	n.startup.set("waiting for the meta group's leader")
+	if err := n.meta.Group().WaitLeader(ctx); err != nil {
+		return fmt.Errorf("cluster: meta group has no leader: %w", err)
+	}
+	n.startup.set("waiting for the cluster settings and placement")
+	if n.gossip != nil {
+		n.gossip.setBootstrapped()
+	}
+	n.loop(n.leader.run)
+	n.storage.check(n.gossip)
+	n.loop(func() { n.every(n.cfg.StorageInterval, func() { n.storage.check(n.gossip) }) })
+	if err := n.host.waitSettings(ctx); err != nil {
+		return err
+	}
+	if n.gossip != nil {
+		n.gossip.setCluster(n.host.settings.ClusterID)
+	}
+	if err := n.host.sync(); err != nil {
+		return err
+	}
+	n.loop(n.host.loop)
+	n.startup.set("waiting for a leader in every group hosted here")
+	for _, s := range n.host.localShards() {
+		if err := s.Group().WaitLeader(ctx); err != nil {
+			return fmt.Errorf("cluster: shard %d has no leader: %w", s.ID(), err)
+		}
+	}
+	return nil
+}
+
+// loop runs fn as a background loop: Close waits for it.
+func (n *Node) loop(fn func()) { n.bg.Go(fn) }
+
+// every runs fn each interval until the node's background loops stop.
+func (n *Node) every(interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.loops.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }
 
 // AdvertiseAddr is the address other nodes and clients use for a listener
@@ -482,54 +324,39 @@ func AdvertiseAddr(bound, host string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
+// loadNodeID returns the ID stored in dataDir (which must be want, if
+// given), or want, or a new one, stored there.
+func loadNodeID(dataDir, want string) (string, error) {
+	p := filepath.Join(dataDir, "node-id")
+	stored, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		id := strings.TrimSpace(string(stored))
+		if want != "" && want != id {
+			return "", fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", dataDir, id, want)
+		}
+		return id, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", err
+	}
+	id := want
+	if id == "" {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		id = "node-" + hex.EncodeToString(b[:])
+	}
+	if err := writeFileSync(p, []byte(id+"\n")); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func writeFileSync(path string, data []byte) error { return atomicfile.Write(path, data, 0o600) }
+
 func (n *Node) groupDir(parts ...string) string {
 	return filepath.Join(append([]string{n.cfg.DataDir}, parts...)...)
-}
-
-func (n *Node) openMeta() error {
-	dir := n.groupDir("meta")
-	f, err := fsm.NewMetaFSM(fsm.MetaConfig{Path: filepath.Join(dir, "state.db"), Logger: n.log.With("group", "meta")})
-	if err != nil {
-		return fmt.Errorf("cluster: open the meta group (%s): %w. If the other nodes are healthy, stop this node, run `linknode repair-shard -data-dir %s meta` and start it again",
-			dir, err, n.cfg.DataDir)
-	}
-	n.registry.Store(f) // handshakes check the registry from now on
-	layer, err := n.mux.Layer(transport.KindRaft, uint64(command.MetaGroup))
-	if err != nil {
-		f.Close()
-		return err
-	}
-	g, err := raftgroup.Open(raftgroup.Config{
-		Name: "meta", NodeID: n.cfg.NodeID, Dir: dir, FSM: f,
-		Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.verifyRPC, Timing: n.cfg.Timing, Logger: n.log,
-	})
-	if err != nil {
-		f.Close()
-		layer.Close()
-		return err
-	}
-	n.meta, n.metaFSM = g, f
-	return nil
-}
-
-// metaHasState reports whether this node's meta group has ever had a
-// configuration: it belongs to a formed cluster.
-func (n *Node) metaHasState() bool {
-	return n.meta.LastIndex() > 0
-}
-
-// every runs fn each interval until the node's background loops stop.
-func (n *Node) every(interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.loops.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
 }
 
 // leaseRange leases count IDs through the meta group's leader.
@@ -542,7 +369,7 @@ func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, er
 	// A lease whose outcome is unknown (the meta leader lost leadership
 	// while committing it) is asked for again: a grant is always a fresh
 	// range, so a lost one only leaves IDs unused, never issued twice.
-	r, err := n.retryUnknown(ctx, command.MetaGroup, (&command.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode())
+	r, err := n.router.retryUnknown(ctx, command.MetaGroup, (&command.LeaseRange{Node: n.cfg.NodeID, N: count}).Encode())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -554,20 +381,29 @@ func (n *Node) leaseRange(ctx context.Context, count uint64) (uint64, uint64, er
 func (n *Node) ID() string { return n.cfg.NodeID }
 
 // RaftAddr returns the advertised peer address.
-func (n *Node) RaftAddr() string { return n.mux.Addr() }
+func (n *Node) RaftAddr() string { return n.port.mux.Addr() }
 
 // Settings returns the cluster settings.
-func (n *Node) Settings() command.Settings { return *n.settings }
+func (n *Node) Settings() command.Settings { return *n.host.settings }
 
-// shardOf returns the shard id of code.
-func (n *Node) shardOf(code string) command.ShardID { return n.ring.Locate(code) }
+// Links is the node's links role.
+func (n *Node) Links() *Links { return &n.links }
+
+// Keys is the node's API keys and blocklist role.
+func (n *Node) Keys() *Keys { return &n.keys }
+
+// Admin is the node's operator role.
+func (n *Node) Admin() *Admin { return &n.admin }
+
+// Analytics is the node's click analytics role.
+func (n *Node) Analytics() *Analytics { return &n.analytics }
 
 // Close stops the background loops and the allocator, leaves gossip, and
 // stops every shard group, the meta group and the peer port, in that order.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		// The last click batches go out while every group still runs.
-		errs := []error{n.closeAnalytics()}
+		errs := []error{n.clicks.close()}
 		// Then leave gossip, so peers see this node go and stop choosing
 		// it as the target of leader balancing.
 		if n.gossip != nil {
@@ -575,32 +411,19 @@ func (n *Node) Close() error {
 		}
 		n.stopLoops()
 		n.bg.Wait()           // no loop may open a shard or propose after this
-		n.handOffLeadership() // RPC still serves calls forwarded meanwhile
+		n.handOffLeadership() // the peer server still serves calls forwarded meanwhile
 		n.stopAll()
 		if n.alloc != nil {
 			n.alloc.Close()
 		}
-		shards := n.localShards()
-		var wg sync.WaitGroup
-		shardErrs := make([]error, len(shards))
-		for i, s := range shards {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				shardErrs[i] = s.Close()
-			}()
-		}
-		wg.Wait()
-		errs = append(errs, shardErrs...)
+		errs = append(errs, n.host.close()...)
 		if n.meta != nil {
 			errs = append(errs, n.meta.Close())
-		} else if n.metaFSM != nil {
-			errs = append(errs, n.metaFSM.Close())
 		}
-		if n.mux != nil {
-			n.muxCancel()
-			errs = append(errs, n.mux.Close())
-			<-n.muxDone
+		if n.port.mux != nil {
+			n.port.cancel()
+			errs = append(errs, n.port.mux.Close())
+			<-n.port.done
 		}
 		n.rpcWG.Wait()
 		if n.peers != nil {
@@ -618,25 +441,23 @@ func (n *Node) Close() error {
 func (n *Node) handOffLeadership() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	groups := []*raftgroup.Group{}
-	for _, s := range n.localShards() {
+	var groups []*raftgroup.Group
+	for _, s := range n.host.localShards() {
 		groups = append(groups, s.Group())
 	}
 	if n.meta != nil {
-		groups = append(groups, n.meta)
+		groups = append(groups, n.meta.Group())
 	}
 	var wg sync.WaitGroup
 	for _, g := range groups {
 		if !g.IsLeader() {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := g.TransferLeadership(ctx, "", ""); err != nil {
 				n.log.Warn("leadership hand-off before stop", "group", g.Name(), "err", err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -652,6 +473,9 @@ func newNonce() uint64 {
 	}
 }
 
-// errNotHosted is returned by RPC handlers asked about a group this node does
-// not host.
-var errNotHosted = fmt.Errorf("%w: group not hosted on this node", link.ErrUnavailable)
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}

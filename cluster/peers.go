@@ -35,91 +35,102 @@ func newPeerClient(mux *transport.Mux) *peer.Client {
 // servePeers answers the peer protocol, and the older one, on the layers
 // until they close.
 func (n *Node) servePeers(current, legacy *transport.Layer) {
+	h := peerHandlers{n}
 	s := peer.NewServer(peer.ServerConfig{Logger: n.log.With("component", "peer")})
-	peer.Handle(s, peer.OpApply, n.serveApply)
-	peer.Handle(s, peer.OpLookup, n.serveLookup)
-	peer.Handle(s, peer.OpClicks, n.serveClicks)
-	peer.Handle(s, peer.OpVisits, n.serveVisits)
-	peer.Handle(s, peer.OpOrphans, n.serveOrphans)
-	peer.Handle(s, peer.OpList, n.serveList)
-	peer.Handle(s, peer.OpTags, n.serveTags)
-	peer.Handle(s, peer.OpPromise, n.servePromise)
-	peer.Handle(s, peer.OpRelease, n.serveRelease)
+	peer.Handle(s, peer.OpApply, h.apply)
+	peer.Handle(s, peer.OpLookup, h.lookup)
+	peer.Handle(s, peer.OpClicks, h.clicks)
+	peer.Handle(s, peer.OpVisits, h.visits)
+	peer.Handle(s, peer.OpOrphans, h.orphans)
+	peer.Handle(s, peer.OpList, h.list)
+	peer.Handle(s, peer.OpTags, h.tags)
+	peer.Handle(s, peer.OpPromise, h.promise)
+	peer.Handle(s, peer.OpRelease, h.release)
 	n.rpcWG.Go(func() { s.Serve(n.lifetime, current) })
 	n.rpcWG.Go(func() { s.ServeLegacy(n.lifetime, legacy) })
 }
 
-// serveApply proposes a forwarded command (forwardable ones only) on its
+// peerHandlers are the node's answers to the peer protocol's operations.
+type peerHandlers struct{ n *Node }
+
+// apply proposes a forwarded command (forwardable ones only) on its
 // group's leader.
-func (n *Node) serveApply(ctx context.Context, r *peer.ApplyRequest) (*peer.ApplyResponse, error) {
+func (h peerHandlers) apply(ctx context.Context, r *peer.ApplyRequest) (*peer.ApplyResponse, error) {
 	if err := forwardable(r.Group, r.Command); err != nil {
 		return nil, err
 	}
-	return n.applyGroup(ctx, r.Group, r.Command, r.Hops)
+	return h.n.router.apply(ctx, r.Group, r.Command, r.Hops)
 }
 
-func (n *Node) serveLookup(ctx context.Context, r *peer.LookupRequest) (*peer.LinkResponse, error) {
-	if err := n.knownShard(r.Shard); err != nil {
+func (h peerHandlers) lookup(ctx context.Context, r *peer.LookupRequest) (*peer.LinkResponse, error) {
+	if err := h.knownShard(r.Shard); err != nil {
 		return nil, err
 	}
-	l, err := n.lookupShard(ctx, r.Shard, r.Code, r.Consistent, r.Hops)
+	l, err := h.n.router.lookup(ctx, r.Shard, r.Code, r.Consistent, r.Hops)
 	if err != nil {
 		return nil, err
 	}
 	return &peer.LinkResponse{Link: l}, nil
 }
 
-func (n *Node) serveClicks(_ context.Context, r *peer.ClicksRequest) (*peer.ClicksResponse, error) {
-	sh := n.localShard(r.Shard)
+func (h peerHandlers) clicks(_ context.Context, r *peer.ClicksRequest) (*peer.ClicksResponse, error) {
+	sh := h.n.host.local(r.Shard)
 	if sh == nil {
 		return nil, fmt.Errorf("%w: shard %d is not hosted here", link.ErrUnavailable, r.Shard)
 	}
-	st, err := sh.FSM().Clicks(r.Code, r.From, r.To)
+	st, err := sh.Clicks(r.Code, r.From, r.To)
 	if err != nil {
 		return nil, err
 	}
 	return &peer.ClicksResponse{Stats: st}, nil
 }
 
-func (n *Node) serveVisits(_ context.Context, r *peer.VisitsRequest) (*peer.VisitsResponse, error) {
-	v, err := n.localVisits(r.Code, r.From, r.To, r.Limit)
+func (h peerHandlers) visits(_ context.Context, r *peer.VisitsRequest) (*peer.VisitsResponse, error) {
+	v, err := h.n.clicks.visits(r.Code, r.From, r.To, r.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return &peer.VisitsResponse{Visits: v}, nil
 }
 
-func (n *Node) serveOrphans(_ context.Context, r *peer.OrphansRequest) (*link.OrphanSummary, error) {
-	o := n.localOrphans(r.Limit)
+func (h peerHandlers) orphans(_ context.Context, r *peer.OrphansRequest) (*link.OrphanSummary, error) {
+	o := h.n.clicks.orphans(r.Limit)
 	return &o, nil
 }
 
-func (n *Node) serveTags(ctx context.Context, r *peer.TagsRequest) (*peer.TagsResponse, error) {
-	if err := n.knownShard(r.Shard); err != nil {
+func (h peerHandlers) list(ctx context.Context, r *peer.ListRequest) (*peer.ListResponse, error) {
+	if err := h.knownShard(r.Shard); err != nil {
 		return nil, err
 	}
-	tags, err := n.tagsShard(ctx, r.Shard, r.Owner, r.Hops)
+	return h.n.links.serveList(ctx, r)
+}
+
+func (h peerHandlers) tags(ctx context.Context, r *peer.TagsRequest) (*peer.TagsResponse, error) {
+	if err := h.knownShard(r.Shard); err != nil {
+		return nil, err
+	}
+	tags, err := h.n.links.tagsShard(ctx, r.Shard, r.Owner, r.Hops)
 	if err != nil {
 		return nil, err
 	}
 	return &peer.TagsResponse{Tags: tags}, nil
 }
 
-func (n *Node) servePromise(ctx context.Context, r *peer.PromiseRequest) (*peer.PromiseResponse, error) {
-	answer, holder, err := n.promise(ctx, r.Proposer)
+func (h peerHandlers) promise(ctx context.Context, r *peer.PromiseRequest) (*peer.PromiseResponse, error) {
+	answer, holder, err := h.n.formation.promise(ctx, r.Proposer)
 	if err != nil {
 		return nil, err
 	}
 	return &peer.PromiseResponse{Answer: answer, Holder: holder}, nil
 }
 
-func (n *Node) serveRelease(_ context.Context, r *peer.ReleaseRequest) (*peer.ReleaseResponse, error) {
-	return &peer.ReleaseResponse{Released: n.release(r.Promiser)}, nil
+func (h peerHandlers) release(_ context.Context, r *peer.ReleaseRequest) (*peer.ReleaseResponse, error) {
+	return &peer.ReleaseResponse{Released: h.n.formation.release(r.Promiser)}, nil
 }
 
 // knownShard refuses a shard id the cluster does not have.
-func (n *Node) knownShard(s command.ShardID) error {
-	if s < 0 || int(s) >= n.ring.Shards() {
+func (h peerHandlers) knownShard(s command.ShardID) error {
+	if s < 0 || int(s) >= h.n.host.ring.Shards() {
 		return fmt.Errorf("%w: no shard %d", link.ErrInvalidInput, s)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"errors"
@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -18,19 +20,19 @@ import (
 // aside (refusing while the node runs), and the restarted node catches up
 // from the leader to the same state as the other replicas.
 func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
-	tc := newTestCluster(t, 3, 3)
-	tc.startAll(0, 1, 2)
-	tc.waitReplicated(3)
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
 	for i := range 20 {
-		if _, err := tc.nodes[i%3].Create(ctx(t), link.CreateRequest{URL: "https://r.example/" + string(rune('a'+i))}); err != nil {
+		if _, err := tc.Nodes[i%3].Links().Create(ctx(t), link.CreateRequest{URL: "https://r.example/" + string(rune('a'+i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dir := tc.cfgs[2].DataDir
-	if _, err := RepairGroup(dir, "0"); !errors.Is(err, ErrNodeRunning) {
+	dir := tc.Cfgs[2].DataDir
+	if _, err := cluster.RepairGroup(dir, "0"); !errors.Is(err, cluster.ErrNodeRunning) {
 		t.Fatalf("repair of a running node's shard: %v", err)
 	}
-	tc.stop(2)
+	tc.Stop(2)
 	state := filepath.Join(dir, "shards", "0", "state.db")
 	f, err := os.OpenFile(state, os.O_WRONLY, 0)
 	if err != nil {
@@ -44,7 +46,7 @@ func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	err = tc.tryStart(2)
+	err = tc.TryStart(2)
 	if err == nil {
 		t.Fatal("a node with a damaged state file started")
 	}
@@ -53,22 +55,22 @@ func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
 			t.Fatalf("start error does not name %q: %v", want, err)
 		}
 	}
-	aside, err := RepairGroup(dir, "0")
+	aside, err := cluster.RepairGroup(dir, "0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(aside, "state.db")); err != nil {
 		t.Fatalf("the damaged file was not kept aside: %v", err)
 	}
-	tc.start(2)
-	testcluster.WaitFor(t, 30*time.Second, "n3's shard 0 to match the others", func() bool {
+	tc.Start(2)
+	testkit.WaitFor(t, 30*time.Second, "n3's shard 0 to match the others", func() bool {
 		var sums []string
-		for _, n := range tc.live() {
-			s := n.localShard(0)
+		for _, n := range tc.Live() {
+			s := n.LocalShard(0)
 			if s == nil {
 				return false
 			}
-			d, err := s.FSM().Digest()
+			d, err := s.Digest()
 			if err != nil {
 				return false
 			}

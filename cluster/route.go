@@ -14,8 +14,24 @@ import (
 )
 
 // Routing lives here, in one place (rqlite's proxy pattern): try the group
-// locally, forward to its leader over the internal RPC on ErrNotLeader,
-// translate remote errors back into the same sentinels.
+// locally, forward to its leader over the peer protocol on ErrNotLeader,
+// translate remote errors back into the same sentinels (package peer).
+
+// router sends commands to their group's leader and reads to a replica or
+// a leader (lookup.go), from any node.
+type router struct {
+	n *Node
+	// hints sends writes to groups this node does not host straight to
+	// their leader.
+	hints leaderHints
+}
+
+// relayed reports a forwarded write this node passes on to another node.
+func (r *router) relayed(group command.GroupID) {
+	if s, ok := group.Shard(); ok && r.n.cfg.Observer != nil {
+		r.n.cfg.Observer.Relayed(int(s))
+	}
+}
 
 // maxHops bounds forwarding: node → replica → leader.
 const maxHops = 2
@@ -47,12 +63,12 @@ func pause(ctx context.Context) error {
 // The command is decoded and validated first, by the same registry that
 // apply uses (command.Check): nothing that apply would reject is proposed, and
 // a forwarded command is checked again by the node that proposes it.
-func (n *Node) applyGroup(ctx context.Context, group command.GroupID, cmd []byte, hops int) (*peer.ApplyResponse, error) {
+func (r *router) apply(ctx context.Context, group command.GroupID, cmd []byte, hops int) (*peer.ApplyResponse, error) {
 	if err := command.Check(group.Kind(), cmd); err != nil {
 		return nil, err
 	}
 	for {
-		res, err := n.applyOnce(ctx, group, cmd, hops)
+		res, err := r.applyOnce(ctx, group, cmd, hops)
 		// Only the node that took the request waits and retries; a node
 		// serving a forwarded call answers at once and lets the caller
 		// look for the leader again.
@@ -71,24 +87,25 @@ func (n *Node) applyGroup(ctx context.Context, group command.GroupID, cmd []byte
 // it succeeds, fails otherwise, or ctx ends. Only commands that make a
 // repeat harmless come here: a create or a visit grant carries its nonce, a
 // batch its creates' nonces, and a lease is always a fresh range.
-func (n *Node) retryUnknown(ctx context.Context, group command.GroupID, cmd []byte) (*peer.ApplyResponse, error) {
+func (r *router) retryUnknown(ctx context.Context, group command.GroupID, cmd []byte) (*peer.ApplyResponse, error) {
 	for {
-		r, err := n.applyGroup(ctx, group, cmd, 0)
+		res, err := r.apply(ctx, group, cmd, 0)
 		if err == nil || !errors.Is(err, link.ErrUnavailable) || ctx.Err() != nil {
-			return r, err
+			return res, err
 		}
-		n.log.Debug("outcome unknown; proposing the same entry again", "group", group, "command", command.Name(command.Type(cmd[0])), "err", err)
+		r.n.log.Debug("outcome unknown; proposing the same entry again", "group", group, "command", command.Name(command.Type(cmd[0])), "err", err)
 		if pause(ctx) != nil {
 			return nil, err
 		}
 	}
 }
 
-func (n *Node) applyOnce(ctx context.Context, group command.GroupID, cmd []byte, hops int) (*peer.ApplyResponse, error) {
-	g := n.localGroup(group)
+func (r *router) applyOnce(ctx context.Context, group command.GroupID, cmd []byte, hops int) (*peer.ApplyResponse, error) {
+	n := r.n
+	g := n.host.group(group)
 	if g != nil {
 		if g.IsLeader() {
-			if err := n.storageRefusal(group, cmd); err != nil {
+			if err := n.storage.refusal(n, group, cmd); err != nil {
 				return nil, err
 			}
 			start := time.Now()
@@ -113,9 +130,9 @@ func (n *Node) applyOnce(ctx context.Context, group command.GroupID, cmd []byte,
 			return nil, link.ErrNotLeader
 		}
 		if hops > 0 {
-			n.relayed.Add(1)
+			r.relayed(group)
 		}
-		return n.remoteApply(ctx, addr, group, cmd, hops)
+		return n.peers.Apply(ctx, addr, group, cmd, hops+1)
 	}
 	// Not hosted here: straight to the leader that applied the last write
 	// this node sent to the group, in one hop, as Consul and rqlite
@@ -125,19 +142,19 @@ func (n *Node) applyOnce(ctx context.Context, group command.GroupID, cmd []byte,
 		return nil, link.ErrNotLeader
 	}
 	if hops > 0 {
-		n.relayed.Add(1)
+		r.relayed(group)
 	}
-	if hint := n.leaderHints.get(group); hint != "" && hops == 0 {
-		res, err := n.remoteApply(ctx, hint, group, cmd, hops)
+	if hint := r.hints.get(group); hint != "" && hops == 0 {
+		res, err := n.peers.Apply(ctx, hint, group, cmd, hops+1)
 		switch {
 		case err == nil:
-			n.rememberLeader(group, res.Leader)
+			r.rememberLeader(group, res.Leader)
 			return res, nil
 		case peer.NotDone(err) || errors.Is(err, link.ErrNotLeader):
 			// Nothing was applied: forget the hint, ask the replicas.
-			n.leaderHints.set(group, "")
+			r.hints.set(group, "")
 		case errors.Is(err, link.ErrUnavailable):
-			n.leaderHints.set(group, "")
+			r.hints.set(group, "")
 			return nil, err // the outcome is unknown: the caller's to settle
 		default:
 			return nil, err // the leader's answer (a taken alias, ...)
@@ -148,10 +165,10 @@ func (n *Node) applyOnce(ctx context.Context, group command.GroupID, cmd []byte,
 	// must not run twice.
 	s, _ := group.Shard()
 	res, err := askReplicas(n, s, link.ErrNotLeader, peer.NotDone, func(addr string) (*peer.ApplyResponse, error) {
-		return n.remoteApply(ctx, addr, group, cmd, hops)
+		return n.peers.Apply(ctx, addr, group, cmd, hops+1)
 	})
 	if err == nil && hops == 0 {
-		n.rememberLeader(group, res.Leader)
+		r.rememberLeader(group, res.Leader)
 	}
 	return res, err
 }
@@ -160,14 +177,14 @@ func (n *Node) applyOnce(ctx context.Context, group command.GroupID, cmd []byte,
 // address of a replica of the shard in this node's placement: an answer
 // naming any other address (a peer's bug, or a hostile one) is not
 // followed. An empty addr forgets the hint.
-func (n *Node) rememberLeader(group command.GroupID, addr string) {
+func (r *router) rememberLeader(group command.GroupID, addr string) {
 	if addr != "" {
 		s, _ := group.Shard()
-		if addrs, err := n.replicaAddrs(s); err != nil || !slices.Contains(addrs, addr) {
+		if addrs, err := r.n.meta.ReplicaAddrs(s, r.n.cfg.NodeID); err != nil || !slices.Contains(addrs, addr) {
 			addr = ""
 		}
 	}
-	n.leaderHints.set(group, addr)
+	r.hints.set(group, addr)
 }
 
 // leaderHints remembers, per group this node does not host, the peer
@@ -202,7 +219,7 @@ func (h *leaderHints) set(group command.GroupID, addr string) {
 // last error, or none when no replica is known.
 func askReplicas[T any](n *Node, s command.ShardID, none error, next func(error) bool, ask func(addr string) (T, error)) (T, error) {
 	var zero T
-	addrs, err := n.replicaAddrs(s)
+	addrs, err := n.meta.ReplicaAddrs(s, n.cfg.NodeID)
 	if err != nil {
 		return zero, err
 	}
@@ -220,10 +237,6 @@ func askReplicas[T any](n *Node, s command.ShardID, none error, next func(error)
 // unavailable is askReplicas' rule for reads: a replica that could not
 // serve (unreachable, no leader, timed out) is passed over.
 func unavailable(err error) bool { return errors.Is(err, link.ErrUnavailable) }
-
-func (n *Node) remoteApply(ctx context.Context, addr string, group command.GroupID, cmd []byte, hops int) (*peer.ApplyResponse, error) {
-	return n.peers.Apply(ctx, addr, group, cmd, hops+1)
-}
 
 // resultOf converts a local FSM response.
 func resultOf(out any) (*peer.ApplyResponse, error) {
@@ -252,132 +265,4 @@ func resultOf(out any) (*peer.ApplyResponse, error) {
 		return nil, r
 	}
 	return nil, fmt.Errorf("unexpected apply response %T", out)
-}
-
-// replicaAddrs returns the peer addresses of the nodes placed on shard s.
-func (n *Node) replicaAddrs(s command.ShardID) ([]string, error) {
-	p, err := n.metaFSM.Placement()
-	if err != nil {
-		return nil, err
-	}
-	if p == nil || s < 0 || int(s) >= len(p.Shards) {
-		return nil, fmt.Errorf("%w: no placement for shard %d", link.ErrUnavailable, s)
-	}
-	addrs, err := n.metaAddresses()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, id := range p.Shards[s] {
-		if a, ok := addrs[id]; ok && id != n.cfg.NodeID {
-			out = append(out, a)
-		}
-	}
-	return out, nil
-}
-
-// lookupShard finds code in shard s for the redirect path and the API.
-//
-//   - consistent: a linearizable read on the shard leader (forwarded there).
-//   - otherwise, on a replica: the cache or the local bbolt file; a code the
-//     replica does not have is asked of the leader, whose state includes
-//     every acknowledged write (read-your-writes on every node). Only the
-//     leader caches "unknown": a follower's negative entry could hide a
-//     create that the leader acknowledged before the follower applied it.
-//   - on a node without a replica: asked of a replica, which does the above.
-//
-// Tombstones are returned as links with Deleted set.
-func (n *Node) lookupShard(ctx context.Context, s command.ShardID, code string, consistent bool, hops int) (*link.Link, error) {
-	for {
-		l, err := n.lookupOnce(ctx, s, code, consistent, hops)
-		if !errors.Is(err, link.ErrNotLeader) || hops >= maxHops {
-			return l, err
-		}
-		// Leadership moved under the read (an election, a hand-off, the
-		// balancer): nothing was read; ask again.
-		if err := pause(ctx); err != nil {
-			return nil, fmt.Errorf("%w: shard %d: %w", link.ErrUnavailable, s, err)
-		}
-	}
-}
-
-func (n *Node) lookupOnce(ctx context.Context, s command.ShardID, code string, consistent bool, hops int) (*link.Link, error) {
-	sh := n.localShard(s)
-	if sh != nil {
-		g := sh.Group()
-		leader := g.IsLeader()
-		if consistent {
-			if leader {
-				return sh.LookupConsistent(ctx, code)
-			}
-			if l, err, ok := faultStaleConsistent(sh, code); ok {
-				return l, err
-			}
-		} else {
-			ready := leader && g.LeaderReady()
-			l, err := sh.Lookup(code, ready)
-			if err == nil || !errors.Is(err, link.ErrNotFound) || faultFollowerRead() {
-				return l, err
-			}
-			if leader {
-				// A new leader may not have applied what its predecessor
-				// acknowledged until its first barrier has; and a leader
-				// that was paused or cut off may have been replaced by one
-				// that committed the link. Its "unknown" is final only
-				// once it has confirmed its leadership (lease or quorum
-				// round).
-				if !ready {
-					if err := g.AwaitLeaderReady(ctx); err != nil {
-						return nil, err // ErrNotLeader: the caller asks again
-					}
-					if l, err = sh.Lookup(code, true); !errors.Is(err, link.ErrNotFound) {
-						return l, err
-					}
-				}
-				if err := g.ConfirmLeader(ctx); err != nil {
-					return nil, err // ErrNotLeader: the caller asks again
-				}
-				return nil, link.ErrNotFound
-			}
-		}
-		if hops >= maxHops {
-			return nil, link.ErrNotLeader
-		}
-		for {
-			addr, id := g.Leader()
-			if addr != "" && id != n.cfg.NodeID {
-				return n.remoteLookup(ctx, addr, s, code, consistent, hops)
-			}
-			if g.IsLeader() {
-				return n.lookupOnce(ctx, s, code, consistent, hops)
-			}
-			if err := pause(ctx); err != nil {
-				return nil, fmt.Errorf("%w: shard %d has no leader: %w", link.ErrUnavailable, s, err)
-			}
-		}
-	}
-	if !consistent {
-		if l, ok := n.remoteCached(code); ok {
-			return l, nil
-		}
-	}
-	none := fmt.Errorf("%w: no replica of shard %d reachable", link.ErrUnavailable, s)
-	if hops >= maxHops {
-		return nil, none
-	}
-	l, err := askReplicas(n, s, none, unavailable, func(addr string) (*link.Link, error) {
-		return n.remoteLookup(ctx, addr, s, code, consistent, hops)
-	})
-	if err == nil {
-		// Known links only: an "unknown" answer could hide a create
-		// acknowledged a moment later.
-		n.rememberRemote(l)
-	}
-	return l, err
-}
-
-func (n *Node) remoteLookup(ctx context.Context, addr string, s command.ShardID, code string, consistent bool, hops int) (*link.Link, error) {
-	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return n.peers.Lookup(ctx, addr, s, code, consistent, hops+1)
 }

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/internal/tmpfs"
 	"github.com/linkraft/linkraft/link"
 )
@@ -19,46 +20,46 @@ import (
 // redirects go on. Freed, the alarm clears and writes resume, with no
 // restart.
 func TestStorageAlarmRefusesWritesAndClears(t *testing.T) {
-	tc := newTestCluster(t, 3, 3)
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	disk := tmpfs.Mount(t, "96m")
-	tc.cfgs[2].DataDir = filepath.Join(disk, "n3")
-	for i := range tc.cfgs {
-		tc.cfgs[i].MinFreeBytes = 24 << 20
-		tc.cfgs[i].StorageInterval = 50 * time.Millisecond
+	tc.Cfgs[2].DataDir = filepath.Join(disk, "n3")
+	for i := range tc.Cfgs {
+		tc.Cfgs[i].MinFreeBytes = 24 << 20
+		tc.Cfgs[i].StorageInterval = 50 * time.Millisecond
 	}
-	tc.startAll(0, 1, 2)
-	tc.waitReplicated(3)
-	before, err := tc.nodes[0].Create(ctx(t), link.CreateRequest{URL: "https://before.example/"})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
+	before, err := tc.Nodes[0].Links().Create(ctx(t), link.CreateRequest{URL: "https://before.example/"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	filler := tmpfs.Fill(t, disk, 16<<20)
-	testcluster.WaitFor(t, 10*time.Second, "n3's alarm", func() bool { return tc.nodes[2].Storage().Alarm })
-	for _, n := range tc.live() {
-		testcluster.WaitFor(t, 10*time.Second, n.ID()+" to hear of n3's alarm", func() bool { return n.gossip.fullNodes()["n3"] || n.ID() == "n3" })
+	testkit.WaitFor(t, 10*time.Second, "n3's alarm", func() bool { return tc.Nodes[2].Admin().Storage().Alarm })
+	for _, n := range tc.Live() {
+		testkit.WaitFor(t, 10*time.Second, n.ID()+" to hear of n3's alarm", func() bool { return n.FullNodes()["n3"] || n.ID() == "n3" })
 	}
-	for _, n := range tc.live() {
-		if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://refused.example/"}); !errors.Is(err, link.ErrInsufficientStorage) {
+	for _, n := range tc.Live() {
+		if _, err := n.Links().Create(ctx(t), link.CreateRequest{URL: "https://refused.example/"}); !errors.Is(err, link.ErrInsufficientStorage) {
 			t.Fatalf("%s: create under the alarm: %v", n.ID(), err)
 		}
-		if _, err := n.Get(ctx(t), before.Code, true); err != nil {
+		if _, err := n.Links().Get(ctx(t), before.Code, true); err != nil {
 			t.Fatalf("%s: consistent read under the alarm: %v", n.ID(), err)
 		}
-		if _, err := n.Resolve(ctx(t), before.Code); err != nil {
+		if _, err := n.Links().Resolve(ctx(t), before.Code); err != nil {
 			t.Fatalf("%s: redirect under the alarm: %v", n.ID(), err)
 		}
 	}
-	if st := tc.nodes[2].Status().Storage; !st.Alarm || st.Reason == "" {
+	if st := tc.Nodes[2].Admin().Status().Storage; !st.Alarm || st.Reason == "" {
 		t.Fatalf("status storage %+v", st)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.WaitFor(t, 10*time.Second, "creates to resume", func() bool {
-		_, err := tc.nodes[1].Create(ctx(t), link.CreateRequest{URL: "https://after.example/"})
+	testkit.WaitFor(t, 10*time.Second, "creates to resume", func() bool {
+		_, err := tc.Nodes[1].Links().Create(ctx(t), link.CreateRequest{URL: "https://after.example/"})
 		return err == nil
 	})
-	if err := tc.nodes[0].Delete(ctx(t), before.Code); err != nil {
+	if err := tc.Nodes[0].Links().Delete(ctx(t), before.Code); err != nil {
 		t.Fatal(err)
 	}
 }

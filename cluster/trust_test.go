@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"bufio"
@@ -14,9 +14,12 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 
+	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/peertls"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/peer"
 	"github.com/linkraft/linkraft/transport"
@@ -28,9 +31,9 @@ import (
 // attack of issue 13 (a forwarded create of a javascript: link the HTTP
 // API refuses), and nothing is stored.
 func TestPeerPortRefusesStrangers(t *testing.T) {
-	n := openNode(t, Config{DataDir: t.TempDir(), Shards: 1})
+	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 1})
 	defer n.Close()
-	stranger, err := peertls.New(peertls.Config{NodeID: n.ID(), ClusterKey: testKey(t)})
+	stranger, err := peertls.New(peertls.Config{NodeID: n.ID(), ClusterKey: testcluster.Key(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +54,7 @@ func TestPeerPortRefusesStrangers(t *testing.T) {
 		}
 		c.Close()
 	}
-	if _, err := n.Get(ctx(t), "evil", true); !errors.Is(err, link.ErrNotFound) {
+	if _, err := n.Links().Get(ctx(t), "evil", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("the forged link: %v, want not found", err)
 	}
 }
@@ -83,11 +86,11 @@ func sendRaft(conn net.Conn, typ byte, req any, resp any) error {
 // certificate claiming to be n3 is dropped with its connection, and the
 // leader keeps its term; the same request under n2's own ID is answered.
 func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
-	tc := newTestCluster(t, 3, 3)
-	tc.startAll(0, 1, 2)
-	tc.waitReplicated(3)
-	target := tc.nodes[0]
-	ident, err := peertls.New(peertls.Config{NodeID: "n2", ClusterKey: tc.cfgs[0].ClusterKey})
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
+	target := tc.Nodes[0]
+	ident, err := peertls.New(peertls.Config{NodeID: "n2", ClusterKey: tc.Cfgs[0].ClusterKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +101,10 @@ func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
 		}
 		return conn
 	}
-	termBefore := target.meta.Term()
+	termBefore := target.Meta().Group().Term()
 	const rpcAppendEntries = 0
 	forged := &raft.AppendEntriesRequest{
-		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n3"), Addr: []byte(tc.nodes[2].RaftAddr())},
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n3"), Addr: []byte(tc.Nodes[2].RaftAddr())},
 		Term:      1000,
 	}
 	conn := dial()
@@ -110,14 +113,14 @@ func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
 		t.Fatalf("a request claiming n3 from n2's certificate was answered: %+v", resp)
 	}
 	conn.Close()
-	if got := target.meta.Term(); got != termBefore && got >= 1000 {
+	if got := target.Meta().Group().Term(); got != termBefore && got >= 1000 {
 		t.Fatalf("the forged request moved the term to %d", got)
 	}
 	// The control: a stale request under the certificate's own ID gets an
 	// answer (rejected for its old term), so the refusal above is the ID
 	// check's.
 	own := &raft.AppendEntriesRequest{
-		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n2"), Addr: []byte(tc.nodes[1].RaftAddr())},
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n2"), Addr: []byte(tc.Nodes[1].RaftAddr())},
 		Term:      0,
 	}
 	conn = dial()
@@ -128,7 +131,7 @@ func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
 	if resp.Success {
 		t.Fatal("a term-0 AppendEntries succeeded")
 	}
-	if got := target.meta.Term(); got >= 1000 {
+	if got := target.Meta().Group().Term(); got >= 1000 {
 		t.Fatalf("term %d", got)
 	}
 }
@@ -139,13 +142,13 @@ func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
 // committed anyway (as an older leader would have), every replica rejects
 // it alike, serves on, and restarts.
 func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
-	tc := newTestCluster(t, 3, 3)
-	tc.startAll(0, 1, 2)
-	tc.waitReplicated(3)
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
 	pill := []byte{byte(command.TypeClickBatch), 0xff, 0xff, 0xff, 0xff}
 	const sid command.ShardID = 0
 	// Through the RPC, from a member: refused by the receiving node.
-	_, err := tc.nodes[1].peers.Apply(ctx(t), tc.nodes[0].RaftAddr(), sid.Group(), pill, 0)
+	_, err := tc.Nodes[1].Peers().Apply(ctx(t), tc.Nodes[0].RaftAddr(), sid.Group(), pill, 0)
 	if !errors.Is(err, link.ErrInvalidInput) {
 		t.Fatalf("forwarded poison pill: %v, want invalid input", err)
 	}
@@ -153,9 +156,9 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 	// the balancer spreads leaders: try again then).
 	var out any
 	var index uint64
-	testcluster.WaitFor(t, 20*time.Second, "the pill committed on shard 0's leader", func() bool {
-		for _, n := range tc.live() {
-			if s := n.localShard(sid); s != nil && s.Group().IsLeader() {
+	testkit.WaitFor(t, 20*time.Second, "the pill committed on shard 0's leader", func() bool {
+		for _, n := range tc.Live() {
+			if s := n.LocalShard(sid); s != nil && s.Group().IsLeader() {
 				out, index, err = s.Group().Apply(ctx(t), pill)
 				if err != nil && !errors.Is(err, link.ErrNotLeader) {
 					t.Fatal(err)
@@ -168,26 +171,26 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 	if rej, ok := out.(*command.Rejection); !ok || rej.Index != index {
 		t.Fatalf("apply answered %T %v, want a rejection at %d", out, out, index)
 	}
-	for _, n := range tc.live() {
-		testcluster.WaitFor(t, 10*time.Second, n.ID()+" applies past the pill", func() bool {
-			s := n.localShard(sid)
-			return s != nil && s.FSM().AppliedIndex() >= index
+	for _, n := range tc.Live() {
+		testkit.WaitFor(t, 10*time.Second, n.ID()+" applies past the pill", func() bool {
+			s := n.LocalShard(sid)
+			return s != nil && s.AppliedIndex() >= index
 		})
-		if s := n.localShard(sid); s.FSM().Rejected() != 1 {
-			t.Fatalf("%s rejected %d entries", n.ID(), s.FSM().Rejected())
+		if s := n.LocalShard(sid); s.Health().Rejected != 1 {
+			t.Fatalf("%s rejected %d entries", n.ID(), s.Health().Rejected)
 		}
 	}
 	// Every node restarts on its data and serves writes and reads.
-	for i := range tc.nodes {
-		tc.stop(i)
-		tc.start(i)
+	for i := range tc.Nodes {
+		tc.Stop(i)
+		tc.Start(i)
 	}
-	tc.waitReplicated(3)
-	l, err := tc.nodes[2].Create(ctx(t), link.CreateRequest{URL: "https://after.example/"})
+	tc.WaitReplicated(3)
+	l, err := tc.Nodes[2].Links().Create(ctx(t), link.CreateRequest{URL: "https://after.example/"})
 	if err != nil {
 		t.Fatalf("create after the pill: %v", err)
 	}
-	if _, err := tc.nodes[0].Get(ctx(t), l.Code, true); err != nil {
+	if _, err := tc.Nodes[0].Links().Get(ctx(t), l.Code, true); err != nil {
 		t.Fatalf("read after the pill: %v", err)
 	}
 }
@@ -198,31 +201,31 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 // /readyz names the group and index, Close does not hang, and a restart
 // halts at the same entry again.
 func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
-	n := openNode(t, Config{DataDir: t.TempDir(), Shards: 2, NodeID: "n1"})
-	cfg := n.cfg
-	sh := n.localShard(0)
+	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 2, NodeID: "n1"})
+	cfg := n.Config()
+	sh := n.LocalShard(0)
 	c, cancel := context.WithTimeout(ctx(t), time.Second)
 	_, _, err := sh.Group().Apply(c, []byte{0x42, 1, 2, 3})
 	cancel()
 	if err == nil {
 		t.Fatal("an entry of an unknown type was answered")
 	}
-	h := sh.FSM().Halted()
+	h := sh.Health().Halted
 	if h == nil || h.Type != 0x42 {
 		t.Fatalf("halt %+v", h)
 	}
-	err = n.Ready(ctx(t))
-	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard 0 halted at index "+strconv.FormatUint(h.Index, 10)) {
+	err = n.Admin().Ready(ctx(t))
+	if !errors.Is(err, status.ErrNotReady) || !strings.Contains(err.Error(), "shard 0 halted at index "+strconv.FormatUint(h.Index, 10)) {
 		t.Fatalf("Ready = %v", err)
 	}
 	// Shard 1 still takes writes: find a code that lands there.
 	wrote := false
 	for i := 0; i < 200 && !wrote; i++ {
 		code := "other" + strconv.Itoa(i)
-		if n.shardOf(code) != 1 {
+		if n.Locate(code) != 1 {
 			continue
 		}
-		if _, err := n.Create(ctx(t), link.CreateRequest{URL: "https://other.example/", Alias: code}); err != nil {
+		if _, err := n.Links().Create(ctx(t), link.CreateRequest{URL: "https://other.example/", Alias: code}); err != nil {
 			t.Fatalf("create on the healthy shard: %v", err)
 		}
 		wrote = true
@@ -238,7 +241,7 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 		t.Fatal("Close hung on a halted group")
 	}
 	cfg.RaftAddr = "127.0.0.1:0"
-	again, err := New(cfg)
+	again, err := cluster.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,9 +249,9 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 	defer cancel()
 	_ = again.Open(c) // shard 0 may never report caught up
 	defer again.Close()
-	testcluster.WaitFor(t, 10*time.Second, "the halt after a restart", func() bool {
-		s := again.localShard(0)
-		return s != nil && s.FSM().Halted() != nil && s.FSM().Halted().Index == h.Index
+	testkit.WaitFor(t, 10*time.Second, "the halt after a restart", func() bool {
+		s := again.LocalShard(0)
+		return s != nil && s.Health().Halted != nil && s.Health().Halted.Index == h.Index
 	})
 }
 
@@ -258,23 +261,23 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 // itself), so a member asking for one over the RPC is refused and nothing
 // changes.
 func TestSettingsAndRegistryAreNotTakenOverTheRPC(t *testing.T) {
-	tc := newTestCluster(t, 3, 3)
-	tc.startAll(0, 1, 2)
-	tc.waitReplicated(3)
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
 	for _, cmd := range [][]byte{
 		(&command.SetSettings{Settings: command.Settings{ClusterID: "evil", Shards: 1, ReplicationFactor: 1}}).Encode(),
 		(&command.RegisterNode{Node: "n9", Incarnation: "feed", At: time.Now()}).Encode(),
 		(&command.AdmitNode{Member: command.RegisterNode{Node: "n9", Incarnation: "feed", At: time.Now(), Level: 99}}).Encode(),
 	} {
-		for _, target := range tc.nodes {
-			_, err := tc.nodes[1].peers.Apply(ctx(t), target.RaftAddr(), command.MetaGroup, cmd, 0)
+		for _, target := range tc.Nodes {
+			_, err := tc.Nodes[1].Peers().Apply(ctx(t), target.RaftAddr(), command.MetaGroup, cmd, 0)
 			if !errors.Is(err, link.ErrInvalidInput) {
 				t.Fatalf("%s over the RPC to %s: %v", command.Name(command.Type(cmd[0])), target.ID(), err)
 			}
 		}
 	}
-	for _, n := range tc.nodes {
-		if _, ok, _ := n.metaFSM.Incarnation("n9"); ok {
+	for _, n := range tc.Nodes {
+		if _, ok, _ := n.Meta().Incarnation("n9"); ok {
 			t.Fatalf("%s registered n9", n.ID())
 		}
 	}

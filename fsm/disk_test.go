@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/internal/tmpfs"
 	"github.com/linkraft/linkraft/link"
 )
@@ -37,7 +37,7 @@ func TestFullDiskStallsAndResumes(t *testing.T) {
 	}
 	done := make(chan []any, 1)
 	go func() { done <- f.ApplyBatch(logs) }()
-	testcluster.WaitFor(t, 10*time.Second, "a stall reported on a full disk", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a stall reported on a full disk", func() bool {
 		select {
 		case out := <-done:
 			t.Fatalf("the batch committed on a full disk: %v", out[0])

@@ -11,7 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -52,7 +52,7 @@ func TestWriteTheFileRefusesStallsApply(t *testing.T) {
 	f = mustShard(t, ShardConfig{Path: path})
 	done := make(chan []any, 1)
 	go func() { done <- f.ApplyBatch([]*raft.Log{createLog(2, "fine"), createLog(3, "trap")}) }()
-	testcluster.WaitFor(t, 10*time.Second, "the stall reported", func() bool { return f.Stalled() != nil })
+	testkit.WaitFor(t, 10*time.Second, "the stall reported", func() bool { return f.Stalled() != nil })
 	if st := f.Stalled(); st.Index != 3 || !strings.Contains(st.Err, "incompatible") {
 		t.Fatalf("stall %+v", st)
 	}
@@ -90,7 +90,7 @@ func TestUnreadableRecordHaltsApply(t *testing.T) {
 	logs := []*raft.Log{createLog(2, "before"), {Index: 3, Term: 1, Type: raft.LogCommand, Data: upd.Encode()}, createLog(4, "after")}
 	done := make(chan []any, 1)
 	go func() { done <- f.ApplyBatch(logs) }()
-	testcluster.WaitFor(t, 10*time.Second, "the halt", func() bool { return f.Halted() != nil })
+	testkit.WaitFor(t, 10*time.Second, "the halt", func() bool { return f.Halted() != nil })
 	h := f.Halted()
 	if h.Index != 3 || h.Type != command.TypeUpdate || !strings.Contains(h.Reason, `stored link "broken"`) || !strings.Contains(h.Reason, "repair-shard") {
 		t.Fatalf("halt %+v", h)

@@ -14,7 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -317,7 +317,7 @@ func TestUnknownTypeHaltsUntilRelease(t *testing.T) {
 	}
 	done := make(chan []any, 1)
 	go func() { done <- f.ApplyBatch(logs) }()
-	testcluster.WaitFor(t, 5*time.Second, "apply to report the halt", func() bool { return f.Halted() != nil })
+	testkit.WaitFor(t, 5*time.Second, "apply to report the halt", func() bool { return f.Halted() != nil })
 	if h := f.Halted(); h.Index != 2 || h.Type != 99 {
 		t.Fatalf("halt %+v", h)
 	}

@@ -267,24 +267,13 @@ func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each fu
 	return total, nil
 }
 
-// ListResult is one shard's part of a listing.
-type ListResult struct {
-	// Links are the links found, in the listing's order.
-	Links []*link.Link
-	// Clicks are their human clicks.
-	Clicks []uint64
-	// Stop, if set, is the last index position examined when q.Scan ran
-	// out: links past it were not looked at.
-	Stop *link.ListPosition
-}
-
 // ListLinks returns up to q.Limit live links of this shard that pass q,
 // in creation order (then code), or with q.ByClicks in order of human
 // clicks (then creation time and code), past q.After; and each link's
 // human clicks. With q.Scan it examines at most that many index entries
 // (a filter the index does not answer, such as q.Text, may pass few of
 // them) and says where it stopped.
-func (f *ShardFSM) ListLinks(q link.ListQuery) (ListResult, error) {
+func (f *ShardFSM) ListLinks(q link.ListQuery) (link.ListPart, error) {
 	var out []*link.Link
 	var clicks []uint64
 	var stop *link.ListPosition
@@ -391,7 +380,7 @@ func (f *ShardFSM) ListLinks(q link.ListQuery) (ListResult, error) {
 		}
 		return nil
 	})
-	return ListResult{Links: out, Clicks: clicks, Stop: stop}, err
+	return link.ListPart{Links: out, Clicks: clicks, Stop: stop}, err
 }
 
 // indexPosition is the listing position of a creation or click index

@@ -10,8 +10,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -24,7 +24,7 @@ func (s *Server) registerHealthRoutes(rt *mux.Router) {
 // route needs an admin key; /metrics needs none (keep the admin listener
 // where only operators and the scraper reach it).
 func (s *Server) registerAdminRoutes(metrics http.Handler, profiles bool) {
-	rt := s.admin
+	rt := s.adminRouter
 	admin := func(route string, h http.HandlerFunc) http.HandlerFunc {
 		return s.measured(route, s.authed(apikey.Admin, 1, false, h))
 	}
@@ -49,13 +49,13 @@ func (s *Server) registerAdminRoutes(metrics http.Handler, profiles bool) {
 // handleLeases serves GET /admin/v1/leases: every ID range the meta group
 // granted, as this node's replica knows them: {"leases":[{start,end,node}]}.
 func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) {
-	leases, err := s.svc.Leases()
+	leases, err := s.admin.Leases()
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
 	if leases == nil {
-		leases = []cluster.Lease{}
+		leases = []status.Lease{}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, r, http.StatusOK, map[string]any{"leases": leases})
@@ -68,7 +68,7 @@ func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) {
 // harness checks that they do. It reads every local link once (like
 // /admin/v1/links), so it is an audit tool, not a probe.
 func (s *Server) handleDigest(w http.ResponseWriter, r *http.Request) {
-	groups, err := s.svc.Digests()
+	groups, err := s.admin.Digests()
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -97,7 +97,7 @@ func (s *Server) handleLocalLinks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	enc := json.NewEncoder(w)
-	err := s.svc.ForEachLink(func(l *link.Link) bool {
+	err := s.admin.ForEachLink(func(l *link.Link) bool {
 		return enc.Encode(localLink{Code: l.Code, URL: l.URL, Deleted: l.Deleted, Version: l.Version}) == nil
 	})
 	if err != nil {
@@ -112,8 +112,8 @@ func (s *Server) handleLocalLinks(w http.ResponseWriter, r *http.Request) {
 // ID.
 func (s *Server) handleRemoveNode(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
-	if err := s.svc.RemoveNode(r.Context(), id); err != nil {
-		if errors.Is(err, cluster.ErrUnknownNode) {
+	if err := s.admin.RemoveNode(r.Context(), id); err != nil {
+		if errors.Is(err, status.ErrUnknownNode) {
 			s.problem(w, r, http.StatusNotFound, "unknown-node", "Not Found", "no node has this ID")
 			return
 		}
@@ -140,7 +140,7 @@ const readyzWait = time.Second
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyzWait)
 	defer cancel()
-	if err := s.svc.Ready(ctx); err != nil {
+	if err := s.admin.Ready(ctx); err != nil {
 		w.Header().Set("Retry-After", "1")
 		s.problem(w, r, http.StatusServiceUnavailable, "not-ready", "Service Unavailable", err.Error())
 		return
@@ -152,5 +152,5 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 // handleCluster serves GET /admin/v1/cluster.
 func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, r, http.StatusOK, s.svc.Status())
+	writeJSON(w, r, http.StatusOK, s.admin.Status())
 }

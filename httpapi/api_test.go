@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -136,7 +136,7 @@ func TestAliasExpiryAndRedirectCodes(t *testing.T) {
 	if exp["expires_at"] == nil {
 		t.Fatal("ttl did not set expires_at")
 	}
-	testcluster.WaitFor(t, 10*time.Second, "the expired link to answer 410", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the expired link to answer 410", func() bool {
 		r = tn.do(t, "GET", "/soon", "", nil)
 		if r.status != 410 && r.status != 302 {
 			t.Fatalf("expiring link = %d", r.status)

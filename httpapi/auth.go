@@ -12,7 +12,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
@@ -76,9 +75,9 @@ func (s *Server) authed(scope apikey.Scope, cost int, anonymous bool, h http.Han
 		secret, has := apikey.FromHeader(r.Header.Get("Authorization"))
 		switch {
 		case has:
-			k, err := s.svc.Authenticate(secret)
+			k, err := s.keys.Authenticate(secret)
 			if err != nil {
-				if !errors.Is(err, cluster.ErrUnauthorized) {
+				if !errors.Is(err, apikey.ErrUnauthorized) {
 					s.Error(w, r, err)
 					return
 				}
@@ -123,7 +122,7 @@ func (s *Server) checkOwner(r *http.Request, code string) error {
 	if p.admin() {
 		return nil
 	}
-	l, err := s.svc.Resolve(r.Context(), code)
+	l, err := s.links.Resolve(r.Context(), code)
 	if err != nil {
 		return err
 	}
@@ -185,7 +184,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	keyField := func(name string, err error) error {
 		return field(name, strings.TrimPrefix(err.Error(), apikey.ErrInvalid.Error()+": "), link.ErrInvalidInput)
 	}
-	var req cluster.KeyRequest
+	var req apikey.Request
 	if b.Name == nil {
 		s.Error(w, r, field("name", "is required", link.ErrInvalidInput))
 		return
@@ -219,7 +218,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		}
 		req.RateLimit = *b.RateLimit
 	}
-	secret, k, err := s.svc.CreateKey(r.Context(), req)
+	secret, k, err := s.keys.Create(r.Context(), req)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -231,7 +230,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 
 // handleListKeys serves GET /api/v1/keys (admin): every key, no secrets.
 func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
-	keys, err := s.svc.Keys()
+	keys, err := s.keys.List()
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -247,8 +246,8 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 // handleRevokeKey serves DELETE /api/v1/keys/{id} (admin): 204; every node
 // refuses the key once it applies the revocation.
 func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
-	err := s.svc.RevokeKey(r.Context(), mux.Vars(r)["id"])
-	if errors.Is(err, cluster.ErrKeyNotFound) {
+	err := s.keys.Revoke(r.Context(), mux.Vars(r)["id"])
+	if errors.Is(err, apikey.ErrNotFound) {
 		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "no key has this ID")
 		return
 	}
@@ -292,7 +291,7 @@ func (s *Server) handleBlock(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	if err := s.svc.SetBlocked(r.Context(), d, true); err != nil {
+	if err := s.keys.SetBlocked(r.Context(), d, true); err != nil {
 		s.Error(w, r, err)
 		return
 	}
@@ -302,7 +301,7 @@ func (s *Server) handleBlock(w http.ResponseWriter, r *http.Request) {
 
 // handleListBlocked serves GET /api/v1/blocklist (admin).
 func (s *Server) handleListBlocked(w http.ResponseWriter, r *http.Request) {
-	bl, err := s.svc.Blocklist()
+	bl, err := s.keys.Blocklist()
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -328,7 +327,7 @@ func (s *Server) handleUnblock(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	bl, err := s.svc.Blocklist()
+	bl, err := s.keys.Blocklist()
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -337,7 +336,7 @@ func (s *Server) handleUnblock(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "the domain is not on the blocklist")
 		return
 	}
-	if err := s.svc.SetBlocked(r.Context(), d, false); err != nil {
+	if err := s.keys.SetBlocked(r.Context(), d, false); err != nil {
 		s.Error(w, r, err)
 		return
 	}

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/linkraft/linkraft/analytics"
-	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -80,7 +78,7 @@ func BenchmarkKeyCheck(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := tn.svc.Authenticate(tn.key); err != nil {
+			if _, err := tn.roles.keys.Authenticate(tn.key); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -93,7 +91,7 @@ func BenchmarkKeyCheck(b *testing.B) {
 // that the request, a desktop Chrome with Accept-Language, does not match,
 // so that every rule is tried.
 func BenchmarkRedirectRules(b *testing.B) {
-	tn := startNodeAPI(b, link.URLPolicy{}, func(c *httpapi.Config) { c.Platform = analytics.NewEnricher().Platform })
+	tn := startNode(b, link.URLPolicy{})
 	plain := benchCodes(b, tn, 1000)
 	ruled := make([]string, 1000)
 	for i := range ruled {

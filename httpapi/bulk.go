@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -103,7 +102,7 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 		// slow cluster answers with per-link 503s, not a dropped connection.
 		ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 		defer cancel()
-		var results []cluster.CreateResult
+		var results []link.CreateResult
 		if once {
 			var replayed bool
 			// The claim's codes follow the valid rows: which rows those
@@ -114,13 +113,13 @@ func (s *Server) handleBulkCreate(w http.ResponseWriter, r *http.Request) {
 			for _, i := range pos {
 				fingerprint = fmt.Appendf(fingerprint, "\x00%d", i)
 			}
-			if results, replayed, err = s.svc.CreateManyOnce(ctx, reqs, idempotencyOf(p, key, fingerprint)); err != nil {
+			if results, replayed, err = s.links.CreateManyOnce(ctx, reqs, idempotencyOf(p, key, fingerprint)); err != nil {
 				s.Error(w, r, err)
 				return
 			}
 			markReplayed(w, replayed)
 		} else {
-			results = s.svc.CreateMany(ctx, reqs)
+			results = s.links.CreateMany(ctx, reqs)
 		}
 		for j, res := range results {
 			if res.Err != nil {

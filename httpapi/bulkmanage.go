@@ -104,7 +104,7 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 		// pages may be short (link.ListQuery.Scan).
 		q := link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: MaxBulkLinks, Now: s.now()}
 		for {
-			page, err := s.svc.List(r.Context(), q)
+			page, err := s.links.List(r.Context(), q)
 			if err != nil {
 				s.Error(w, r, err)
 				return
@@ -175,12 +175,12 @@ func (s *Server) bulkOne(ctx context.Context, r *http.Request, code string, upda
 		return fail(err)
 	}
 	if !update {
-		if err := s.svc.Delete(ctx, code); err != nil {
+		if err := s.links.Delete(ctx, code); err != nil {
 			return fail(err)
 		}
 		return bulkCodeItem{Code: code, Status: http.StatusNoContent}
 	}
-	l, err := s.svc.Update(ctx, code, patch)
+	l, err := s.links.Update(ctx, code, patch)
 	if err != nil {
 		return fail(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/password"
 	"github.com/linkraft/linkraft/link"
 )
@@ -70,9 +69,9 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 			kind = "invalid-alias"
 		}
 		return p(http.StatusBadRequest, kind, "Bad Request", fe.Error(), fe.Field)
-	case errors.Is(err, cluster.ErrIdempotencyMismatch):
+	case errors.Is(err, link.ErrIdempotencyMismatch):
 		return s.problemOf(r, errIdempotencyReused)
-	case errors.Is(err, cluster.ErrClaimedCodeTaken):
+	case errors.Is(err, link.ErrClaimedCodeTaken):
 		return p(http.StatusConflict, "idempotency-key-conflict", "Conflict", err.Error(), "Idempotency-Key")
 	case errors.Is(err, link.ErrAliasTaken):
 		return p(http.StatusConflict, "alias-taken", "Conflict", "the code is already in use", "")
@@ -93,7 +92,7 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 	case errors.Is(err, password.ErrBusy):
 		s.log.Warn("password hashing busy", "method", r.Method, "path", r.URL.Path)
 		return p(http.StatusServiceUnavailable, "unavailable", "Service Unavailable", "too many password checks at once; retry", "")
-	case errors.Is(err, cluster.ErrUpgradeNeeded):
+	case errors.Is(err, link.ErrUpgradeNeeded):
 		s.log.Warn("request waits for an upgrade", "method", r.Method, "path", r.URL.Path, "err", err)
 		return p(http.StatusServiceUnavailable, "upgrade-needed", "Service Unavailable",
 			"a node of the cluster runs, or last ran, an older version that cannot keep this; it is taken once every node is upgraded (or the old one removed)", "")

@@ -48,7 +48,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	q := link.ListQuery{Owner: owner, Limit: link.MaxListLimit, Now: s.now()}
 	// The first page before the status, so that a cluster that cannot
 	// list answers with a problem, not a broken file.
-	page, err := s.svc.List(r.Context(), q)
+	page, err := s.links.List(r.Context(), q)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -94,7 +94,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		q.After = page.Next
-		if page, err = s.svc.List(r.Context(), q); err != nil {
+		if page, err = s.links.List(r.Context(), q); err != nil {
 			s.log.Warn("export cut short", "owner", q.Owner, "err", err)
 			panic(http.ErrAbortHandler)
 		}

@@ -87,7 +87,7 @@ func TestExportStreamsEveryLink(t *testing.T) {
 func TestExportOutlastsTheWriteTimeout(t *testing.T) {
 	tn := startFake(t, link.URLPolicy{}, nil)
 	tn.srv.Config.WriteTimeout = time.Second
-	fake := tn.svc.(*fakeService)
+	fake := tn.roles.links.(*fakeLinks)
 	var b strings.Builder
 	b.WriteString(`{"links":[`)
 	for i := range 1000 {

@@ -3,34 +3,57 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
 
-// fakeService is the node as the HTTP layer sees it, in memory: links with
-// tombstones, generated codes, keys and the blocklist. Handler tests that
-// put no cluster behaviour under test run against it instead of booting
-// Raft; what they check (status codes, problem documents, scopes, owners,
-// limits, headers) is the HTTP layer's alone.
-type fakeService struct {
+// The node's roles as the HTTP layer sees them, in memory: links with
+// tombstones and generated codes (fakeLinks), keys and the blocklist
+// (fakeKeys), and the admin and analytics roles over the same links.
+// Handler tests that put no cluster behaviour under test run against them
+// instead of booting Raft; what they check (status codes, problem
+// documents, scopes, owners, limits, headers) is the HTTP layer's alone.
+
+// fakeLinks is the links role.
+type fakeLinks struct {
 	mu      sync.Mutex
 	links   map[string]*link.Link
 	next    int
 	version uint64
-	keys    map[apikey.Hash]apikey.Key
-	blocked map[string]time.Time
 	claims  map[string]fakeClaim // Idempotency-Key claims, by identity
 	// listDelay is how long each List takes (a slow cluster).
 	listDelay time.Duration
+}
+
+// fakeKeys is the keys role: the keys and the blocklist.
+type fakeKeys struct {
+	mu      sync.Mutex
+	keys    map[apikey.Hash]apikey.Key
+	blocked map[string]time.Time
+}
+
+// fakeAdmin is the admin role of a node of one, over the fake's links.
+type fakeAdmin struct{ links *fakeLinks }
+
+// fakeAnalytics is the analytics role, counting no clicks.
+type fakeAnalytics struct{ links *fakeLinks }
+
+// roles are a node's four roles, as a test serves them.
+type roles struct {
+	links     httpapi.Links
+	keys      httpapi.Keys
+	admin     httpapi.Admin
+	analytics httpapi.Analytics
 }
 
 // fakeClaim is what a claimed Idempotency-Key made.
@@ -39,23 +62,29 @@ type fakeClaim struct {
 	codes []string
 }
 
-var _ httpapi.Service = (*fakeService)(nil)
+var (
+	_ httpapi.Links     = (*fakeLinks)(nil)
+	_ httpapi.Keys      = (*fakeKeys)(nil)
+	_ httpapi.Admin     = fakeAdmin{}
+	_ httpapi.Analytics = fakeAnalytics{}
+)
 
-// newFakeService holds one admin key, of secret.
-func newFakeService(secret string) *fakeService {
-	f := &fakeService{links: map[string]*link.Link{}, keys: map[apikey.Hash]apikey.Key{}, blocked: map[string]time.Time{}}
-	k := apikey.Key{ID: "0000000000000001", Name: "first", Owner: "admin", Scopes: apikey.Admin, CreatedAt: time.Now().UTC(), Hash: apikey.HashOf(secret)}
-	f.keys[k.Hash] = k
-	return f
+// newFakeRoles returns fake roles whose keys hold one admin key, of secret.
+func newFakeRoles(secret string) roles {
+	l := &fakeLinks{links: map[string]*link.Link{}}
+	k := &fakeKeys{keys: map[apikey.Hash]apikey.Key{}, blocked: map[string]time.Time{}}
+	first := apikey.Key{ID: "0000000000000001", Name: "first", Owner: "admin", Scopes: apikey.Admin, CreatedAt: time.Now().UTC(), Hash: apikey.HashOf(secret)}
+	k.keys[first.Hash] = first
+	return roles{links: l, keys: k, admin: fakeAdmin{l}, analytics: fakeAnalytics{l}}
 }
 
-func (f *fakeService) Create(_ context.Context, req link.CreateRequest) (*link.Link, error) {
+func (f *fakeLinks) Create(_ context.Context, req link.CreateRequest) (*link.Link, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.createLocked(req)
 }
 
-func (f *fakeService) createLocked(req link.CreateRequest) (*link.Link, error) {
+func (f *fakeLinks) createLocked(req link.CreateRequest) (*link.Link, error) {
 	code := req.Alias
 	if code == "" {
 		for code == "" || f.links[code] != nil || link.IsReserved(code) {
@@ -65,19 +94,13 @@ func (f *fakeService) createLocked(req link.CreateRequest) (*link.Link, error) {
 	} else if f.links[code] != nil {
 		return nil, link.ErrAliasTaken
 	}
-	if req.Redirect == 0 {
-		req.Redirect = link.DefaultRedirect
-	}
-	now := time.Now().UTC()
 	f.version++
-	l := &link.Link{Code: code, URL: req.URL, Owner: req.Owner, CreatedAt: now, UpdatedAt: now, ExpiresAt: req.ExpiresAt,
-		Redirect: req.Redirect, MaxVisits: req.MaxVisits, Tags: req.Tags, DropQuery: req.DropQuery, Title: req.Title,
-		Description: req.Description, PasswordHash: req.PasswordHash, Rules: req.Rules, Version: f.version}
+	l := req.NewLink(code, time.Now().UTC(), 0, f.version)
 	f.links[code] = l
 	return l.Clone(), nil
 }
 
-func (f *fakeService) CreateOnce(ctx context.Context, req link.CreateRequest, idem cluster.Idempotency) (*link.Link, bool, error) {
+func (f *fakeLinks) CreateOnce(ctx context.Context, req link.CreateRequest, idem link.Idempotency) (*link.Link, bool, error) {
 	res, replayed, err := f.CreateManyOnce(ctx, []link.CreateRequest{req}, idem)
 	if err != nil {
 		return nil, false, err
@@ -87,16 +110,16 @@ func (f *fakeService) CreateOnce(ctx context.Context, req link.CreateRequest, id
 
 // CreateManyOnce answers a known key with the links it made (not stored
 // again), as the cluster does.
-func (f *fakeService) CreateManyOnce(_ context.Context, reqs []link.CreateRequest, idem cluster.Idempotency) ([]cluster.CreateResult, bool, error) {
+func (f *fakeLinks) CreateManyOnce(_ context.Context, reqs []link.CreateRequest, idem link.Idempotency) ([]link.CreateResult, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.claims == nil {
 		f.claims = map[string]fakeClaim{}
 	}
-	out := make([]cluster.CreateResult, len(reqs))
+	out := make([]link.CreateResult, len(reqs))
 	if c, ok := f.claims[idem.Key]; ok {
 		if c.body != idem.Body || len(c.codes) != len(reqs) {
-			return nil, false, cluster.ErrIdempotencyMismatch
+			return nil, false, link.ErrIdempotencyMismatch
 		}
 		for i, code := range c.codes {
 			if l := f.links[code]; l != nil {
@@ -118,10 +141,10 @@ func (f *fakeService) CreateManyOnce(_ context.Context, reqs []link.CreateReques
 	return out, false, nil
 }
 
-func (f *fakeService) CreateMany(_ context.Context, reqs []link.CreateRequest) []cluster.CreateResult {
+func (f *fakeLinks) CreateMany(_ context.Context, reqs []link.CreateRequest) []link.CreateResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]cluster.CreateResult, len(reqs))
+	out := make([]link.CreateResult, len(reqs))
 	for i, r := range reqs {
 		out[i].Link, out[i].Err = f.createLocked(r)
 	}
@@ -129,7 +152,7 @@ func (f *fakeService) CreateMany(_ context.Context, reqs []link.CreateRequest) [
 }
 
 // lookup returns a copy of code's link, tombstones included.
-func (f *fakeService) lookup(code string) (*link.Link, error) {
+func (f *fakeLinks) lookup(code string) (*link.Link, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.links[code]
@@ -139,65 +162,36 @@ func (f *fakeService) lookup(code string) (*link.Link, error) {
 	return l.Clone(), nil
 }
 
-func (f *fakeService) Get(_ context.Context, code string, _ bool) (*link.Link, error) {
+func (f *fakeLinks) Get(_ context.Context, code string, _ bool) (*link.Link, error) {
 	return f.lookup(code)
 }
 
-func (f *fakeService) Resolve(_ context.Context, code string) (*link.Link, error) {
+func (f *fakeLinks) Resolve(_ context.Context, code string) (*link.Link, error) {
 	return f.lookup(code)
 }
 
-func (f *fakeService) ResolveLocal(code string) (*link.Link, bool) {
+func (f *fakeLinks) ResolveLocal(code string) (*link.Link, bool) {
 	l, err := f.lookup(code)
 	return l, err == nil
 }
 
-func (f *fakeService) Update(_ context.Context, code string, p link.Patch) (*link.Link, error) {
+func (f *fakeLinks) Update(_ context.Context, code string, p link.Patch) (*link.Link, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.links[code]
 	if err := live(l); err != nil {
 		return nil, err
 	}
-	if p.URL != nil {
-		l.URL = *p.URL
-	}
-	if p.ExpiresAt != nil {
-		l.ExpiresAt = *p.ExpiresAt
-	}
-	if p.Redirect != nil {
-		l.Redirect = *p.Redirect
-	}
-	if p.Disabled != nil {
-		l.Disabled = *p.Disabled
-	}
-	if p.Tags != nil {
-		l.Tags = *p.Tags
-		if len(l.Tags) == 0 {
-			l.Tags = nil
-		}
-	}
-	if p.DropQuery != nil {
-		l.DropQuery = *p.DropQuery
-	}
-	if p.Title != nil {
-		l.Title = *p.Title
-	}
-	if p.Description != nil {
-		l.Description = *p.Description
-	}
-	if p.PasswordHash != nil {
-		l.PasswordHash = *p.PasswordHash
-	}
-	if p.Rules != nil {
-		l.Rules = *p.Rules
+	p.ApplyTo(l)
+	if len(l.Tags) == 0 {
+		l.Tags = nil // as the stored record gives them back
 	}
 	f.version++
 	l.UpdatedAt, l.Version = time.Now().UTC(), f.version
 	return l.Clone(), nil
 }
 
-func (f *fakeService) Delete(_ context.Context, code string) error {
+func (f *fakeLinks) Delete(_ context.Context, code string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.links[code]
@@ -209,7 +203,7 @@ func (f *fakeService) Delete(_ context.Context, code string) error {
 	return nil
 }
 
-func (f *fakeService) ConsumeVisit(_ context.Context, code string) (*link.Link, error) {
+func (f *fakeLinks) ConsumeVisit(_ context.Context, code string) (*link.Link, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.links[code]
@@ -223,8 +217,8 @@ func (f *fakeService) ConsumeVisit(_ context.Context, code string) (*link.Link, 
 	return l.Clone(), nil
 }
 
-// ForEachLink visits the links in code order.
-func (f *fakeService) ForEachLink(fn func(l *link.Link) bool) error {
+// forEach visits the links in code order.
+func (f *fakeLinks) forEach(fn func(l *link.Link) bool) error {
 	f.mu.Lock()
 	codes := make([]string, 0, len(f.links))
 	for c := range f.links {
@@ -241,16 +235,20 @@ func (f *fakeService) ForEachLink(fn func(l *link.Link) bool) error {
 	return nil
 }
 
-func (f *fakeService) Status() cluster.Status {
-	return cluster.Status{NodeID: "fake", Nodes: []cluster.NodeInfo{}, Shards: []cluster.GroupInfo{}}
+func (a fakeAdmin) Status() status.Cluster {
+	return status.Cluster{NodeID: "fake", Nodes: []status.Node{}, Shards: []status.Group{}}
 }
-func (f *fakeService) Ready(context.Context) error              { return nil }
-func (f *fakeService) RemoveNode(context.Context, string) error { return cluster.ErrUnknownNode }
-func (f *fakeService) Leases() ([]cluster.Lease, error)         { return nil, nil }
-func (f *fakeService) Digests() ([]status.Digest, error)        { return nil, nil }
+func (a fakeAdmin) Ready(context.Context) error              { return nil }
+func (a fakeAdmin) RemoveNode(context.Context, string) error { return status.ErrUnknownNode }
+func (a fakeAdmin) Leases() ([]status.Lease, error)          { return nil, nil }
+func (a fakeAdmin) Digests() ([]status.Digest, error)        { return nil, nil }
+func (a fakeAdmin) LiveNodes() int                           { return 1 }
+func (a fakeAdmin) ForEachLink(fn func(l *link.Link) bool) error {
+	return a.links.forEach(fn)
+}
 
-func (f *fakeService) Stats(_ context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error) {
-	l, err := f.lookup(code)
+func (a fakeAnalytics) Stats(_ context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error) {
+	l, err := a.links.lookup(code)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -261,26 +259,32 @@ func (f *fakeService) Stats(_ context.Context, code string, q link.StatsQuery) (
 	return l, st, nil
 }
 
-func (f *fakeService) ClickCount(context.Context, string) (uint64, error) { return 0, nil }
+func (fakeAnalytics) ClickCount(context.Context, string) (uint64, error) { return 0, nil }
 
-func (f *fakeService) Visits(context.Context, string, time.Time, time.Time, int) ([]link.Visit, cluster.Gathered, error) {
-	return []link.Visit{}, cluster.Gathered{}, nil
+func (fakeAnalytics) Visits(context.Context, string, time.Time, time.Time, int) ([]link.Visit, link.Gathered, error) {
+	return []link.Visit{}, link.Gathered{}, nil
 }
 
-func (f *fakeService) Orphans(context.Context, int) (link.OrphanSummary, cluster.Gathered) {
-	return link.OrphanSummary{Top: []link.CodeCount{}}, cluster.Gathered{}
+func (fakeAnalytics) Orphans(context.Context, int) (link.OrphanSummary, link.Gathered) {
+	return link.OrphanSummary{Top: []link.CodeCount{}}, link.Gathered{}
 }
 
-func (f *fakeService) Authenticate(secret string) (apikey.Key, error) {
+func (fakeAnalytics) IsBot(string) bool { return false }
+
+func (fakeAnalytics) Platform(string) string { return "" }
+
+func (fakeAnalytics) Country(netip.Addr) string { return "unknown" }
+
+func (f *fakeKeys) Authenticate(secret string) (apikey.Key, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if k, ok := f.keys[apikey.HashOf(secret)]; ok {
 		return k, nil
 	}
-	return apikey.Key{}, cluster.ErrUnauthorized
+	return apikey.Key{}, apikey.ErrUnauthorized
 }
 
-func (f *fakeService) Keys() ([]apikey.Key, error) {
+func (f *fakeKeys) List() ([]apikey.Key, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]apikey.Key, 0, len(f.keys))
@@ -291,7 +295,7 @@ func (f *fakeService) Keys() ([]apikey.Key, error) {
 	return out, nil
 }
 
-func (f *fakeService) CreateKey(_ context.Context, req cluster.KeyRequest) (string, apikey.Key, error) {
+func (f *fakeKeys) Create(_ context.Context, req apikey.Request) (string, apikey.Key, error) {
 	secret, err := apikey.NewSecret()
 	if err != nil {
 		return "", apikey.Key{}, err
@@ -308,7 +312,7 @@ func (f *fakeService) CreateKey(_ context.Context, req cluster.KeyRequest) (stri
 	return secret, k, nil
 }
 
-func (f *fakeService) RevokeKey(_ context.Context, id string) error {
+func (f *fakeKeys) Revoke(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for h, k := range f.keys {
@@ -317,10 +321,10 @@ func (f *fakeService) RevokeKey(_ context.Context, id string) error {
 			return nil
 		}
 	}
-	return cluster.ErrKeyNotFound
+	return apikey.ErrNotFound
 }
 
-func (f *fakeService) SetBlocked(_ context.Context, domain string, blocked bool) error {
+func (f *fakeKeys) SetBlocked(_ context.Context, domain string, blocked bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if blocked {
@@ -331,7 +335,7 @@ func (f *fakeService) SetBlocked(_ context.Context, domain string, blocked bool)
 	return nil
 }
 
-func (f *fakeService) Blocklist() (map[string]time.Time, error) {
+func (f *fakeKeys) Blocklist() (map[string]time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make(map[string]time.Time, len(f.blocked))
@@ -341,13 +345,13 @@ func (f *fakeService) Blocklist() (map[string]time.Time, error) {
 	return out, nil
 }
 
-func (f *fakeService) Blocked(host string) bool {
+func (f *fakeKeys) Blocked(host string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return link.InDomains(f.blocked, host)
 }
 
-func (f *fakeService) BlockedURL(u string) bool {
+func (f *fakeKeys) BlockedURL(u string) bool {
 	host := u
 	if i := strings.Index(host, "://"); i >= 0 {
 		host = host[i+3:]
@@ -374,7 +378,7 @@ func live(l *link.Link) error {
 }
 
 // List pages through the fake's live links as the cluster does.
-func (f *fakeService) List(ctx context.Context, q link.ListQuery) (link.ListPage, error) {
+func (f *fakeLinks) List(ctx context.Context, q link.ListQuery) (link.ListPage, error) {
 	if f.listDelay > 0 {
 		t := time.NewTimer(f.listDelay)
 		select {
@@ -423,7 +427,7 @@ func (f *fakeService) List(ctx context.Context, q link.ListQuery) (link.ListPage
 }
 
 // Tags counts the fake's live links' tags.
-func (f *fakeService) Tags(_ context.Context, owner string, limit int) ([]link.TagCount, bool, error) {
+func (f *fakeLinks) Tags(_ context.Context, owner string, limit int) ([]link.TagCount, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	counts := map[string]uint64{}
@@ -446,3 +450,22 @@ func (f *fakeService) Tags(_ context.Context, owner string, limit int) ([]link.T
 	})
 	return out[:min(len(out), limit)], false, nil
 }
+
+// enriched is an analytics role whose devices and countries are the real
+// ones (package analytics), for tests of redirect rules over the fakes.
+type enriched struct {
+	httpapi.Analytics
+	e *analytics.Enricher
+}
+
+func (a enriched) Platform(ua string) string { return a.e.Platform(ua) }
+
+func (a enriched) Country(ip netip.Addr) string { return analytics.Country(ip) }
+
+// liveNodes is an admin role that sees n() nodes alive.
+type liveNodes struct {
+	httpapi.Admin
+	n func() int
+}
+
+func (a liveNodes) LiveNodes() int { return a.n() }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net"
-	"net/http"
 	"net/netip"
 	"time"
 	"unsafe"
@@ -33,8 +32,8 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 	if !link.ValidCode(code) || fixedSingleSegment[code] {
 		return fastpath.Answer{}, false
 	}
-	lk, ok := s.svc.ResolveLocal(code)
-	if !ok || lk.Gone(s.now()) || lk.MaxVisits > 0 || lk.PasswordHash != "" || s.blocked(lk) {
+	lk, ok := s.links.ResolveLocal(code)
+	if !ok || s.outcome(lk) != redirectNow {
 		return fastpath.Answer{}, false
 	}
 	if s.redirRate.PerSecond > 0 {
@@ -43,22 +42,14 @@ func (h fastHandler) Redirect(r *fastpath.Request) (fastpath.Answer, bool) {
 		return fastpath.Answer{}, false
 	}
 	faultPanic()
-	// The query is a view of the connection's buffer: location copies
-	// what it keeps.
-	dest := lk.URL
+	// The query, the UA and Accept-Language are views of the
+	// connection's buffer: location and visitor copy what they keep.
+	var ip netip.Addr
 	if len(lk.Rules) > 0 {
-		// The UA is a view of the connection's buffer: visitor copies
-		// what the platform memo keeps.
-		dest = lk.Destination(s.visitor(unsafeString(r.UserAgent), s.fastClientIP(r), unsafeString(r.AcceptLanguage)))
+		ip = s.fastClientIP(r)
 	}
-	a := fastpath.Answer{Status: lk.Redirect, Location: location(lk, dest, unsafeString(r.Query)), ID: lk.Code}
-	switch {
-	case len(lk.Rules) > 0:
-		a.CacheControl = noStore[0]
-	case lk.Redirect == http.StatusFound || lk.Redirect == http.StatusTemporaryRedirect:
-		a.CacheControl = privateMaxAge90[0]
-	}
-	return a, true
+	loc, cc := s.target(lk, unsafeString(r.UserAgent), ip, unsafeString(r.AcceptLanguage), unsafeString(r.Query))
+	return fastpath.Answer{Status: lk.Redirect, Location: loc, CacheControl: cc, ID: lk.Code}, true
 }
 
 // Served records the click (GET only, as handleRedirect) and the latency.

@@ -11,38 +11,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
 
-// stubService holds a few links in memory: the redirect path's view of a
-// node, for tests of the HTTP layer alone. The methods it leaves out panic
-// (the embedded nil Service); the handler turns a panic into a 500, which
-// a differential test would see as a difference.
-type stubService struct {
-	Service
+// stubLinks holds a few links in memory: the redirect path's view of the
+// links role, for tests of the HTTP layer alone. The methods it leaves out
+// panic (the embedded nil Links); the handler turns a panic into a 500,
+// which a differential test would see as a difference.
+type stubLinks struct {
+	Links
 	links map[string]*link.Link
 }
 
-func (s *stubService) ResolveLocal(code string) (*link.Link, bool) {
+func (s *stubLinks) ResolveLocal(code string) (*link.Link, bool) {
 	l, ok := s.links[code]
 	return l, ok
 }
 
-func (s *stubService) Resolve(_ context.Context, code string) (*link.Link, error) {
+func (s *stubLinks) Resolve(_ context.Context, code string) (*link.Link, error) {
 	if l, ok := s.links[code]; ok {
 		return l, nil
 	}
 	return nil, link.ErrNotFound
 }
 
-func (s *stubService) Authenticate(string) (apikey.Key, error) {
-	return apikey.Key{}, cluster.ErrUnauthorized
+// stubKeys knows no key and blocks nothing.
+type stubKeys struct{ Keys }
+
+func (stubKeys) Authenticate(string) (apikey.Key, error) {
+	return apikey.Key{}, apikey.ErrUnauthorized
 }
-func (s *stubService) Blocked(string) bool    { return false }
-func (s *stubService) BlockedURL(string) bool { return false }
+func (stubKeys) Blocked(string) bool    { return false }
+func (stubKeys) BlockedURL(string) bool { return false }
 
 // pipeListener hands out the server ends of in-memory connections.
 type pipeListener struct {
@@ -108,7 +110,7 @@ func ask(l *pipeListener, head []byte) answer {
 // Content-Length, Content-Type, nosniff and whether the connection closes.
 func FuzzFastPathMatchesNetHTTP(f *testing.F) {
 	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
-	svc := &stubService{links: map[string]*link.Link{
+	links := &stubLinks{links: map[string]*link.Link{
 		"abc":    {Code: "abc", URL: "https://example.com/a?b=c", Redirect: 302, CreatedAt: now},
 		"perm":   {Code: "perm", URL: "https://example.org/", Redirect: 301, CreatedAt: now},
 		"temp":   {Code: "temp", URL: "https://example.net/x", Redirect: 307, CreatedAt: now},
@@ -120,7 +122,7 @@ func FuzzFastPathMatchesNetHTTP(f *testing.F) {
 		"frag":   {Code: "frag", URL: "https://example.com/f?x=1#top", Redirect: 302, CreatedAt: now},
 		"noq":    {Code: "noq", URL: "https://example.com/noq", Redirect: 302, DropQuery: true, CreatedAt: now},
 	}}
-	s, err := New(Config{Service: svc, PublicURL: "http://sho.rt", Now: func() time.Time { return now }})
+	s, err := New(Config{Links: links, Keys: stubKeys{}, PublicURL: "http://sho.rt", Now: func() time.Time { return now }})
 	if err != nil {
 		f.Fatal(err)
 	}

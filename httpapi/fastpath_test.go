@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/link"
@@ -58,7 +57,7 @@ func exchange(tb testing.TB, addr, raw string, methods ...string) []string {
 // over: malformed heads, bodies, other methods and paths, gone links,
 // pipelined sequences that switch from one to the other.
 func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
-	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) { c.Platform = analytics.NewEnricher().Platform })
+	tn := startNode(t, link.URLPolicy{})
 	fastAddr, fl := strings.TrimPrefix(tn.srv.URL, "http://"), tn.fast
 	plain := httptest.NewServer(tn.srv.Config.Handler) // net/http alone
 	defer plain.Close()

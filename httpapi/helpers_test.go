@@ -16,7 +16,7 @@ import (
 	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -26,8 +26,8 @@ import (
 // of a real single-node cluster (Raft, bbolt, peer port on loopback) or, for
 // tests of the HTTP layer alone, of a fakeService.
 type testNode struct {
-	svc     httpapi.Service
-	node    *cluster.Node // nil in front of a fakeService
+	roles   roles
+	node    *cluster.Node // nil in front of the fakes
 	srv     *httptest.Server
 	admin   *httptest.Server // the admin listener
 	key     string           // the first admin key's secret
@@ -75,33 +75,34 @@ func startNodeAPI(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Con
 			tb.Errorf("close node: %v", err)
 		}
 	})
-	tn := serve(tb, n, secret, m, policy, apiOpt)
+	tn := serve(tb, roles{n.Links(), n.Keys(), n.Admin(), n.Analytics()}, secret, m, policy, apiOpt)
 	tn.node = n
 	tn.waitReady(tb)
 	return tn
 }
 
-// startFake serves the HTTP handler in front of a fakeService: no Raft, no
-// disk. apiOpt adjusts the HTTP configuration.
+// startFake serves the HTTP handler in front of the fake roles: no Raft,
+// no disk. apiOpt adjusts the HTTP configuration.
 func startFake(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Config)) *testNode {
 	tb.Helper()
 	secret, err := apikey.NewSecret()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return serve(tb, newFakeService(secret), secret, metrics.New(), policy, apiOpt)
+	return serve(tb, newFakeRoles(secret), secret, metrics.New(), policy, apiOpt)
 }
 
 // serve starts the public listener (fast path in front of net/http) and
-// the admin listener of an httpapi.Server over svc.
-func serve(tb testing.TB, svc httpapi.Service, secret string, m *metrics.Metrics, policy link.URLPolicy, apiOpt func(*httpapi.Config)) *testNode {
+// the admin listener of an httpapi.Server over rs.
+func serve(tb testing.TB, rs roles, secret string, m *metrics.Metrics, policy link.URLPolicy, apiOpt func(*httpapi.Config)) *testNode {
 	tb.Helper()
 	hcfg := httpapi.Config{
-		Service: svc, PublicURL: "http://sho.rt", URLPolicy: policy, Metrics: m.Handler(), Recorder: m,
+		Links: rs.links, Keys: rs.keys, Admin: rs.admin, Analytics: rs.analytics,
+		PublicURL: "http://sho.rt", URLPolicy: policy, Metrics: m.Handler(), Recorder: m,
 		KeyRate: httpapi.Rate{PerSecond: -1}, // limits have their own tests
 	}
-	if n, ok := svc.(*cluster.Node); ok && n.Clicks() != nil {
-		hcfg.Clicks = n.Clicks() // a node with analytics on, wired as linknode wires it
+	if a, ok := rs.analytics.(*cluster.Analytics); ok && a.Recorder() != nil {
+		hcfg.Clicks = a.Recorder() // a node with analytics on, wired as linknode wires it
 	}
 	if apiOpt != nil {
 		apiOpt(&hcfg)
@@ -125,22 +126,22 @@ func serve(tb testing.TB, svc httpapi.Service, secret string, m *metrics.Metrics
 		// Every /api/v1 exchange is checked against the OpenAPI document.
 		Transport: specTransport{tb: tb, next: &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128}},
 	}
-	return &testNode{svc: svc, srv: srv, admin: admin, key: secret, fast: fast, client: client, metrics: m, api: api}
+	return &testNode{roles: rs, srv: srv, admin: admin, key: secret, fast: fast, client: client, metrics: m, api: api}
 }
 
 // waitKey waits until the node knows secret (the first admin key is made
 // by the meta leader's loop after the settings).
 func (tn *testNode) waitKey(tb testing.TB, secret string) {
 	tb.Helper()
-	testcluster.WaitFor(tb, 20*time.Second, "the node to know the key", func() bool {
-		_, err := tn.svc.Authenticate(secret)
+	testkit.WaitFor(tb, 20*time.Second, "the node to know the key", func() bool {
+		_, err := tn.roles.keys.Authenticate(secret)
 		return err == nil
 	})
 }
 
 func (tn *testNode) waitReady(tb testing.TB) {
 	tb.Helper()
-	testcluster.WaitFor(tb, 20*time.Second, "/readyz 200", func() bool { return tn.do(tb, "GET", "/readyz", "", nil).status == 200 })
+	testkit.WaitFor(tb, 20*time.Second, "/readyz 200", func() bool { return tn.do(tb, "GET", "/readyz", "", nil).status == 200 })
 	tn.waitKey(tb, tn.key)
 }
 
@@ -225,7 +226,7 @@ func (tn *testNode) create(tb testing.TB, body string) map[string]any {
 func (tn *testNode) storedState(tb testing.TB) string {
 	tb.Helper()
 	var sb strings.Builder
-	err := tn.svc.ForEachLink(func(l *link.Link) bool {
+	err := tn.roles.admin.ForEachLink(func(l *link.Link) bool {
 		b, _ := json.Marshal(l)
 		sb.Write(b)
 		sb.WriteByte('\n')

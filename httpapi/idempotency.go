@@ -5,13 +5,13 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/link"
 )
 
 // Idempotency-Key (IETF httpapi draft) on POST /api/v1/links and
 // /api/v1/links/bulk: a retry with the same key and body within a day,
 // through any node, answers as the first request did and makes nothing new
-// (cluster.CreateOnce); the same key with another body is 422. Keys are the
+// (Links.CreateOnce); the same key with another body is 422. Keys are the
 // caller's own: an owner's key never meets another owner's (anonymous
 // callers: their client network's).
 
@@ -59,12 +59,12 @@ func idempotent(r *http.Request) (key string, raw *bytes.Buffer, err error) {
 }
 
 // idempotencyOf is the cluster's identity of key for p's request with body.
-func idempotencyOf(p *principal, key string, body []byte) cluster.Idempotency {
+func idempotencyOf(p *principal, key string, body []byte) link.Idempotency {
 	owner := "key:" + p.owner()
 	if p.anon {
 		owner = "anonymous:" + clientNet(p.ip)
 	}
-	return cluster.IdempotencyKey(owner, key, body)
+	return link.IdempotencyKey(owner, key, body)
 }
 
 // errIdempotencyPassword refuses an Idempotency-Key on a create that sets

@@ -195,7 +195,7 @@ func (s *Server) importChunk(ctx context.Context, r *http.Request, p *principal,
 		pos = append(pos, i)
 	}
 	if len(reqs) > 0 {
-		for j, res := range s.svc.CreateMany(ctx, reqs) {
+		for j, res := range s.links.CreateMany(ctx, reqs) {
 			i := pos[j]
 			if res.Err != nil {
 				fail(i, res.Err)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/httpapi"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -45,7 +45,7 @@ func TestRateLimitPerKey(t *testing.T) {
 	}
 	// The bucket refills.
 	retry, _ := strconv.Atoi(last.header.Get("Retry-After"))
-	testcluster.WaitFor(t, time.Duration(retry+2)*time.Second, "the bucket to refill", func() bool { return create().status == 201 })
+	testkit.WaitFor(t, time.Duration(retry+2)*time.Second, "the bucket to refill", func() bool { return create().status == 201 })
 	// A bulk request spends one token per link: 11 links never fit in a
 	// bucket of 10.
 	var links []string
@@ -166,7 +166,7 @@ func TestCORSOnlyForListedOrigins(t *testing.T) {
 	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != "https://app.example" {
 		t.Fatalf("GET from a listed origin: %d %v", r.status, r.header)
 	}
-	if _, err := httpapi.New(httpapi.Config{Service: tn.svc, CORSOrigins: []string{"app.example/x"}}); err == nil {
+	if _, err := httpapi.New(httpapi.Config{Links: tn.roles.links, Keys: tn.roles.keys, CORSOrigins: []string{"app.example/x"}}); err == nil {
 		t.Fatal("a malformed origin was accepted")
 	}
 }

@@ -240,10 +240,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var l *link.Link
 	if once {
 		var replayed bool
-		l, replayed, err = s.svc.CreateOnce(r.Context(), req, idempotencyOf(p, key, raw.Bytes()))
+		l, replayed, err = s.links.CreateOnce(r.Context(), req, idempotencyOf(p, key, raw.Bytes()))
 		markReplayed(w, replayed)
 	} else {
-		l, err = s.svc.Create(r.Context(), req)
+		l, err = s.links.Create(r.Context(), req)
 	}
 	if err != nil {
 		s.Error(w, r, err)
@@ -278,7 +278,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	l, err := s.svc.Get(r.Context(), code, consistent)
+	l, err := s.links.Get(r.Context(), code, consistent)
 	switch {
 	case err != nil:
 	case !principalOf(r).owns(l.Owner):
@@ -293,7 +293,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	out := s.toJSON(l)
 	// clicks: human visits so far (the replicated counter; it trails the
 	// redirects by about a flush interval).
-	if n, err := s.svc.ClickCount(r.Context(), code); err == nil {
+	if n, err := s.analytics.ClickCount(r.Context(), code); err == nil {
 		out.Clicks = &n
 	}
 	writeJSON(w, r, http.StatusOK, out)
@@ -336,11 +336,11 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
 	var l *link.Link
 	if p.Empty() {
 		// An empty merge patch changes nothing.
-		if l, err = s.svc.Get(r.Context(), code, false); err == nil && l.Deleted {
+		if l, err = s.links.Get(r.Context(), code, false); err == nil && l.Deleted {
 			err = link.ErrDeleted
 		}
 	} else {
-		l, err = s.svc.Update(r.Context(), code, p)
+		l, err = s.links.Update(r.Context(), code, p)
 	}
 	if err != nil {
 		s.Error(w, r, err)
@@ -503,7 +503,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	if err := s.svc.Delete(r.Context(), code); err != nil {
+	if err := s.links.Delete(r.Context(), code); err != nil {
 		s.Error(w, r, err)
 		return
 	}

@@ -46,7 +46,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	page, err := s.svc.List(r.Context(), q)
+	page, err := s.links.List(r.Context(), q)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -158,7 +158,7 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	tags, partial, err := s.svc.Tags(r.Context(), owner, limit)
+	tags, partial, err := s.links.Tags(r.Context(), owner, limit)
 	if err != nil {
 		s.Error(w, r, err)
 		return

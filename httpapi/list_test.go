@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/cluster"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -153,7 +153,7 @@ func TestListByClicksOnANode(t *testing.T) {
 	want := []string{"pop-c", "pop-a", "pop-e", "pop-d", "pop-b"}
 	var got []string
 	defer func() { t.Logf("last listing: %v", got) }()
-	testcluster.WaitFor(t, 10*time.Second, "the clicks in the listing", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the clicks in the listing", func() bool {
 		got = listAll(t, tn, tn.key, "sort=-clicks", 2)
 		return slices.Equal(got, want)
 	})

@@ -55,13 +55,8 @@ const (
 )
 
 // liveNodes is how many nodes share the per-link guess limit (1 without
-// Config.Nodes).
-func (s *Server) liveNodes() int {
-	if s.nodes == nil {
-		return 1
-	}
-	return s.nodes()
-}
+// Config.Admin).
+func (s *Server) liveNodes() int { return max(s.admin.LiveNodes(), 1) }
 
 // errWrongPassword answers a guess that is not the link's password.
 var errWrongPassword = &requestError{status: http.StatusForbidden, kind: "wrong-password", title: "Forbidden",
@@ -165,15 +160,17 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 	if !ok || len(pw) != 1 || checkPasswordInput(pw[0]) != nil {
 		return s.Error(w, r, field("password", "the form must hold one password of 1 to "+strconv.Itoa(password.MaxLength)+" bytes", link.ErrInvalidInput))
 	}
-	l, err := s.svc.Resolve(r.Context(), code)
+	l, err := s.links.Resolve(r.Context(), code)
 	switch {
 	case errors.Is(err, link.ErrNotFound):
 		return s.redirectError(w, r, err)
 	case err != nil:
 		return s.Error(w, r, err)
-	case l.Gone(s.now()):
+	}
+	switch s.outcome(l) {
+	case gone:
 		return s.redirectError(w, r, link.ErrGone)
-	case s.blocked(l):
+	case takenDown:
 		return s.redirectError(w, r, errTakenDown)
 	}
 	if l.PasswordHash != "" {
@@ -197,15 +194,16 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 	if l.MaxVisits > 0 {
-		if l, err = s.svc.ConsumeVisit(r.Context(), code); err != nil {
+		if l, err = s.links.ConsumeVisit(r.Context(), code); err != nil {
 			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
 				return s.redirectError(w, r, link.ErrGone)
 			}
 			return s.Error(w, r, err)
 		}
 	}
+	loc, _ := s.target(l, r.UserAgent(), s.clientIP(r), r.Header.Get("Accept-Language"), r.URL.RawQuery)
 	h := w.Header()
-	h.Set("Location", location(l, s.destination(l, r), r.URL.RawQuery))
+	h.Set("Location", loc)
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusSeeOther)
 	if s.clicks != nil {

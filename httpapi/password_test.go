@@ -226,7 +226,7 @@ func TestPasswordGuessesAreSharedByTheNodes(t *testing.T) {
 	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 		c.Now = func() time.Time { return stopped }
-		c.Nodes = func() int { return int(nodes.Load()) }
+		c.Admin = liveNodes{c.Admin, func() int { return int(nodes.Load()) }}
 	})
 	for _, c := range []struct{ nodes, share int }{{3, 7}, {10, 5}} {
 		nodes.Store(int32(c.nodes))

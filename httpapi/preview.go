@@ -43,7 +43,7 @@ func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
 		s.redirectError(w, r, err)
 		return
 	}
-	l, err := s.svc.Resolve(r.Context(), code)
+	l, err := s.links.Resolve(r.Context(), code)
 	switch {
 	case err != nil && !errors.Is(err, link.ErrNotFound):
 		s.Error(w, r, err)

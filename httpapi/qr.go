@@ -93,7 +93,7 @@ func (s *Server) handleQR(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	l, err := s.svc.Resolve(r.Context(), code)
+	l, err := s.links.Resolve(r.Context(), code)
 	if err == nil && l.Deleted {
 		err = link.ErrDeleted
 	}

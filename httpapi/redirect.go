@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -63,6 +62,57 @@ var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
 </head><body><h1>{{.Title}}</h1><p>{{.Detail}}</p></body></html>
 `))
 
+// outcome is what a redirect of a link answers. It is decided once, here,
+// for the fast path (which answers only redirectNow, and hands everything
+// else to net/http) and for net/http (which answers every verdict).
+type outcome uint8
+
+const (
+	// redirectNow: the redirect, with no side effect but the click.
+	redirectNow outcome = iota
+	// gone: 410, the link expired, is disabled, deleted or out of visits.
+	gone
+	// takenDown: 410, its destination (or a rule's) is blocked.
+	takenDown
+	// askPassword: the password form; its POST goes on (password.go).
+	askPassword
+	// spendVisit: a limited link, whose GET from a person is granted a
+	// visit through Raft first (exact across the cluster).
+	spendVisit
+)
+
+// outcome decides what a redirect of l answers now.
+func (s *Server) outcome(l *link.Link) outcome {
+	switch {
+	case l.Gone(s.now()):
+		return gone
+	case s.blocked(l):
+		return takenDown
+	case l.PasswordHash != "":
+		return askPassword
+	case l.MaxVisits > 0:
+		return spendVisit
+	}
+	return redirectNow
+}
+
+// target is where a redirect of l sends a client (ua, ip and
+// acceptLanguage for its rules, query for the destination) and the
+// Cache-Control of the answer ("" for none).
+func (s *Server) target(l *link.Link, ua string, ip netip.Addr, acceptLanguage, query string) (loc, cacheControl string) {
+	dest := l.URL
+	if len(l.Rules) > 0 {
+		dest = l.Destination(s.visitor(ua, ip, acceptLanguage))
+	}
+	switch {
+	case len(l.Rules) > 0:
+		cacheControl = noStore[0] // the answer depends on who asks
+	case l.Redirect == http.StatusFound, l.Redirect == http.StatusTemporaryRedirect:
+		cacheControl = privateMaxAge90[0]
+	}
+	return location(l, dest, query), cacheControl
+}
+
 // handleRedirect serves GET and HEAD /{code}: the link's redirect status and
 // Location exactly as stored, from this node's state; 404 for unknown codes,
 // 410 for expired, disabled or deleted links.
@@ -78,7 +128,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	if !s.limitRedirect(w, r) {
 		return http.StatusTooManyRequests
 	}
-	l, err := s.svc.Resolve(r.Context(), code)
+	l, err := s.links.Resolve(r.Context(), code)
 	if err != nil {
 		if errors.Is(err, link.ErrNotFound) {
 			if s.clicks != nil {
@@ -88,34 +138,29 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 		}
 		return s.Error(w, r, err)
 	}
-	if l.Gone(s.now()) {
+	switch s.outcome(l) {
+	case gone:
 		return s.redirectError(w, r, link.ErrGone)
-	}
-	if s.blocked(l) {
+	case takenDown:
 		return s.redirectError(w, r, errTakenDown)
-	}
-	if l.PasswordHash != "" {
-		// The form; its POST goes on (handleUnlock).
+	case askPassword:
 		return s.writePasswordPage(w, r, http.StatusOK)
-	}
-	// A limited link grants each visit through Raft (exact across the
-	// cluster); links without a limit never get here. HEAD and bots look
-	// without using a visit up.
-	if l.MaxVisits > 0 && r.Method == http.MethodGet && (s.isBot == nil || !s.isBot(strings.Clone(clip(r.UserAgent(), MaxUserAgent)))) {
-		if l, err = s.svc.ConsumeVisit(r.Context(), code); err != nil {
-			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
-				return s.redirectError(w, r, link.ErrGone)
+	case spendVisit:
+		// HEAD and bots look without using a visit up.
+		if r.Method == http.MethodGet && !s.analytics.IsBot(strings.Clone(clip(r.UserAgent(), MaxUserAgent))) {
+			if l, err = s.links.ConsumeVisit(r.Context(), code); err != nil {
+				if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
+					return s.redirectError(w, r, link.ErrGone)
+				}
+				return s.Error(w, r, err)
 			}
-			return s.Error(w, r, err)
 		}
 	}
+	loc, cc := s.target(l, r.UserAgent(), s.clientIP(r), r.Header.Get("Accept-Language"), r.URL.RawQuery)
 	h := w.Header()
-	h["Location"] = []string{location(l, s.destination(l, r), r.URL.RawQuery)}
-	switch {
-	case len(l.Rules) > 0:
-		h["Cache-Control"] = noStore // the answer depends on who asks
-	case l.Redirect == http.StatusFound, l.Redirect == http.StatusTemporaryRedirect:
-		h["Cache-Control"] = privateMaxAge90
+	h["Location"] = []string{loc}
+	if cc != "" {
+		h["Cache-Control"] = []string{cc}
 	}
 	w.WriteHeader(l.Redirect)
 	if s.clicks != nil && r.Method == http.MethodGet {
@@ -138,28 +183,17 @@ func location(l *link.Link, dest, query string) string {
 // maxAcceptLanguage bounds what a rule reads of Accept-Language (bytes).
 const maxAcceptLanguage = 256
 
-// destination is where l sends the client of r: the URL of its first
-// matching rule, else its URL.
-func (s *Server) destination(l *link.Link, r *http.Request) string {
-	if len(l.Rules) == 0 {
-		return l.URL
-	}
-	return l.Destination(s.visitor(r.UserAgent(), s.clientIP(r), r.Header.Get("Accept-Language")))
-}
-
 // visitor is what rules know of a client: its device (Config.Platform),
-// its country (analytics.Country, as the stats count it) and its most
+// its country (Analytics.Country, as the stats count it) and its most
 // preferred language.
 func (s *Server) visitor(ua string, ip netip.Addr, acceptLanguage string) link.Visitor {
 	v := link.Visitor{Language: link.PreferredLanguage(clip(acceptLanguage, maxAcceptLanguage))}
-	if c := analytics.Country(ip); c != "unknown" {
+	if c := s.analytics.Country(ip); c != "unknown" {
 		v.Country = c
 	}
-	if s.platform != nil {
-		// A copy: the platform memo keeps it, and a clip of a 64 KiB
-		// header would pin the whole header.
-		v.Device = s.platform(strings.Clone(clip(ua, MaxUserAgent)))
-	}
+	// A copy: the platform memo keeps it, and a clip of a 64 KiB header
+	// would pin the whole header.
+	v.Device = s.analytics.Platform(strings.Clone(clip(ua, MaxUserAgent)))
 	return v
 }
 
@@ -182,11 +216,11 @@ func clip(s string, n int) string {
 // blocked reports whether l leads to a blocked domain, through its URL
 // or any rule's: the whole link is taken down (410), as a link to it is.
 func (s *Server) blocked(l *link.Link) bool {
-	if s.svc.BlockedURL(l.URL) {
+	if s.keys.BlockedURL(l.URL) {
 		return true
 	}
 	for i := range l.Rules {
-		if s.svc.BlockedURL(l.Rules[i].URL) {
+		if s.keys.BlockedURL(l.Rules[i].URL) {
 			return true
 		}
 	}

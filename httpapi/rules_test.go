@@ -29,7 +29,7 @@ const (
 // Cache-Control: no-store, and the query is forwarded onto the rule's URL.
 func TestRedirectRules(t *testing.T) {
 	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
-		c.Platform = analytics.NewEnricher().Platform
+		c.Analytics = enriched{c.Analytics, analytics.NewEnricher()}
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})
 	made := tn.create(t, `{"url":"https://example.com/default","alias":"app","rules":[

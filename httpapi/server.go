@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -15,50 +16,46 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/password"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
 
-// Service is what the HTTP layer needs from the node.
-type Service interface {
+// The HTTP layer's view of the node is four roles, each declared here as
+// the handlers need it (wtf's DialService and UserService, rqlite's Store
+// and Cluster): a handler test fakes only the roles it uses.
+
+// Links is what the link routes and the redirects need.
+type Links interface {
 	Create(ctx context.Context, req link.CreateRequest) (*link.Link, error)
-	CreateMany(ctx context.Context, reqs []link.CreateRequest) []cluster.CreateResult
+	CreateMany(ctx context.Context, reqs []link.CreateRequest) []link.CreateResult
 	// CreateOnce and CreateManyOnce are Create and CreateMany for a
 	// request with an Idempotency-Key; replayed reports a retry.
-	CreateOnce(ctx context.Context, req link.CreateRequest, idem cluster.Idempotency) (l *link.Link, replayed bool, err error)
-	CreateManyOnce(ctx context.Context, reqs []link.CreateRequest, idem cluster.Idempotency) ([]cluster.CreateResult, bool, error)
+	CreateOnce(ctx context.Context, req link.CreateRequest, idem link.Idempotency) (l *link.Link, replayed bool, err error)
+	CreateManyOnce(ctx context.Context, reqs []link.CreateRequest, idem link.Idempotency) ([]link.CreateResult, bool, error)
 	Get(ctx context.Context, code string, consistent bool) (*link.Link, error)
 	Resolve(ctx context.Context, code string) (*link.Link, error)
 	// ResolveLocal answers from this node's state alone, never waiting.
 	ResolveLocal(code string) (*link.Link, bool)
 	Update(ctx context.Context, code string, p link.Patch) (*link.Link, error)
 	Delete(ctx context.Context, code string) error
+	// ConsumeVisit grants one visit of a link with a visit limit.
+	ConsumeVisit(ctx context.Context, code string) (*link.Link, error)
 	// List returns one page of a listing across the cluster; Tags the
 	// most used tags of owner's (or every owner's) links.
 	List(ctx context.Context, q link.ListQuery) (link.ListPage, error)
 	Tags(ctx context.Context, owner string, limit int) ([]link.TagCount, bool, error)
-	Status() cluster.Status
-	Ready(ctx context.Context) error
-	RemoveNode(ctx context.Context, id string) error
-	Leases() ([]cluster.Lease, error)
-	Digests() ([]status.Digest, error)
-	ForEachLink(fn func(l *link.Link) bool) error
-	// Stats returns a link's click statistics with the link (deleted
-	// links too); ClickCount its human clicks so far.
-	Stats(ctx context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error)
-	ClickCount(ctx context.Context, code string) (uint64, error)
-	ConsumeVisit(ctx context.Context, code string) (*link.Link, error)
-	Visits(ctx context.Context, code string, from, to time.Time, limit int) ([]link.Visit, cluster.Gathered, error)
-	Orphans(ctx context.Context, top int) (link.OrphanSummary, cluster.Gathered)
+}
 
-	// Authenticate returns the key of a secret, or cluster.ErrUnauthorized.
+// Keys is what authentication, the keys routes and the blocklist need.
+type Keys interface {
+	// Authenticate returns the key of a secret, or apikey.ErrUnauthorized.
 	Authenticate(secret string) (apikey.Key, error)
-	Keys() ([]apikey.Key, error)
-	CreateKey(ctx context.Context, req cluster.KeyRequest) (string, apikey.Key, error)
-	RevokeKey(ctx context.Context, id string) error
+	List() ([]apikey.Key, error)
+	Create(ctx context.Context, req apikey.Request) (string, apikey.Key, error)
+	// Revoke deletes a key; apikey.ErrNotFound for an unknown ID.
+	Revoke(ctx context.Context, id string) error
 	SetBlocked(ctx context.Context, domain string, blocked bool) error
 	Blocklist() (map[string]time.Time, error)
 	// Blocked reports a blocked destination host; BlockedURL a stored URL
@@ -67,14 +64,45 @@ type Service interface {
 	BlockedURL(u string) bool
 }
 
+// Admin is what the admin routes and the health probes need.
+type Admin interface {
+	Status() status.Cluster
+	// Ready is nil when the node serves; else why not (status.ErrNotReady).
+	Ready(ctx context.Context) error
+	// RemoveNode removes a member; status.ErrUnknownNode for a stranger.
+	RemoveNode(ctx context.Context, id string) error
+	Leases() ([]status.Lease, error)
+	Digests() ([]status.Digest, error)
+	// ForEachLink walks the links stored on this node (its replicas).
+	ForEachLink(fn func(l *link.Link) bool) error
+	// LiveNodes is how many nodes answer redirects: the per-link guess
+	// limit on password links is shared among them (password.go).
+	LiveNodes() int
+}
+
+// Analytics is what the stats routes and the redirect rules need.
+type Analytics interface {
+	// Stats returns a link's click statistics with the link (deleted
+	// links too); ClickCount its human clicks so far.
+	Stats(ctx context.Context, code string, q link.StatsQuery) (*link.Link, *link.Stats, error)
+	ClickCount(ctx context.Context, code string) (uint64, error)
+	Visits(ctx context.Context, code string, from, to time.Time, limit int) ([]link.Visit, link.Gathered, error)
+	Orphans(ctx context.Context, top int) (link.OrphanSummary, link.Gathered)
+	// IsBot tells bots apart: they are redirected without using up a
+	// limited link's visits. Platform names a User-Agent's device and
+	// Country an address's country for redirect rules ("" and "unknown"
+	// when not known).
+	IsBot(userAgent string) bool
+	Platform(userAgent string) string
+	Country(ip netip.Addr) string
+}
+
 // ClickRecorder takes redirects for analytics without blocking
 // (implemented by *analytics.Pipeline).
 type ClickRecorder interface {
 	Record(c link.Click) bool
 	RecordOrphan(code string)
 }
-
-var _ Service = (*cluster.Node)(nil)
 
 // Recorder receives request measurements (implemented by metrics.Metrics).
 type Recorder interface {
@@ -87,8 +115,15 @@ const DefaultMaxBodyBytes = 64 << 10
 
 // Config configures a Server.
 type Config struct {
-	// Service is the node; required.
-	Service Service
+	// Links, Keys, Admin and Analytics are the node's roles; Links and
+	// Keys are required. Without Admin the server speaks for a node of
+	// one, always ready, whose admin reads answer 503 (roles.go); without
+	// Analytics there are no statistics, no bots, and rules know no device
+	// or country.
+	Links     Links
+	Keys      Keys
+	Admin     Admin
+	Analytics Analytics
 	// PublicURL is the base of short_url ("http://localhost:8080").
 	PublicURL string
 	// URLPolicy validates destination URLs. The public URL's host is added
@@ -109,9 +144,6 @@ type Config struct {
 	Now func() time.Time
 	// Clicks, if set, receives every GET redirect (analytics on).
 	Clicks ClickRecorder
-	// IsBot, if set, tells bots (link previews, crawlers) apart: they are
-	// redirected without using up a limited link's visits.
-	IsBot func(userAgent string) bool
 	// AnonymousCreate lets POST /api/v1/links through without a key: the
 	// link's owner is "anonymous", and AnonymousRate limits each client
 	// network.
@@ -139,20 +171,15 @@ type Config struct {
 	// Passwords hashes and checks link passwords (a password.New with
 	// its defaults when nil).
 	Passwords *password.Hasher
-	// Platform, if set, names a User-Agent's device for redirect rules
-	// (link.DeviceIOS, DeviceAndroid, DeviceDesktop or ""); without it no
-	// device rule matches.
-	Platform func(userAgent string) string
-	// Nodes, if set, is how many nodes answer redirects (the cluster's
-	// live members): the per-link guess limit on password links is shared
-	// among them, so that it holds for the cluster (password.go).
-	Nodes func() int
 }
 
 // Server is the HTTP handler of a node.
 type Server struct {
 	router      *mux.Router
-	svc         Service
+	links       Links
+	keys        Keys
+	admin       Admin
+	analytics   Analytics
 	publicURL   string
 	policy      link.URLPolicy
 	maxBody     int64
@@ -162,9 +189,8 @@ type Server struct {
 	log         *slog.Logger
 	now         func() time.Time
 	clicks      ClickRecorder
-	isBot       func(string) bool
 
-	admin           *mux.Router
+	adminRouter     *mux.Router
 	anonymousCreate bool
 	keyRate         Rate
 	anonRate        Rate
@@ -181,8 +207,6 @@ type Server struct {
 	// guesses at them (password.go).
 	passwords *password.Hasher
 	guesses   *limiter
-	platform  func(string) string
-	nodes     func() int
 }
 
 // New builds the router.
@@ -198,11 +222,20 @@ func New(cfg Config) (*Server, error) {
 	policy := cfg.URLPolicy
 	policy.OwnHosts = append(append([]string(nil), policy.OwnHosts...), strings.ToLower(u.Hostname()))
 	s := &Server{
-		router: mux.NewRouter(), svc: cfg.Service, publicURL: pub, policy: policy,
+		router: mux.NewRouter(), links: cfg.Links, keys: cfg.Keys, admin: cfg.Admin, analytics: cfg.Analytics, publicURL: pub, policy: policy,
 		maxBody: cfg.MaxBodyBytes, maxBulkBody: cfg.MaxBulkBodyBytes, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now, clicks: cfg.Clicks,
-		isBot: cfg.IsBot, admin: mux.NewRouter(), anonymousCreate: cfg.AnonymousCreate,
+		adminRouter: mux.NewRouter(), anonymousCreate: cfg.AnonymousCreate,
 		keyRate: cfg.KeyRate, anonRate: cfg.AnonymousRate, proxies: trustedProxies(cfg.TrustedProxies),
-		cors: map[string]bool{}, qrSlots: make(chan struct{}, qrRenders), qrWait: qrWait, nodes: cfg.Nodes,
+		cors: map[string]bool{}, qrSlots: make(chan struct{}, qrRenders), qrWait: qrWait,
+	}
+	if s.links == nil || s.keys == nil {
+		return nil, errors.New("httpapi: Config needs Links and Keys")
+	}
+	if s.admin == nil {
+		s.admin = noAdmin{}
+	}
+	if s.analytics == nil {
+		s.analytics = noAnalytics{}
 	}
 	if s.keyRate == (Rate{}) {
 		s.keyRate = DefaultKeyRate
@@ -220,7 +253,7 @@ func New(cfg Config) (*Server, error) {
 		s.cors[strings.TrimRight(o, "/")] = true
 	}
 	if s.policy.Blocked == nil {
-		s.policy.Blocked = cfg.Service.Blocked
+		s.policy.Blocked = cfg.Keys.Blocked
 	}
 	if s.maxImport = cfg.MaxImportBytes; s.maxImport <= 0 {
 		s.maxImport = DefaultMaxImportBytes
@@ -239,7 +272,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.limiter = newLimiter(s.now)
 	s.redirRate, s.redirLimiter = cfg.RedirectRate, newLimiter(s.now)
-	s.passwords, s.guesses, s.platform = cfg.Passwords, newLimiter(s.now), cfg.Platform
+	s.passwords, s.guesses = cfg.Passwords, newLimiter(s.now)
 	if s.passwords == nil {
 		s.passwords = password.New(password.Config{})
 	}
@@ -249,7 +282,7 @@ func New(cfg Config) (*Server, error) {
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusNotFound, "not-found", "Not Found", "no such resource")
 	})
-	for _, rt := range []*mux.Router{s.router, s.admin} {
+	for _, rt := range []*mux.Router{s.router, s.adminRouter} {
 		rt.NotFoundHandler = notFound
 		rt.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed(rt))
 		s.registerHealthRoutes(rt)
@@ -276,7 +309,7 @@ func (s *Server) Admin() http.Handler {
 		if s.malformedQuery(w, r) {
 			return
 		}
-		s.admin.ServeHTTP(w, r)
+		s.adminRouter.ServeHTTP(w, r)
 	})
 }
 

@@ -77,7 +77,7 @@ func (s *Server) handleVisits(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// One lookup: an unknown code is 404, and so is another owner's.
-	l, err := s.svc.Resolve(r.Context(), code)
+	l, err := s.links.Resolve(r.Context(), code)
 	if err == nil && !principalOf(r).owns(l.Owner) {
 		err = link.ErrNotFound
 	}
@@ -85,7 +85,7 @@ func (s *Server) handleVisits(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	visits, g, err := s.svc.Visits(r.Context(), code, from, to, limit)
+	visits, g, err := s.analytics.Visits(r.Context(), code, from, to, limit)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -105,7 +105,7 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	o, g := s.svc.Orphans(r.Context(), top)
+	o, g := s.analytics.Orphans(r.Context(), top)
 	writeJSON(w, r, http.StatusOK, map[string]any{"total": o.Total, "top": o.Top, "partial": g.Partial, "missing_nodes": orEmpty(g.Missing)})
 }
 
@@ -164,7 +164,7 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	}
 	// One lookup: the stats come with their link, so an unknown code is
 	// 404, and so is another owner's.
-	l, st, err := s.svc.Stats(r.Context(), code, link.StatsQuery{From: from, To: to, Step: step, Bots: bots, Top: top})
+	l, st, err := s.analytics.Stats(r.Context(), code, link.StatsQuery{From: from, To: to, Step: step, Bots: bots, Top: top})
 	if err == nil && !principalOf(r).owns(l.Owner) {
 		err = link.ErrNotFound
 	}

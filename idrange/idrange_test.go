@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 func TestEncodeKnownValues(t *testing.T) {
@@ -280,7 +280,7 @@ func TestAllocatorPrefetchesBeforeDry(t *testing.T) {
 	}
 	// Let the prefetch complete and wait until it has landed.
 	l.gate <- struct{}{}
-	testcluster.Eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if r := a.Remaining(); r != 2+8 {
 			return fmt.Errorf("prefetch not landed: remaining %d, leases %d", r, l.calls.Load())
 		}

@@ -116,6 +116,16 @@ type ListPage struct {
 	Next   *ListPosition
 }
 
+// ListPart is one shard's part of a listing: its links in the listing's
+// order with their human clicks, and, when its scan ran out
+// (ListQuery.Scan), the last position it examined: links past it were not
+// looked at.
+type ListPart struct {
+	Links  []*Link
+	Clicks []uint64
+	Stop   *ListPosition
+}
+
 // TagCount is a tag and how many live links carry it.
 type TagCount struct {
 	Tag   string `json:"tag"`

@@ -194,6 +194,12 @@ func (m *Meta) Member(id string) (Member, bool, error) {
 	return member(r), ok, err
 }
 
+// Incarnation returns the incarnation registered for node id, if any.
+func (m *Meta) Incarnation(id string) (string, bool, error) {
+	r, ok, err := m.fsm.Member(id)
+	return r.Incarnation, ok, err
+}
+
 // Behind returns a node of the registry or the meta group, not removed,
 // whose recorded feature level is below level (0 if none was recorded),
 // or "" if there is none.

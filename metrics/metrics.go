@@ -26,6 +26,7 @@ type Metrics struct {
 	flushed     *prometheus.CounterVec // clicks acknowledged, by shard
 	flushFails  *prometheus.CounterVec // batches resent, by shard
 	orphans     prometheus.Counter
+	relayed     *prometheus.CounterVec // forwarded writes passed on, by shard
 	shardLabels []string
 
 	// Children of the vectors on the redirect path, resolved once: a
@@ -80,11 +81,14 @@ func New() *Metrics {
 		flushFails: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "linkraft_click_batch_failures_total", Help: "Click batch submissions with an unknown outcome (resent), by shard.",
 		}, []string{"shard"}),
+		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linkraft_relayed_writes_total", Help: "Writes another node forwarded here that this node passed on to a third (a second hop), by shard.",
+		}, []string{"shard"}),
 	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.redirects, m.requests, m.cacheHits, m.cacheMisses, m.apply, m.clicks, m.flushed, m.flushFails, m.orphans,
+		m.redirects, m.requests, m.cacheHits, m.cacheMisses, m.apply, m.clicks, m.flushed, m.flushFails, m.orphans, m.relayed,
 	)
 	m.redirectBy = map[int]prometheus.Observer{}
 	for _, status := range []int{200, 301, 302, 307, 308, 404, 410, 500, 503} {
@@ -136,6 +140,9 @@ func (m *Metrics) shardCounter(children *[maxShardChildren]atomic.Pointer[promet
 func (m *Metrics) Applied(shard int, d time.Duration) {
 	m.apply.WithLabelValues(m.shard(shard)).Observe(d.Seconds())
 }
+
+// Relayed implements shard.Observer.
+func (m *Metrics) Relayed(shard int) { m.relayed.WithLabelValues(m.shard(shard)).Inc() }
 
 // Redirect records one redirect answer.
 func (m *Metrics) Redirect(status int, d time.Duration) {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -64,7 +64,7 @@ func TestCallAnswersAndErrors(t *testing.T) {
 	addr := listen(t, server().Serve)
 	c := NewClient(ClientConfig{Dial: tcpDial})
 	defer c.Close()
-	ctx := testcluster.Context(t, 10*time.Second)
+	ctx := testkit.Context(t, 10*time.Second)
 	l, err := c.Lookup(ctx, addr, 1, "abc", false, 0)
 	if err != nil || l.Code != "abc" || l.Version != lk.Version {
 		t.Fatalf("lookup: %+v, %v", l, err)
@@ -98,12 +98,12 @@ func TestUnknownOperationIsUnsupported(t *testing.T) {
 	addr := listen(t, server().Serve)
 	c := NewClient(ClientConfig{Dial: tcpDial})
 	defer c.Close()
-	_, err := c.Tags(testcluster.Context(t, 10*time.Second), addr, 0, "", 0)
+	_, err := c.Tags(testkit.Context(t, 10*time.Second), addr, 0, "", 0)
 	if !errors.Is(err, ErrUnsupported) || !NotDone(err) || !errors.Is(err, link.ErrUnavailable) {
 		t.Fatalf("an operation the peer lacks: %v", err)
 	}
 	future := Op[Hello, Hello]{ID: 999, Name: "future", req: helloCodec, resp: helloCodec}
-	if _, err := Call(testcluster.Context(t, 10*time.Second), c, addr, future, &Hello{}); !errors.Is(err, ErrUnsupported) {
+	if _, err := Call(testkit.Context(t, 10*time.Second), c, addr, future, &Hello{}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("operation 999: %v", err)
 	}
 }
@@ -116,7 +116,7 @@ func TestUnreachablePeerIsNotDone(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	c := NewClient(ClientConfig{Dial: tcpDial})
-	_, err := c.Lookup(testcluster.Context(t, 5*time.Second), addr, 0, "abc", false, 0)
+	_, err := c.Lookup(testkit.Context(t, 5*time.Second), addr, 0, "abc", false, 0)
 	if !errors.Is(err, ErrUnreachable) || !NotDone(err) {
 		t.Fatalf("%v", err)
 	}
@@ -225,7 +225,7 @@ func TestLegacyPeersBothWays(t *testing.T) {
 	cl := NewClient(ClientConfig{Dial: func(ctx context.Context, addr string) (net.Conn, error) { return tcpDial(ctx, oldPort) },
 		DialLegacy: func(ctx context.Context, addr string) (net.Conn, error) { return tcpDial(ctx, legacyAddr) }})
 	defer cl.Close()
-	ctx := testcluster.Context(t, 10*time.Second)
+	ctx := testkit.Context(t, 10*time.Second)
 	for range 3 {
 		if l, err := cl.Lookup(ctx, "old-node", 1, "abc", false, 0); err != nil || l.Code != "abc" {
 			t.Fatalf("lookup on an older node: %v, %v", l, err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/fsm"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/transport"
 )
@@ -44,7 +44,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 	var groups []*Group
 	var servers []Server
 	for i := 0; i < 3; i++ {
-		m := testcluster.Mux(t)
+		m := testkit.Mux(t)
 		muxes = append(muxes, m)
 		groups = append(groups, mustGroup(t, m, fmt.Sprintf("n%d", i+1)))
 		servers = append(servers, Server{ID: fmt.Sprintf("n%d", i+1), Address: m.Addr()})
@@ -58,7 +58,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leader *Group
-	testcluster.WaitFor(t, 15*time.Second, "a ready leader", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "a ready leader", func() bool {
 		for _, s := range groups {
 			if s.LeaderReady() {
 				leader = s
@@ -67,7 +67,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 		return leader != nil
 	})
 	g := leader
-	if err := g.ConfirmLeader(testcluster.Context(t, 5*time.Second)); err != nil {
+	if err := g.ConfirmLeader(testkit.Context(t, 5*time.Second)); err != nil {
 		t.Fatalf("leader cannot confirm: %v", err)
 	}
 	if !g.leaseValid() {
@@ -75,7 +75,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 	}
 	for _, s := range groups {
 		if s != leader {
-			if err := s.ConfirmLeader(testcluster.Context(t, time.Second)); !errors.Is(err, link.ErrNotLeader) {
+			if err := s.ConfirmLeader(testkit.Context(t, time.Second)); !errors.Is(err, link.ErrNotLeader) {
 				t.Fatalf("follower confirmed: %v", err)
 			}
 		}
@@ -85,7 +85,7 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 	if g.leaseValid() {
 		t.Fatal("lease survived a reset")
 	}
-	if err := g.ConfirmLeader(testcluster.Context(t, 5*time.Second)); err != nil || !g.leaseValid() {
+	if err := g.ConfirmLeader(testkit.Context(t, 5*time.Second)); err != nil || !g.leaseValid() {
 		t.Fatalf("quorum round after reset: %v, lease %v", err, g.leaseValid())
 	}
 	// Cut the followers off: once the lease is over, no confirmation.
@@ -94,8 +94,8 @@ func TestConfirmLeaderNeedsAQuorum(t *testing.T) {
 			s.Close()
 		}
 	}
-	testcluster.WaitFor(t, 5*time.Second, "the lease to run out", func() bool { return !g.leaseValid() })
-	if err := g.ConfirmLeader(testcluster.Context(t, 3*time.Second)); err == nil {
+	testkit.WaitFor(t, 5*time.Second, "the lease to run out", func() bool { return !g.leaseValid() })
+	if err := g.ConfirmLeader(testkit.Context(t, 3*time.Second)); err == nil {
 		t.Fatal("a leader without a quorum confirmed itself after its lease")
 	}
 }

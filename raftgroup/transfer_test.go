@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 type nopFSM struct{}
@@ -66,7 +66,7 @@ func TestTransferInterruptedByStepDownDoesNotWedgeTheLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	var a string
-	testcluster.WaitFor(t, 10*time.Second, "a leader", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a leader", func() bool {
 		for _, id := range ids {
 			if rafts[id].State() == raft.Leader {
 				a = id
@@ -102,7 +102,7 @@ func TestTransferInterruptedByStepDownDoesNotWedgeTheLeader(t *testing.T) {
 	// a steps down: cut it off from c.
 	trans[a].Disconnect(addrs[c])
 	trans[c].Disconnect(addrs[a])
-	testcluster.WaitFor(t, 5*time.Second, "a to step down while cut off", func() bool { return rafts[a].State() != raft.Leader })
+	testkit.WaitFor(t, 5*time.Second, "a to step down while cut off", func() bool { return rafts[a].State() != raft.Leader })
 	// Let a's replication to b come back from its call and stop: the
 	// in-memory transport's 2 s timeout is the scenario's clock, and raft
 	// shows nothing to poll for the call's end.
@@ -110,7 +110,7 @@ func TestTransferInterruptedByStepDownDoesNotWedgeTheLeader(t *testing.T) {
 	trans[a].Connect(addrs[c], trans[c])
 	trans[c].Connect(addrs[a], trans[a])
 	// Make a lead again (c and a are a quorum).
-	testcluster.WaitFor(t, 15*time.Second, "a to lead again", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "a to lead again", func() bool {
 		if rafts[c].State() == raft.Leader {
 			_ = rafts[c].LeadershipTransferToServer(raft.ServerID(a), addrs[a]).Error()
 		}

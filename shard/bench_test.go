@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/transport"
@@ -24,7 +24,7 @@ func BenchmarkLookup(b *testing.B) {
 		unknown bool
 	}{{"cache-hit", 0, false}, {"bbolt", 1, false}, {"unknown", 0, true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			m := testcluster.Mux(b)
+			m := testkit.Mux(b)
 			layer, err := m.Layer(transport.KindRaft, 1)
 			if err != nil {
 				b.Fatal(err)
@@ -38,13 +38,13 @@ func BenchmarkLookup(b *testing.B) {
 			if err := s.Group().Bootstrap([]raftgroup.Server{{ID: "n1", Address: m.Addr()}}); err != nil {
 				b.Fatal(err)
 			}
-			if err := s.Group().WaitReady(testcluster.Context(b, 10*time.Second)); err != nil {
+			if err := s.Group().WaitReady(testkit.Context(b, 10*time.Second)); err != nil {
 				b.Fatal(err)
 			}
 			codes := make([]string, 1000)
 			for i := range codes {
 				codes[i] = fmt.Sprintf("c%05d", i)
-				if _, err := apply(testcluster.Context(b, 10*time.Second), s, (&command.CreateIfAbsent{Code: codes[i], Now: time.Now().UTC(), Request: link.CreateRequest{URL: "https://example.com/" + codes[i]}}).Encode()); err != nil {
+				if _, err := apply(testkit.Context(b, 10*time.Second), s, (&command.CreateIfAbsent{Code: codes[i], Now: time.Now().UTC(), Request: link.CreateRequest{URL: "https://example.com/" + codes[i]}}).Encode()); err != nil {
 					b.Fatal(err)
 				}
 			}

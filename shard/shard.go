@@ -14,6 +14,7 @@ import (
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 )
@@ -53,13 +54,16 @@ type Config struct {
 }
 
 // Observer receives a shard's measurements (implemented by the metrics
-// layer). The shard reports cache hits and misses; Applied, the latency of
-// a write proposed on the shard's leader, is reported by the cluster's
-// write path.
+// layer). The shard reports cache hits and misses; the cluster's write
+// path reports Applied, the latency of a write proposed on the shard's
+// leader, and Relayed, a write forwarded to this node that it passed on to
+// another (a second hop: writes from a node without a replica go straight
+// to the leader it last saw).
 type Observer interface {
 	CacheHit(shard int)
 	CacheMiss(shard int)
 	Applied(shard int, d time.Duration)
+	Relayed(shard int)
 }
 
 // Shard is one shard: a Raft group whose FSM holds the shard's links in its
@@ -91,6 +95,7 @@ type nopObserver struct{}
 func (nopObserver) CacheHit(int)               {}
 func (nopObserver) CacheMiss(int)              {}
 func (nopObserver) Applied(int, time.Duration) {}
+func (nopObserver) Relayed(int)                {}
 
 // Open opens the shard's state file and starts its Raft group.
 func Open(cfg Config) (*Shard, error) {
@@ -204,8 +209,43 @@ func (s *Shard) ID() command.ShardID { return s.id }
 // Group returns the shard's Raft group.
 func (s *Shard) Group() *raftgroup.Group { return s.group }
 
-// FSM returns the shard's state machine (for scans and status).
-func (s *Shard) FSM() *fsm.ShardFSM { return s.fsm }
+// Reads of the state file, not the cache: they answer as of this
+// replica's applied index (on a follower it may lag the leader).
+
+// Read returns the stored link for code, tombstones included, or
+// link.ErrNotFound.
+func (s *Shard) Read(code string) (*link.Link, error) { return s.fsm.Get(code) }
+
+// Scan calls fn for every stored link with a code of at least from, in
+// code order, until fn returns false. Tombstones are included.
+func (s *Shard) Scan(from string, fn func(l *link.Link) bool) error { return s.fsm.Scan(from, fn) }
+
+// List returns this shard's part of a listing (fsm.ShardFSM.ListLinks).
+func (s *Shard) List(q link.ListQuery) (link.ListPart, error) { return s.fsm.ListLinks(q) }
+
+// TagCounts counts the tags of this shard's live links, owner's or every
+// owner's.
+func (s *Shard) TagCounts(owner string) (map[string]uint64, error) { return s.fsm.TagCounts(owner) }
+
+// Clicks reads code's click totals and its hourly counts in [from, to).
+func (s *Shard) Clicks(code string, from, to time.Time) (*command.ClickStats, error) {
+	return s.fsm.Clicks(code, from, to)
+}
+
+// Count returns the number of stored codes, tombstones included.
+func (s *Shard) Count() (int, error) { return s.fsm.Count() }
+
+// Digest sums up this replica (fsm.ShardFSM.Digest).
+func (s *Shard) Digest() (status.Digest, error) {
+	d, err := s.fsm.Digest()
+	return status.Digest{Group: s.id.String(), AppliedIndex: d.AppliedIndex, Items: d.Items, Sum: d.Sum}, err
+}
+
+// AppliedIndex is the last Raft index whose effects are in the file.
+func (s *Shard) AppliedIndex() uint64 { return s.fsm.AppliedIndex() }
+
+// Health is what the state machine says of its apply loop.
+func (s *Shard) Health() status.Health { return s.fsm.Health() }
 
 // Lookup returns the link for code from this replica: cache, then the local
 // bbolt file. Tombstones are returned as links with Deleted set; an unknown

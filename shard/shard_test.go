@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/transport"
@@ -29,23 +29,23 @@ func mustShard(tb testing.TB, m *transport.Mux, nodeID, dir string, id command.S
 
 func TestSingleNodeShardLifecycle(t *testing.T) {
 	dir := t.TempDir()
-	m := testcluster.Mux(t)
+	m := testkit.Mux(t)
 	s := mustShard(t, m, "n1", dir, 3)
 	if err := s.Group().Bootstrap([]raftgroup.Server{{ID: "n1", Address: m.Addr()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
+	if err := s.Group().WaitReady(testkit.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	l, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", Now: now, Request: link.CreateRequest{URL: "https://example.com"}}).Encode())
+	l, err := apply(testkit.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", Now: now, Request: link.CreateRequest{URL: "https://example.com"}}).Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Code != "abc" || l.Version == 0 {
 		t.Fatalf("created %+v", l)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", Now: now, Request: link.CreateRequest{URL: "https://x.example"}}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
+	if _, err := apply(testkit.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "abc", Now: now, Request: link.CreateRequest{URL: "https://x.example"}}).Encode()); !errors.Is(err, link.ErrAliasTaken) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	// Unknown code is negatively cached, then created: the cache must not
@@ -53,26 +53,26 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if _, err := s.Lookup("new", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "new", Now: now, Request: link.CreateRequest{URL: "https://new.example"}}).Encode()); err != nil {
+	if _, err := apply(testkit.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "new", Now: now, Request: link.CreateRequest{URL: "https://new.example"}}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://new.example" {
 		t.Fatalf("lookup after create = %+v, %v", got, err)
 	}
 	// Update goes through to the cache.
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.Update{Code: "new", Now: now, Patch: link.Patch{URL: new("https://v2.example")}}).Encode()); err != nil {
+	if _, err := apply(testkit.Context(t, 5*time.Second), s, (&command.Update{Code: "new", Now: now, Patch: link.Patch{URL: new("https://v2.example")}}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Lookup("new", true); got.URL != "https://v2.example" {
 		t.Fatalf("lookup after update = %+v", got)
 	}
-	if got, err := s.LookupConsistent(testcluster.Context(t, 5*time.Second), "abc"); err != nil || got.URL != "https://example.com" {
+	if got, err := s.LookupConsistent(testkit.Context(t, 5*time.Second), "abc"); err != nil || got.URL != "https://example.com" {
 		t.Fatalf("consistent lookup = %+v, %v", got, err)
 	}
 	if !s.Group().CaughtUp() {
 		t.Fatal("single node not caught up")
 	}
-	applied := s.FSM().AppliedIndex()
+	applied := s.AppliedIndex()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,16 +83,16 @@ func TestSingleNodeShardLifecycle(t *testing.T) {
 	if err := s.Group().Bootstrap([]raftgroup.Server{{ID: "n1", Address: m.Addr()}}); err != nil {
 		t.Fatalf("bootstrap on restart must be a no-op: %v", err)
 	}
-	if s.FSM().AppliedIndex() != applied {
-		t.Fatalf("applied after reopen %d, want %d", s.FSM().AppliedIndex(), applied)
+	if s.AppliedIndex() != applied {
+		t.Fatalf("applied after reopen %d, want %d", s.AppliedIndex(), applied)
 	}
-	if err := s.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
+	if err := s.Group().WaitReady(testkit.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Lookup("new", true); err != nil || got.URL != "https://v2.example" {
 		t.Fatalf("after restart = %+v, %v", got, err)
 	}
-	if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "after", Now: now, Request: link.CreateRequest{URL: "https://a.example"}}).Encode()); err != nil {
+	if _, err := apply(testkit.Context(t, 5*time.Second), s, (&command.CreateIfAbsent{Code: "after", Now: now, Request: link.CreateRequest{URL: "https://a.example"}}).Encode()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -104,7 +104,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 	var muxes []*transport.Mux
 	var shards, others []*Shard
 	for i := 0; i < 3; i++ {
-		m := testcluster.Mux(t)
+		m := testkit.Mux(t)
 		muxes = append(muxes, m)
 		id := fmt.Sprintf("n%d", i+1)
 		shards = append(shards, mustShard(t, m, id, t.TempDir(), 0))
@@ -127,7 +127,7 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 	}
 	for _, set := range [][]*Shard{shards, others} {
 		var leader *Shard
-		testcluster.WaitFor(t, 15*time.Second, "a leader", func() bool {
+		testkit.WaitFor(t, 15*time.Second, "a leader", func() bool {
 			for _, s := range set {
 				if s.Group().IsLeader() {
 					leader = s
@@ -135,10 +135,10 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 			}
 			return leader != nil
 		})
-		if err := leader.Group().WaitReady(testcluster.Context(t, 10*time.Second)); err != nil {
+		if err := leader.Group().WaitReady(testkit.Context(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		l, err := apply(testcluster.Context(t, 5*time.Second), leader, (&command.CreateIfAbsent{Code: "rep", Now: time.Now(), Request: link.CreateRequest{URL: "https://r.example"}}).Encode())
+		l, err := apply(testkit.Context(t, 5*time.Second), leader, (&command.CreateIfAbsent{Code: "rep", Now: time.Now(), Request: link.CreateRequest{URL: "https://r.example"}}).Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,14 +146,14 @@ func TestThreeReplicasOverSharedPorts(t *testing.T) {
 			if s == leader {
 				continue
 			}
-			if _, err := apply(testcluster.Context(t, 5*time.Second), s, (&command.Delete{Code: "rep", Now: time.Now()}).Encode()); !errors.Is(err, link.ErrNotLeader) {
+			if _, err := apply(testkit.Context(t, 5*time.Second), s, (&command.Delete{Code: "rep", Now: time.Now()}).Encode()); !errors.Is(err, link.ErrNotLeader) {
 				t.Fatalf("follower apply err = %v, want ErrNotLeader", err)
 			}
-			if _, err := s.LookupConsistent(testcluster.Context(t, time.Second), "rep"); !errors.Is(err, link.ErrNotLeader) {
+			if _, err := s.LookupConsistent(testkit.Context(t, time.Second), "rep"); !errors.Is(err, link.ErrNotLeader) {
 				t.Fatalf("follower consistent read err = %v", err)
 			}
 			// Followers apply the entry: poll their local state.
-			testcluster.WaitFor(t, 10*time.Second, "the follower to apply the create", func() bool { return s.FSM().AppliedIndex() >= l.Version })
+			testkit.WaitFor(t, 10*time.Second, "the follower to apply the create", func() bool { return s.AppliedIndex() >= l.Version })
 			if got, err := s.Lookup("rep", false); err != nil || got.URL != "https://r.example" {
 				t.Fatalf("follower lookup = %+v, %v", got, err)
 			}

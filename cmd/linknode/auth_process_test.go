@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/apikey"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 // send makes one request with an optional key; it returns status and body.
@@ -46,7 +46,7 @@ func TestStrangerGetsNowhere(t *testing.T) {
 	p := launchProcEnv(t, nil, dir, a)
 	keyFile := filepath.Join(dir, "admin.key")
 	var key string
-	testcluster.Eventually(t, 60*time.Second, func() (err error) {
+	testkit.Eventually(t, 60*time.Second, func() (err error) {
 		key, err = apikey.LoadSecret(keyFile)
 		return err
 	})
@@ -57,7 +57,7 @@ func TestStrangerGetsNowhere(t *testing.T) {
 		t.Fatal("the admin key is in the log")
 	}
 	const js = "application/json"
-	testcluster.Eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		if status, _ := send(t, "POST", p.base+"/api/v1/links", key, js, []byte(`{"url":"https://example.com/real","alias":"victim"}`)); status != 201 {
 			return fmt.Errorf("create with admin.key: %d", status)
 		}

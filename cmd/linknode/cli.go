@@ -17,8 +17,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/status"
 )
 
 // cliCommands are the subcommands that talk to a running node over HTTP.
@@ -170,16 +170,16 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		fmt.Fprintf(stdout, "node %s removed\n", fs.Arg(0))
 		return 0
 	}
-	status, body, err := adminCall(ctx, http.MethodGet, base+"/admin/v1/cluster")
+	code, body, err := adminCall(ctx, http.MethodGet, base+"/admin/v1/cluster")
 	if err != nil {
 		fmt.Fprintln(stderr, "linknode:", err)
 		return 1
 	}
-	if status != http.StatusOK {
-		fmt.Fprintf(stderr, "linknode: %s answered %d: %s\n", base, status, termSafe(body))
+	if code != http.StatusOK {
+		fmt.Fprintf(stderr, "linknode: %s answered %d: %s\n", base, code, termSafe(body))
 		return 1
 	}
-	var st cluster.Status
+	var st status.Cluster
 	if err := json.Unmarshal(body, &st); err != nil {
 		fmt.Fprintln(stderr, "linknode: cannot read the cluster status:", err)
 		return 1
@@ -220,14 +220,14 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 	return 0
 }
 
-func printMembers(w io.Writer, st cluster.Status) {
+func printMembers(w io.Writer, st status.Cluster) {
 	fmt.Fprintln(w, "ID\tSTATUS\tHTTP\tRAFT\tGOSSIP")
 	for _, n := range st.Nodes {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cell(n.ID), cell(n.Status), cell(n.HTTPAddr), cell(n.RaftAddr), cell(n.GossipAddr))
 	}
 }
 
-func printShards(w io.Writer, st cluster.Status) {
+func printShards(w io.Writer, st status.Cluster) {
 	fmt.Fprintf(w, "SHARD\tLEADER\tREPLICAS\tSTATE@%s\tAPPLIED\tCOMMIT\tLAST CONTACT\tLINKS\n", cell(st.NodeID))
 	for _, s := range st.Shards {
 		links := "-"

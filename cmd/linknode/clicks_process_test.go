@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 // startCluster starts size linknode processes on loopback that form one
@@ -138,7 +138,7 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 	}
 
 	// The batches reach the shard within a few flush intervals: poll.
-	testcluster.Eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		d := getStats(t, procs[2].base, "stats1", "")
 		if d.Humans > 96 || d.Bots > 12 {
 			t.Fatalf("over-counted: humans %d, bots %d", d.Humans, d.Bots)
@@ -151,7 +151,7 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 	for _, p := range procs {
 		// Followers apply the batches a moment later than the leader.
 		var d statsDoc
-		testcluster.WaitFor(t, 10*time.Second, p.base+" to apply the click batches", func() bool {
+		testkit.WaitFor(t, 10*time.Second, p.base+" to apply the click batches", func() bool {
 			d = getStats(t, p.base, "stats1", "")
 			return d.Humans >= 96
 		})
@@ -197,7 +197,7 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 		Partial bool
 	}
 	// Raw visits are written every 5 s (a local, best-effort record): poll.
-	testcluster.WaitFor(t, 20*time.Second, "102 raw visits", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "102 raw visits", func() bool {
 		req, _ := http.NewRequest("GET", procs[1].base+"/api/v1/links/stats1/visits?limit=1000", nil)
 		req.Header.Set("Authorization", "Bearer "+testAdminKey)
 		resp, err := client.Do(req)
@@ -309,7 +309,7 @@ func TestMaxVisitsExactAcrossThreeNodes(t *testing.T) {
 	// Every node now answers 410 (from its own state, once replicated), to
 	// bots too.
 	for _, p := range procs {
-		testcluster.WaitFor(t, 10*time.Second, p.base+" to answer 410 for the used-up link", func() bool {
+		testkit.WaitFor(t, 10*time.Second, p.base+" to answer 410 for the used-up link", func() bool {
 			return visit(t, "GET", p.base+"/limited", preview, "", false) == 410
 		})
 	}

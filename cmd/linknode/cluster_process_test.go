@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 // TestThreeProcessCluster forms a cluster of three real linknode processes
@@ -100,7 +100,7 @@ func TestThreeProcessCluster(t *testing.T) {
 	secret := strings.TrimSpace(out.String())
 	// Another node knows the key once it applies the meta entry: within a
 	// second (milliseconds on loopback).
-	testcluster.Eventually(t, time.Second, func() error {
+	testkit.Eventually(t, time.Second, func() error {
 		req, _ := http.NewRequest("POST", procs[1].base+"/api/v1/links", strings.NewReader(`{"url":"https://example.com/cli"}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+secret)
@@ -158,7 +158,7 @@ func TestThreeProcessCluster(t *testing.T) {
 	survivor := procs[(victim+1)%size]
 	start := time.Now()
 	for i := 0; i < 10; i++ {
-		testcluster.Eventually(t, 20*time.Second, func() error {
+		testkit.Eventually(t, 20*time.Second, func() error {
 			status, m, _, err := call("POST", survivor.base+"/api/v1/links", fmt.Sprintf(`{"url":"https://after-kill.example/%d"}`, i))
 			if err != nil || status != 201 {
 				return fmt.Errorf("write %d after the kill: %d %v", i, status, err)
@@ -176,7 +176,7 @@ func TestThreeProcessCluster(t *testing.T) {
 			// balancer hands it its share): a consistent read may then
 			// answer 503, which the contract says to retry. Anything else
 			// but the link fails at once.
-			testcluster.Eventually(t, 20*time.Second, func() error {
+			testkit.Eventually(t, 20*time.Second, func() error {
 				status, _, _, err := call("GET", p.base+"/api/v1/links/"+code+"?consistent=true", "")
 				if err == nil && status != 200 && status != 503 {
 					t.Fatalf("%s on %s after restart: %d", code, p.base, status)
@@ -219,7 +219,7 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 	if st, _, b := send("POST", procs[0].base+"/api/v1/links", "application/json", `{"url":"https://proc.example/vault","alias":"proc-vault","password":"open sesame"}`, "Authorization", auth); st != 201 {
 		t.Fatalf("password link: %d %s", st, b)
 	}
-	testcluster.Eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if st, _, _ := send("GET", procs[2].base+"/proc-vault", "", ""); st != 200 {
 			return fmt.Errorf("the password page on n3: %d", st)
 		}
@@ -235,7 +235,7 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 	if st, _, b := send("POST", procs[1].base+"/api/v1/links", "application/json", `{"url":"https://proc.example/app","alias":"proc-app","rules":[{"language":"fr","url":"https://proc.example/fr"}]}`, "Authorization", auth); st != 201 {
 		t.Fatalf("rules: %d %s", st, b)
 	}
-	testcluster.Eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if st, h, _ := send("GET", procs[0].base+"/proc-app", "", "", "Accept-Language", "fr-FR"); st != 302 || h.Get("Location") != "https://proc.example/fr" {
 			return fmt.Errorf("rules on n1: %d %v", st, h)
 		}
@@ -249,7 +249,7 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 			t.Fatalf("a visit of proc-app on n2: %d", st)
 		}
 	}
-	testcluster.Eventually(t, 20*time.Second, func() error {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		st, _, b := send("GET", procs[2].base+"/api/v1/links?sort=-clicks&limit=1", "", "", "Authorization", auth)
 		var m struct {
 			Links []struct {
@@ -276,7 +276,7 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 	if st, _, b := send("POST", procs[0].base+"/api/v1/links", "application/json", `{"url":"https://proc.example/q?a=1","alias":"proc-query","title":"Docs","tags":["tour"]}`, "Authorization", auth); st != 201 {
 		t.Fatalf("create: %d %s", st, b)
 	}
-	testcluster.Eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if st, h, _ := send("GET", procs[1].base+"/proc-query?utm_source=mail&a=2", "", ""); st != 302 || h.Get("Location") != "https://proc.example/q?a=1&utm_source=mail" {
 			return fmt.Errorf("query forwarding on n2: %d %v", st, h)
 		}
@@ -298,7 +298,7 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 		}
 		return m, nil
 	}
-	testcluster.Eventually(t, 20*time.Second, func() error {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		m, err := listed(procs[1].base, "tag=tour&owner=admin")
 		if err != nil {
 			return err
@@ -336,7 +336,7 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 	}
 	exported := filepath.Join(dir, "links.ndjson")
 	out.Reset()
-	testcluster.Eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if st, _, _ := send("GET", procs[2].base+"/imp-two", "", ""); st != 302 {
 			return fmt.Errorf("imp-two on n3: %d", st)
 		}
@@ -344,7 +344,7 @@ func linkFeatures(t *testing.T, procs []*proc, env func(string) (string, bool)) 
 	})
 	// A listing reads every shard on its leader: while the balancer moves
 	// one it answers 503, which says to retry.
-	testcluster.Eventually(t, 20*time.Second, func() error {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		out.Reset()
 		errOut.Reset()
 		if code := runTransfer("export", []string{"-url", procs[2].base, "-q", "-o", exported}, env, &out, &errOut); code != 0 {

@@ -171,9 +171,10 @@ func (m *Main) Run(ctx context.Context) error {
 	// While the node starts (it may wait to join, or to form, for as long
 	// as it takes), /healthz and /readyz already answer, and /readyz says
 	// what the node waits for.
-	stopEarly := startingServer(earlyConfig{Listener: ln, Limited: limited, Status: node.StartupStatus})
+	admin := node.Admin()
+	stopEarly := startingServer(earlyConfig{Listener: ln, Limited: limited, Status: admin.Starting})
 	// The admin listener too: linknode status gets the reason, not a hang.
-	stopEarlyAdmin := startingServer(earlyConfig{Listener: m.adminLn, Limited: m.adminLn, Status: node.StartupStatus})
+	stopEarlyAdmin := startingServer(earlyConfig{Listener: m.adminLn, Limited: m.adminLn, Status: admin.Starting})
 	openCtx, cancel := context.WithCancel(ctx)
 	if cfg.StartTimeout > 0 {
 		openCtx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
@@ -187,12 +188,12 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.node = node
 	err = m.metrics.RegisterNode(metrics.NodeGauges{
-		StorageAlarm: func() bool { return node.Storage().Alarm },
-		StorageUsed:  func() int64 { return node.Storage().UsedBytes },
-		StorageFree:  func() int64 { return node.Storage().FreeBytes },
-		Rejected:     func() uint64 { r, _, _ := node.ApplyHealth(); return r },
-		Halted:       func() int { _, h, _ := node.ApplyHealth(); return h },
-		Stalled:      func() int { _, _, s := node.ApplyHealth(); return s },
+		StorageAlarm: func() bool { return admin.Storage().Alarm },
+		StorageUsed:  func() int64 { return admin.Storage().UsedBytes },
+		StorageFree:  func() int64 { return admin.Storage().FreeBytes },
+		Rejected:     func() uint64 { r, _, _ := admin.ApplyHealth(); return r },
+		Halted:       func() int { _, h, _ := admin.ApplyHealth(); return h },
+		Stalled:      func() int { _, _, s := admin.ApplyHealth(); return s },
 	})
 	if err != nil {
 		return err
@@ -210,17 +211,13 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	hcfg := httpapi.Config{
-		Service: node, PublicURL: publicURL,
+		Links: node.Links(), Keys: node.Keys(), Admin: admin, Analytics: node.Analytics(), PublicURL: publicURL,
 		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist, AllowPrivate: cfg.AllowPrivateTargets},
 		Metrics:   m.metrics.Handler(), Recorder: m.metrics, Logger: m.log,
 		AnonymousCreate: cfg.AnonymousCreate, KeyRate: keyRate, AnonymousRate: anonRate, RedirectRate: redirRate,
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Pprof: cfg.Pprof,
 	}
-	// Bots never use up a limited link's visits, analytics on or off.
-	hcfg.IsBot = node.IsBot
-	hcfg.Platform = node.Platform
-	hcfg.Nodes = node.LiveNodes
-	if clicks := node.Clicks(); clicks != nil {
+	if clicks := node.Analytics().Recorder(); clicks != nil {
 		hcfg.Clicks = clicks
 	}
 	api, err := httpapi.New(hcfg)

@@ -18,7 +18,7 @@ import (
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/internal/loopback"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 // binDir holds the linknode binary, built by the first test that runs it
@@ -163,7 +163,7 @@ func launchProcEnv(tb testing.TB, env []string, dataDir string, a procAddrs, ext
 func (p *proc) waitReady(tb testing.TB) {
 	tb.Helper()
 	ready := false
-	testcluster.Eventually(tb, 60*time.Second, func() error {
+	testkit.Eventually(tb, 60*time.Second, func() error {
 		select {
 		case <-p.exited:
 			tb.Fatalf("linknode exited during start: %v", p.waitErr)
@@ -311,7 +311,7 @@ func TestAcknowledgedWritesSurviveKill9(t *testing.T) {
 			}()
 		}
 		// Kill once enough writes are acknowledged, with writers in flight.
-		testcluster.Eventually(t, 60*time.Second, func() error {
+		testkit.Eventually(t, 60*time.Second, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if nAcked < 150 {

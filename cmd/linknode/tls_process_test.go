@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/certfile/certtest"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 // TestServesHTTPSWithTheBinary starts the built binary with -tls-cert and
@@ -43,7 +43,7 @@ func TestServesHTTPSWithTheBinary(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, string(b)
 	}
-	testcluster.WaitFor(t, 60*time.Second, "the HTTPS API", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the HTTPS API", func() bool {
 		resp, _ := do(h2, "GET", "/api/v1/keys", "")
 		return resp != nil && resp.StatusCode == 200
 	})

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 // TestHTTPConnectionLimit: with -max-conns 8, eight idle connections take
@@ -76,7 +76,7 @@ func TestJoinOnlyNodeWaitsAndSaysWhy(t *testing.T) {
 	p := launchProc(t, t.TempDir(), addrs, "-join", nobody, "-cluster-key-file", testKeyFile(t))
 	base := "http://" + addrs.http
 	var detail string
-	testcluster.Eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		status, m, _, err := call("GET", base+"/readyz", "")
 		if err == nil && status == http.StatusServiceUnavailable {
 			detail, _ = m["detail"].(string)
@@ -97,7 +97,7 @@ func TestJoinOnlyNodeWaitsAndSaysWhy(t *testing.T) {
 		!strings.Contains(fmt.Sprint(m["detail"]), "never forms one") {
 		t.Fatalf("admin listener while starting: %d %v %v", status, m, err)
 	}
-	testcluster.WaitFor(t, 30*time.Second, "an ERROR line about the failed join", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "an ERROR line about the failed join", func() bool {
 		return strings.Contains(p.logs(), `level=ERROR msg="cannot join`)
 	})
 	select {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/certfile/certtest"
-	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 )
 
 // writePair writes a self-signed pair for 127.0.0.1 into dir.
@@ -65,7 +65,7 @@ func TestServesHTTP1AndHTTP2AndReloads(t *testing.T) {
 	// A renewed pair is served without a restart; a client that trusts
 	// only the new certificate gets through once it is picked up.
 	second := writePair(t, dir, 2)
-	testcluster.Eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		resp, err := client(second, false).Get(url)
 		if err != nil {
 			return fmt.Errorf("the renewed certificate is not served: %w", err)

@@ -1,68 +1,295 @@
-// Package testcluster holds what the tests of several packages share: a
-// peer port on loopback, deadlines tied to the test, and polling for a
-// condition. It is imported only by _test files.
+// Package testcluster starts real linknode clusters for tests: in-process
+// nodes (cluster.Node) with real Raft groups, bbolt files, memberlist and
+// the peer port, all on loopback and in the test's temp dirs, with Raft's
+// fast timers. It is imported only by _test files.
 package testcluster
 
 import (
 	"context"
 	"fmt"
-	"net"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/linkraft/linkraft/transport"
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/clusterkey"
+	"github.com/linkraft/linkraft/internal/loopback"
+	"github.com/linkraft/linkraft/internal/testkit"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
-// Mux starts a peer-port multiplexer on a free loopback port, closed when
-// the test ends.
-func Mux(tb testing.TB) *transport.Mux {
+// Options shape a test cluster.
+type Options struct {
+	// Size is the number of nodes (default 3); Expect the bootstrap-expect
+	// they form with (default Size).
+	Size, Expect int
+	// Shards is the shard count (default 4) and Replicas the replicas per
+	// shard (default 3).
+	Shards, Replicas int
+	// Config, if set, adjusts node i's configuration.
+	Config func(i int, cfg *cluster.Config)
+}
+
+// Cluster is a set of real nodes. Nodes[i] is nil while node i is stopped;
+// Cfgs[i] is its configuration (a restart keeps its peer address).
+type Cluster struct {
+	tb    testing.TB
+	Cfgs  []cluster.Config
+	Nodes []*cluster.Node
+	// Shards is the cluster's shard count.
+	Shards int
+}
+
+// Key returns a new cluster key.
+func Key(tb testing.TB) *clusterkey.Key {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	k, err := clusterkey.Generate()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := transport.New(transport.Config{Listener: ln})
-	if err != nil {
-		tb.Fatal(err)
+	return &k
+}
+
+// New configures a cluster of opts.Size nodes, none started yet. Every
+// node is closed when the test ends.
+func New(tb testing.TB, opts Options) *Cluster {
+	tb.Helper()
+	if opts.Size == 0 {
+		opts.Size = 3
 	}
-	go m.Serve(context.Background())
-	tb.Cleanup(func() { m.Close() })
-	return m
-}
-
-// Context returns a context that ends after d or when the test ends.
-func Context(tb testing.TB, d time.Duration) context.Context {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
-// WaitFor polls cond every 10 ms until it holds, and fails the test with
-// what if d passes first. Tests wait on conditions, never on sleeps.
-func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	Eventually(tb, d, func() error {
-		if cond() {
-			return nil
+	if opts.Expect == 0 {
+		opts.Expect = opts.Size
+	}
+	if opts.Shards == 0 {
+		opts.Shards = 4
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 3
+	}
+	c := &Cluster{tb: tb, Nodes: make([]*cluster.Node, opts.Size), Shards: opts.Shards}
+	key := Key(tb)
+	gossips := make([]string, opts.Size)
+	for i := range gossips {
+		gossips[i] = loopback.Addr(tb)
+	}
+	for i := range opts.Size {
+		cfg := cluster.Config{
+			NodeID: fmt.Sprintf("n%d", i+1), DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0",
+			GossipAddr: gossips[i], FastGossip: true, Join: gossips[:opts.Expect], BootstrapExpect: opts.Expect,
+			Shards: opts.Shards, ReplicationFactor: opts.Replicas, Timing: raftgroup.FastTiming, IDBlockSize: 64,
+			ReconcileInterval: 200 * time.Millisecond, ClusterKey: key,
 		}
-		return fmt.Errorf("waiting for %s", what)
+		if opts.Config != nil {
+			opts.Config(i, &cfg)
+		}
+		c.Cfgs = append(c.Cfgs, cfg)
+	}
+	tb.Cleanup(c.CloseAll)
+	return c
+}
+
+// Start starts a cluster of opts and waits until every shard has all its
+// replicas and a leader on every node.
+func Start(tb testing.TB, opts Options) *Cluster {
+	tb.Helper()
+	c := New(tb, opts)
+	order := make([]int, len(c.Cfgs))
+	for i := range order {
+		order[i] = i
+	}
+	c.StartAll(order...)
+	c.WaitReplicated(min(len(c.Cfgs), c.Cfgs[0].ReplicationFactor))
+	return c
+}
+
+// Node opens one node of cfg on loopback with Raft's fast timers and a
+// new cluster key (unless cfg has one or is insecure); it is closed when
+// the test ends.
+func Node(tb testing.TB, cfg cluster.Config) *cluster.Node {
+	tb.Helper()
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.Timing = raftgroup.FastTiming
+	if cfg.DataDir == "" {
+		cfg.DataDir = tb.TempDir()
+	}
+	if cfg.ClusterKey == nil && !cfg.Insecure {
+		cfg.ClusterKey = Key(tb)
+	}
+	n, err := cluster.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Open(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { n.Close() })
+	return n
+}
+
+// Start opens node i and blocks until it is open.
+func (c *Cluster) Start(i int) {
+	c.tb.Helper()
+	if err := c.TryStart(i); err != nil {
+		c.tb.Fatalf("start n%d: %v", i+1, err)
+	}
+}
+
+// TryStart opens node i and returns why it did not open.
+func (c *Cluster) TryStart(i int) error {
+	n, err := cluster.New(c.Cfgs[i])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := n.Open(ctx); err != nil {
+		return err
+	}
+	c.Nodes[i] = n
+	c.Cfgs[i].RaftAddr = n.RaftAddr() // a restart keeps its peer address
+	return nil
+}
+
+// StartAll opens the nodes concurrently in the given order, each a little
+// after the previous, and waits for all of them.
+func (c *Cluster) StartAll(order ...int) {
+	c.tb.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Cfgs))
+	for k, i := range order {
+		wg.Go(func() {
+			time.Sleep(time.Duration(k) * 150 * time.Millisecond) // stagger the start order
+			errs[i] = c.TryStart(i)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			c.tb.Fatalf("start n%d: %v", i+1, err)
+		}
+	}
+}
+
+// Stop closes node i.
+func (c *Cluster) Stop(i int) {
+	c.tb.Helper()
+	if err := c.Nodes[i].Close(); err != nil {
+		c.tb.Logf("close n%d: %v", i+1, err)
+	}
+	c.Nodes[i] = nil
+}
+
+// CloseAll closes every running node, in parallel.
+func (c *Cluster) CloseAll() {
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		if n != nil {
+			wg.Go(func() {
+				n.Close()
+				c.Nodes[i] = nil
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// Live returns the running nodes.
+func (c *Cluster) Live() []*cluster.Node {
+	var out []*cluster.Node
+	for _, n := range c.Nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WaitReplicated waits until every live node hosts every shard with
+// replicas members in its group and a leader, and is ready.
+func (c *Cluster) WaitReplicated(replicas int) {
+	c.tb.Helper()
+	testkit.WaitFor(c.tb, 30*time.Second, "full replication", func() bool {
+		for _, n := range c.Live() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := n.Admin().Ready(ctx)
+			cancel()
+			if err != nil {
+				return false
+			}
+			st := n.Admin().Status()
+			if len(st.Shards) != c.Shards {
+				return false
+			}
+			for _, s := range st.Shards {
+				if s.Leader == "" || len(s.Replicas) != replicas {
+					return false
+				}
+			}
+		}
+		return true
 	})
 }
 
-// Eventually polls check every 10 ms until it returns nil, and fails the
-// test with check's last error if d passes first.
-func Eventually(tb testing.TB, d time.Duration, check func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := check()
-		if err == nil {
-			return
+// WaitPlaced waits until every shard is placed on replicas nodes, each of
+// which hosts it and knows its leader, and returns the placement.
+func (c *Cluster) WaitPlaced(replicas int) *command.Placement {
+	c.tb.Helper()
+	var placed *command.Placement
+	testkit.WaitFor(c.tb, 30*time.Second, "every shard placed with a leader", func() bool {
+		live := c.Live()
+		p, err := live[0].Admin().Placement()
+		if err != nil || p == nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v: %v", d, err)
+		byID := map[string]map[string]string{} // node → shard → leader
+		for _, n := range live {
+			byID[n.ID()] = map[string]string{}
+			for _, s := range n.Admin().Status().Shards {
+				byID[n.ID()][s.ID] = s.Leader
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		for s, reps := range p.Shards {
+			if len(reps) != replicas {
+				return false
+			}
+			for _, id := range reps {
+				if leader, ok := byID[id][command.ShardID(s).String()]; !ok || leader == "" {
+					return false
+				}
+			}
+		}
+		placed = p
+		return true
+	})
+	return placed
+}
+
+// Leads counts the shards node leads, as it sees them.
+func Leads(n *cluster.Node) int {
+	led := 0
+	for _, s := range n.Admin().Status().Shards {
+		if s.Leader == n.ID() {
+			led++
+		}
 	}
+	return led
+}
+
+// WaitBalanced waits until no live node leads more than its share of the
+// shards.
+func (c *Cluster) WaitBalanced() {
+	c.tb.Helper()
+	testkit.WaitFor(c.tb, 30*time.Second, "balanced shard leaders", func() bool {
+		live := c.Live()
+		share := (c.Shards + len(live) - 1) / len(live)
+		for _, n := range live {
+			if Leads(n) > share {
+				return false
+			}
+		}
+		return true
+	})
 }

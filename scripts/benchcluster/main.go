@@ -16,8 +16,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/linkraft/linkraft/cluster"
-	"github.com/linkraft/linkraft/internal/apikey"
 	"io"
 	"net"
 	"net/http"
@@ -32,6 +30,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/shard"
 )
 
 var (
@@ -164,7 +165,7 @@ func main() {
 	}
 
 	// Failover trials.
-	ring, err := cluster.NewRing(cluster.RingConfig{Shards: *shards})
+	ring, err := shard.NewRing(shard.RingConfig{Shards: *shards})
 	check(err)
 	var firstWrite, allShards []time.Duration
 	for trial := 0; trial < *trials; trial++ {

@@ -3,11 +3,14 @@ package cluster
 import (
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -20,8 +23,9 @@ import (
 // (HTTP 507). Deletes, visit-limited redirects, click batches (a bounded
 // aggregate per code and hour: refusing them would break the click count's
 // guarantee) and the meta group's own commands still go through, reads and
-// redirects are served, and writes resume by themselves once space returns. If the
-// disk fills anyway, apply retries the failed commit (fsm) until it can.
+// redirects are served, and writes resume by themselves once space returns.
+// If the disk fills anyway, apply retries the failed commit (fsm) until it
+// can.
 
 // Storage defaults.
 const (
@@ -32,29 +36,26 @@ const (
 	DefaultMinFreeBytes = 128 << 20
 )
 
-// Storage is a node's last storage measurement.
-type Storage struct {
-	UsedBytes  int64     `json:"used_bytes"`
-	FreeBytes  int64     `json:"free_bytes"`
-	QuotaBytes int64     `json:"quota_bytes"`
-	MinFree    int64     `json:"min_free_bytes"`
-	Alarm      bool      `json:"alarm"`
-	Reason     string    `json:"reason,omitempty"`
-	CheckedAt  time.Time `json:"checked_at"`
+// storageAlarm measures the node's storage and keeps the last
+// measurement.
+type storageAlarm struct {
+	cfg  Config
+	log  *slog.Logger
+	last atomic.Pointer[status.Storage]
 }
 
-// Storage returns the last measurement of this node's storage.
-func (n *Node) Storage() Storage {
-	if s := n.storage.Load(); s != nil {
+// get returns the last measurement.
+func (a *storageAlarm) get() status.Storage {
+	if s := a.last.Load(); s != nil {
 		return *s
 	}
-	return Storage{}
+	return status.Storage{}
 }
 
-// measureStorage walks the data dir and reads the file system's free space.
-func (n *Node) measureStorage() Storage {
-	st := Storage{QuotaBytes: n.cfg.QuotaBytes, MinFree: n.cfg.MinFreeBytes, CheckedAt: time.Now()}
-	_ = filepath.WalkDir(n.cfg.DataDir, func(_ string, d fs.DirEntry, err error) error {
+// measure walks the data dir and reads the file system's free space.
+func (a *storageAlarm) measure() status.Storage {
+	st := status.Storage{QuotaBytes: a.cfg.QuotaBytes, MinFree: a.cfg.MinFreeBytes, CheckedAt: time.Now()}
+	_ = filepath.WalkDir(a.cfg.DataDir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}
@@ -64,7 +65,7 @@ func (n *Node) measureStorage() Storage {
 		return nil
 	})
 	var sfs syscall.Statfs_t
-	if err := syscall.Statfs(n.cfg.DataDir, &sfs); err == nil {
+	if err := syscall.Statfs(a.cfg.DataDir, &sfs); err == nil {
 		st.FreeBytes = int64(sfs.Bavail) * int64(sfs.Bsize)
 	} else {
 		st.FreeBytes = -1
@@ -78,28 +79,22 @@ func (n *Node) measureStorage() Storage {
 	return st
 }
 
-// checkStorage measures, stores the result and, when the alarm changes,
-// logs it and gossips it.
-func (n *Node) checkStorage() {
-	st := n.measureStorage()
-	prev := n.storage.Swap(&st)
+// check measures, stores the result and, when the alarm changes, logs it
+// and gossips it (g may be nil).
+func (a *storageAlarm) check(g *gossip) {
+	st := a.measure()
+	prev := a.last.Swap(&st)
 	if prev != nil && prev.Alarm == st.Alarm {
 		return
 	}
 	if st.Alarm {
-		n.log.Error("storage alarm: writes that grow the state are refused until space returns", "reason", st.Reason)
+		a.log.Error("storage alarm: writes that grow the state are refused until space returns", "reason", st.Reason)
 	} else if prev != nil {
-		n.log.Info("storage alarm cleared; writes resume", "used_bytes", st.UsedBytes, "free_bytes", st.FreeBytes)
+		a.log.Info("storage alarm cleared; writes resume", "used_bytes", st.UsedBytes, "free_bytes", st.FreeBytes)
 	}
-	if n.gossip != nil {
-		n.gossip.setFull(st.Alarm)
+	if g != nil {
+		g.setFull(st.Alarm)
 	}
-}
-
-// storageLoop measures every interval until the node closes.
-func (n *Node) storageLoop() {
-	defer n.bg.Done()
-	n.every(n.cfg.StorageInterval, n.checkStorage)
 }
 
 // grows reports whether a command adds to the state (refused under a
@@ -115,14 +110,14 @@ func grows(cmd []byte) bool {
 	return false
 }
 
-// storageRefusal returns link.ErrInsufficientStorage when this node, or a
-// node the placement puts on shard group, has its storage alarm on.
-func (n *Node) storageRefusal(group command.GroupID, cmd []byte) error {
+// refusal returns link.ErrInsufficientStorage when this node, or a node
+// the placement puts on group's shard, has its storage alarm on.
+func (a *storageAlarm) refusal(n *Node, group command.GroupID, cmd []byte) error {
 	s, ok := group.Shard()
 	if !ok || !grows(cmd) {
 		return nil
 	}
-	if st := n.storage.Load(); st != nil && st.Alarm {
+	if st := a.last.Load(); st != nil && st.Alarm {
 		return fmt.Errorf("%w: %s", link.ErrInsufficientStorage, st.Reason)
 	}
 	if n.gossip == nil {
@@ -134,7 +129,7 @@ func (n *Node) storageRefusal(group command.GroupID, cmd []byte) error {
 	if len(full) == 0 {
 		return nil
 	}
-	p, err := n.metaFSM.Placement()
+	p, err := n.meta.Placement()
 	if err != nil || p == nil || int(s) >= len(p.Shards) {
 		return nil
 	}

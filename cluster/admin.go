@@ -1,0 +1,252 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/status"
+	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/raftgroup"
+)
+
+// Admin is the node's operator role: the cluster as this node sees it,
+// readiness, the leases and digests the chaos harness checks, and the
+// removal of a node.
+type Admin struct{ n *Node }
+
+// Status reports the node, the meta group and every shard hosted here.
+func (a *Admin) Status() status.Cluster {
+	n := a.n
+	st := status.Cluster{
+		NodeID: n.cfg.NodeID, ClusterID: n.host.settings.ClusterID, CodeMode: n.host.settings.CodeMode,
+		Nodes: a.nodes(), Storage: n.storage.get(),
+		Meta: groupStatus("meta", n.meta.Group(), n.meta.Health()),
+	}
+	for _, s := range n.host.localShards() {
+		info := groupStatus(s.ID().String(), s.Group(), s.Health())
+		if c, err := s.Count(); err == nil {
+			info.Links = &c
+		}
+		st.Shards = append(st.Shards, info)
+	}
+	return st
+}
+
+// groupStatus is g as this node sees it, with its apply health.
+func groupStatus(id string, g *raftgroup.Group, h status.Health) status.Group {
+	r := g.Info()
+	_, leaderID := g.Leader()
+	info := status.Group{
+		ID: id, Leader: leaderID, State: r.State, Term: r.Term,
+		AppliedIndex: r.AppliedIndex, CommitIndex: r.CommitIndex, LastIndex: r.LastIndex,
+		LastContact: r.LastContact, Rejected: h.Rejected, Halted: h.Halted, Stalled: h.Stalled,
+	}
+	for _, s := range r.Servers {
+		info.Replicas = append(info.Replicas, s.ID)
+	}
+	return info
+}
+
+// Ready returns nil when every group hosted here has a leader and this node
+// has applied everything it knew to be committed when Ready was called;
+// otherwise the reason, wrapping status.ErrNotReady. A group that is merely
+// applying a fresh write is waited for (within ctx), so readiness does not
+// flap under load; one still replaying its log after a restart makes the
+// node not ready when ctx ends.
+func (a *Admin) Ready(ctx context.Context) error {
+	n := a.n
+	check := func(name string, g *raftgroup.Group, h status.Health) error {
+		if h.Halted != nil {
+			return fmt.Errorf("%w: %s halted at index %d: %s", status.ErrNotReady, name, h.Halted.Index, h.Halted.Reason)
+		}
+		if s := h.Stalled; s != nil {
+			return fmt.Errorf("%w: %s cannot commit index %d since %s (%d attempts): %s", status.ErrNotReady, name, s.Index, s.Since.Format(time.RFC3339), s.Attempts, s.Err)
+		}
+		if addr, _ := g.Leader(); addr == "" {
+			return fmt.Errorf("%w: %s has no leader", status.ErrNotReady, name)
+		}
+		if err := g.WaitCaughtUp(ctx); err != nil {
+			return fmt.Errorf("%w: %s is applying its log", status.ErrNotReady, name)
+		}
+		return nil
+	}
+	if r := n.admission.refusal(); r != "" {
+		return fmt.Errorf("%w: %s", status.ErrNotReady, r)
+	}
+	if e := n.port.err.Load(); e != nil {
+		return fmt.Errorf("%w: peer port stopped: %w", status.ErrNotReady, *e)
+	}
+	if err := check("meta", n.meta.Group(), n.meta.Health()); err != nil {
+		return err
+	}
+	for _, s := range n.host.localShards() {
+		if err := check("shard "+s.ID().String(), s.Group(), s.Health()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Starting says what Open is waiting for ("" before Open); a refusal or a
+// join that reaches no one is part of it.
+func (a *Admin) Starting() string {
+	if r := a.n.admission.refusal(); r != "" {
+		return r
+	}
+	return a.n.startup.get()
+}
+
+// Storage returns the last measurement of this node's storage.
+func (a *Admin) Storage() status.Storage { return a.n.storage.get() }
+
+// nodes lists the members: from gossip when it runs, with those the meta
+// group knows but gossip does not reported as "unknown".
+func (a *Admin) nodes() []status.Node {
+	n := a.n
+	self := status.Node{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAddr, RaftAddr: n.port.mux.Addr(), GossipAddr: n.cfg.GossipAddr, Status: "alive"}
+	if n.gossip == nil {
+		return []status.Node{self}
+	}
+	self.GossipAddr = n.gossip.Addr()
+	seen := map[string]bool{}
+	var out []status.Node
+	for _, m := range n.gossip.members() {
+		st := "alive"
+		if !m.Alive {
+			st = "failed"
+		}
+		seen[m.ID] = true
+		out = append(out, status.Node{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, Status: st})
+	}
+	if addrs, err := n.meta.Addresses(); err == nil {
+		for id, addr := range addrs {
+			if !seen[id] {
+				out = append(out, status.Node{ID: id, RaftAddr: addr, Status: "unknown"})
+			}
+		}
+	}
+	if len(out) == 0 {
+		return []status.Node{self}
+	}
+	return out
+}
+
+// ForEachLink calls fn for every link stored in the shards hosted here,
+// tombstones included, read from the bbolt files (not the cache), shard by
+// shard in code order, until fn returns false.
+func (a *Admin) ForEachLink(fn func(l *link.Link) bool) error {
+	stop := false
+	for _, s := range a.n.host.localShards() {
+		if stop {
+			break
+		}
+		err := s.Scan("", func(l *link.Link) bool {
+			if !fn(l) {
+				stop = true
+			}
+			return !stop
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Leases returns every ID range the meta group has granted, as this node's
+// replica of it knows them (read it from the meta leader, or after the
+// cluster has settled, for the complete list).
+func (a *Admin) Leases() ([]status.Lease, error) { return a.n.meta.Leases() }
+
+// Digests sums up this node's replica of the meta group and of every shard
+// it hosts (GET /admin/v1/digest): replicas of a group at the same applied
+// index must agree.
+func (a *Admin) Digests() ([]status.Digest, error) {
+	d, err := a.n.meta.Digest()
+	if err != nil {
+		return nil, err
+	}
+	out := []status.Digest{d}
+	for _, s := range a.n.host.localShards() {
+		d, err := s.Digest()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// ApplyHealth sums the apply health of every group hosted here: entries
+// rejected, groups halted, groups whose commit is being retried.
+func (a *Admin) ApplyHealth() (rejected uint64, halted, stalled int) {
+	hs := []status.Health{a.n.meta.Health()}
+	for _, s := range a.n.host.localShards() {
+		hs = append(hs, s.Health())
+	}
+	for _, h := range hs {
+		rejected += h.Rejected
+		if h.Halted != nil {
+			halted++
+		}
+		if h.Stalled != nil {
+			stalled++
+		}
+	}
+	return rejected, halted, stalled
+}
+
+// RemoveNode is the operator's removal of a node (dead or alive): it is
+// taken out of every shard's placement and recorded as removed, so leaders
+// take it out of their Raft groups and never add it back; the meta leader
+// gives the shards that lost a replica another node where one is free. It
+// is idempotent and may run on any node (the placement is compare-and-set
+// through the meta leader). status.ErrUnknownNode for an ID that is not a
+// member.
+func (a *Admin) RemoveNode(ctx context.Context, id string) error {
+	n := a.n
+	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		cur, err := n.meta.Placement()
+		if err != nil {
+			return err
+		}
+		addrs, err := n.meta.Addresses()
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			return fmt.Errorf("%w: no placement yet", link.ErrUnavailable)
+		}
+		if slices.Contains(cur.Removed, id) {
+			return nil
+		}
+		if _, ok := addrs[id]; !ok {
+			return fmt.Errorf("%w: %q", status.ErrUnknownNode, id)
+		}
+		next := &command.Placement{Version: cur.Version + 1, Removed: append(slices.Clone(cur.Removed), id)}
+		for _, reps := range cur.Shards {
+			next.Shards = append(next.Shards, slices.DeleteFunc(slices.Clone(reps), func(r string) bool { return r == id }))
+		}
+		_, err = n.router.apply(ctx, command.MetaGroup, (&command.SetPlacement{Placement: *next}).Encode(), 0)
+		if err == nil {
+			n.log.Info("node removed by operator", "member", id)
+			return nil
+		}
+		if !errors.Is(err, command.ErrStalePlacement) {
+			return err
+		}
+		if err := pause(ctx); err != nil { // the local copy was behind: wait for it and try again
+			return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+		}
+	}
+}
+
+// Placement returns the placement of shards on nodes, as this node's
+// replica of the meta group has it (nil before the first).
+func (a *Admin) Placement() (*command.Placement, error) { return a.n.meta.Placement() }

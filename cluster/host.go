@@ -1,0 +1,212 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/raftgroup"
+	"github.com/linkraft/linkraft/shard"
+	"github.com/linkraft/linkraft/transport"
+)
+
+// host is what this node hosts: the cluster settings it learnt from the
+// meta group (and the ring and coder they make), and the shards the
+// placement puts here, opened as it does.
+type host struct {
+	n *Node
+	// settings, ring and coder are set once, in Open, before any reader
+	// of them starts.
+	settings *command.Settings
+	ring     *shard.Ring
+	coder    *idrange.Coder
+	// shards is indexed by shard id, nil where not hosted here; replaced
+	// whole (under mu) when a shard opens, so the redirect path reads it
+	// with one atomic load.
+	mu     sync.Mutex
+	shards atomic.Pointer[[]*shard.Shard]
+}
+
+// waitSettings waits until the meta group holds the cluster settings and
+// a placement (the meta leader writes them), then builds the ring and
+// coder.
+func (h *host) waitSettings(ctx context.Context) error {
+	n := h.n
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s, err := n.meta.Settings()
+		if err != nil {
+			return err
+		}
+		p, err := n.meta.Placement()
+		if err != nil {
+			return err
+		}
+		if s != nil && p != nil {
+			return h.setSettings(s)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: no cluster settings from the meta group: %w: %w", link.ErrUnavailable, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (h *host) setSettings(s *command.Settings) error {
+	n := h.n
+	if int(s.Shards) != n.cfg.Shards {
+		n.log.Warn("shard count is fixed at bootstrap; flag ignored", "stored", s.Shards, "flag", n.cfg.Shards)
+	}
+	if s.CodeMode != string(n.cfg.CodeMode) {
+		n.log.Warn("code mode is fixed at bootstrap; flag ignored", "stored", s.CodeMode, "flag", n.cfg.CodeMode)
+	}
+	ring, err := shard.NewRing(shard.RingConfig{
+		Shards: int(s.Shards), PartitionCount: int(s.PartitionCount), Load: s.Load,
+		VNodes: int(s.RingVNodes), Hasher: s.RingHasher,
+	})
+	if err != nil {
+		return err
+	}
+	coder, err := idrange.NewCoder(idrange.Mode(s.CodeMode), s.CodeKey)
+	if err != nil {
+		return err
+	}
+	h.settings, h.ring, h.coder = s, ring, coder
+	h.mu.Lock()
+	if h.shards.Load() == nil {
+		shards := make([]*shard.Shard, s.Shards)
+		h.shards.Store(&shards)
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+// sync opens every shard the placement puts on this node that is not open
+// yet. With the first placement (version 1) each placed node bootstraps
+// the shard group with the identical configuration; later placements add
+// replicas through the shard leader instead.
+func (h *host) sync() error {
+	n := h.n
+	p, err := n.meta.Placement()
+	if err != nil || p == nil {
+		return err
+	}
+	for i, nodes := range p.Shards {
+		id := command.ShardID(i)
+		if i >= int(h.settings.Shards) || !slices.Contains(nodes, n.cfg.NodeID) || h.local(id) != nil {
+			continue
+		}
+		if err := h.open(id, nodes, p.Version == 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// open opens shard id, placed on nodes; first says the placement is the
+// first, whose nodes bootstrap the group.
+func (h *host) open(id command.ShardID, nodes []string, first bool) error {
+	n := h.n
+	dir := n.groupDir("shards", id.String())
+	n.faultBeforeShardOpen(dir, id, nodes[0] == n.cfg.NodeID)
+	layer, err := n.port.mux.Layer(transport.KindRaft, uint64(id.Group()))
+	if err != nil {
+		return err
+	}
+	s, err := shard.Open(shard.Config{
+		ID: id, NodeID: n.cfg.NodeID, Dir: dir,
+		Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.port.verifyRPC, Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots,
+		CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
+		Observer: n.cfg.Observer, Logger: n.log, OnChange: n.remote.changed,
+	})
+	if err != nil {
+		layer.Close()
+		return fmt.Errorf("cluster: open shard %d (%s): %w. If its other replicas are healthy, stop this node, run `linknode repair-shard -data-dir %s %d` and start it again: it sets this replica's state aside and catches up from the leader",
+			id, dir, err, n.cfg.DataDir, id)
+	}
+	h.mu.Lock()
+	shards := slices.Clone(*h.shards.Load())
+	shards[id] = s
+	h.shards.Store(&shards)
+	h.mu.Unlock()
+	if first && s.Group().LastIndex() == 0 {
+		servers, err := n.meta.Servers(nodes)
+		if err == nil {
+			err = s.Group().Bootstrap(servers)
+		}
+		if err != nil {
+			return fmt.Errorf("cluster: bootstrap shard %d: %w", id, err)
+		}
+	}
+	n.log.Info("shard opened", "shard", id, "replicas", nodes)
+	return nil
+}
+
+// loop opens shards as the placement assigns them to this node.
+func (h *host) loop() {
+	h.n.every(h.n.cfg.ReconcileInterval/2, func() {
+		if err := h.sync(); err != nil {
+			h.n.log.Warn("opening placed shards", "err", err)
+		}
+	})
+}
+
+// local returns shard id if this node hosts it, else nil.
+func (h *host) local(id command.ShardID) *shard.Shard {
+	p := h.shards.Load()
+	if p == nil || id < 0 || int(id) >= len(*p) {
+		return nil
+	}
+	return (*p)[id]
+}
+
+// localShards returns the shards hosted here.
+func (h *host) localShards() []*shard.Shard {
+	p := h.shards.Load()
+	if p == nil {
+		return nil
+	}
+	var out []*shard.Shard
+	for _, s := range *p {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// group returns the Raft group with id, if hosted here.
+func (h *host) group(id command.GroupID) *raftgroup.Group {
+	s, ok := id.Shard()
+	if !ok {
+		return h.n.meta.Group()
+	}
+	if sh := h.local(s); sh != nil {
+		return sh.Group()
+	}
+	return nil
+}
+
+// locate returns the shard of code.
+func (h *host) locate(code string) command.ShardID { return h.ring.Locate(code) }
+
+// close closes the shards hosted here, in parallel.
+func (h *host) close() []error {
+	shards := h.localShards()
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i, s := range shards {
+		wg.Go(func() { errs[i] = s.Close() })
+	}
+	wg.Wait()
+	return []error{errors.Join(errs...)}
+}

@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/link"
+)
+
+// Rolling upgrades. Every node gossips the feature level of its version:
+// the meta leader proposes a command type only once every live member's
+// level knows it, so that a rolling upgrade never halts an older node's
+// group at an unknown entry, and a link field only once every member
+// stores it (an older replica would skip it and hold other state). The
+// peer protocol needs no level: an older peer is found at the hello, and
+// spoken to in its own protocol (package peer).
+
+// FeatureLevel is what this version can apply. 1: the member registry
+// (implied by an incarnation). 2: API keys and the blocklist. 3: a link's
+// forward_query: false (DropQuery), title and description, and listings.
+// 4: a link's password and redirect rules (a level-3 node would skip
+// them, and redirect without asking for the password or without the
+// rules), and Idempotency-Key claims (an entry it cannot apply). 5: the
+// registry records each node's level (AdmitNode), and passwords and rules
+// wait for every registered node, not only the live ones; listings by
+// clicks.
+const FeatureLevel = 5
+
+// Feature levels of what the cluster does besides link fields (those are
+// in command's field table: command.LevelLinkMeta, ...).
+const (
+	// levelKeys is the feature level of keys and the blocklist.
+	levelKeys = 2
+	// levelListing is the feature level of listings: an older node
+	// answers its part of one with an error, so a listing waits for every
+	// node.
+	levelListing = 3
+	// levelIdempotency is the feature level of command.ClaimKey: an older
+	// node's shard would halt at the unknown entry.
+	levelIdempotency = 4
+	// levelAdmit is the feature level of AdmitNode, which records a
+	// node's level in the registry.
+	levelAdmit = 5
+	// levelListClicks is the feature level of a listing by clicks (an
+	// older node answers its part of one in creation order).
+	levelListClicks = 5
+)
+
+// supports returns nil if the cluster may take what needs level, else an
+// error wrapping link.ErrUpgradeNeeded that says which node is behind.
+// Every live member must gossip at least level. From
+// command.LevelLinkAccess on (fields an older replica would drop, then
+// serve the link without), that is not enough: a node that is down, or
+// rolled back, misses from gossip and would come back to apply the entries
+// with an older version. So every node of the meta registry and of the
+// meta group that is not removed must also have been admitted at level or
+// later (AdmitNode records the level it gossiped). A node that never comes
+// back holds those fields back until the operator removes it.
+func (n *Node) supports(level int) error {
+	if !n.clusterAt(level) {
+		return fmt.Errorf("%w (a live node gossips a feature level below %d)", link.ErrUpgradeNeeded, level)
+	}
+	if n.gossip == nil || level < command.LevelLinkAccess {
+		return nil
+	}
+	id, at, err := n.meta.Behind(level)
+	if err != nil {
+		return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+	}
+	if id != "" {
+		return fmt.Errorf("%w: node %s was last admitted at feature level %d, and this needs %d: start it on this version, or remove it (linknode remove %s) if it is gone for good",
+			link.ErrUpgradeNeeded, id, at, level, id)
+	}
+	return nil
+}
+
+// clusterAt reports whether every live member runs at least level.
+func (n *Node) clusterAt(level int) bool {
+	if n.gossip == nil || level <= 0 {
+		return true
+	}
+	for _, m := range n.gossip.members() {
+		if m.Alive && m.Level < level {
+			return false
+		}
+	}
+	return true
+}
+
+// LiveNodes is how many nodes of the cluster this node sees alive, itself
+// included (1 before gossip starts).
+func (a *Admin) LiveNodes() int {
+	if a.n.gossip == nil {
+		return 1
+	}
+	return max(a.n.gossip.alive(), 1)
+}
