@@ -96,10 +96,11 @@ type Config struct {
 	Observer shard.Observer
 	// Logger receives the node's logs.
 	Logger *slog.Logger
-	// FeatureLevel is the feature level the node gossips (default, and at
-	// most, this version's: FeatureLevel). A lower one makes it act, to
-	// the others, as an older version would: they hold back what that
-	// version cannot apply (a rolling upgrade's rehearsal).
+	// FeatureLevel is the feature level the node gossips (0: this
+	// version's, FeatureLevel, which is also the most it may be). A lower
+	// one makes it act, to the others, as that level's version would:
+	// they hold back what that version cannot apply or keep. Set on every
+	// node ahead of a rollback to that version (etcd's downgrade enable).
 	FeatureLevel int
 }
 
@@ -162,7 +163,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	if _, err := idrange.NewCoder(cfg.CodeMode, make([]byte, idrange.KeySize)); err != nil {
 		return cfg, fmt.Errorf("cluster: %w", err)
 	}
-	if cfg.FeatureLevel <= 0 || cfg.FeatureLevel > FeatureLevel {
+	if cfg.FeatureLevel < 0 || cfg.FeatureLevel > FeatureLevel {
+		return cfg, fmt.Errorf("cluster: feature level must be 1 to %d (this version's), got %d", FeatureLevel, cfg.FeatureLevel)
+	}
+	if cfg.FeatureLevel == 0 {
 		cfg.FeatureLevel = FeatureLevel
 	}
 	for _, c := range cfg.NodeID {

@@ -109,6 +109,8 @@ func TestConfigValidation(t *testing.T) {
 		{DataDir: "x", Shards: 1000},
 		{DataDir: "x", ReplicationFactor: 9},
 		{DataDir: "x", CodeMode: "bogus"},
+		{DataDir: "x", Insecure: true, FeatureLevel: cluster.FeatureLevel + 1},
+		{DataDir: "x", Insecure: true, FeatureLevel: -1},
 	} {
 		if _, err := cluster.New(cfg); err == nil {
 			t.Errorf("cluster.New(%+v) accepted", cfg)

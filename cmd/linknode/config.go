@@ -45,6 +45,10 @@ type Config struct {
 	BootstrapExpect int
 	Shards          int
 	Replicas        int
+	// FeatureLevel is the feature level the node gossips (0: its
+	// version's): lower, it makes the cluster hold back what that level's
+	// version cannot apply, ahead of a rollback to it.
+	FeatureLevel    int
 	PublicURL       string
 	CodeMode        string
 	MaxURLLength    int
@@ -55,7 +59,7 @@ type Config struct {
 	// StartTimeout bounds how long the node may take to join or form its
 	// cluster (0: as long as it takes; /readyz says what it waits for).
 	StartTimeout time.Duration
-	// QuotaBytes and MinFreeBytes set the storage alarm (cluster/space.go).
+	// QuotaBytes and MinFreeBytes set the storage alarm (cluster/storage.go).
 	QuotaBytes, MinFreeBytes int64
 	// MaxConns bounds the HTTP connections open at once (0: half the
 	// process's file descriptor limit, at most 10000), so that an HTTP
@@ -134,6 +138,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "how many nodes form the first cluster (1 = single node)")
 	fs.IntVar(&c.Shards, "shards", 8, "number of shards, fixed at bootstrap")
 	fs.IntVar(&c.Replicas, "replicas", 3, "replicas per shard (capped at the cluster size)")
+	fs.IntVar(&c.FeatureLevel, "feature-level", 0, fmt.Sprintf("act as the version of this feature level (1 to %d; 0: this version's) so that the cluster holds back what it cannot apply: set it on every node before rolling back to that version", cluster.FeatureLevel))
 	fs.StringVar(&c.PublicURL, "public-url", "", "base of short_url (default http://localhost:<http port>)")
 	fs.StringVar(&c.CodeMode, "code-mode", string(idrange.ModePermuted), "generated codes: permuted (7 chars, not sequential) or sequential (shortest); fixed at bootstrap")
 	fs.IntVar(&c.MaxURLLength, "max-url-length", link.DefaultMaxURLLength, "longest destination URL accepted, in bytes")

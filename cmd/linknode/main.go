@@ -20,14 +20,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 	"time"
 
 	"github.com/linkraft/linkraft/cluster"
-	"github.com/linkraft/linkraft/internal/bugs"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 )
 
@@ -67,14 +65,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	m := NewMain(cfg, stderr)
+	// go-metrics is process-global: the process bridges it, once (a Main
+	// started in-process leaves it alone).
+	if err := m.metrics.InstallRaftMetrics(); err != nil {
+		m.Logger().Error("start failed", "err", err)
+		return 1
+	}
 	if err := m.Run(ctx); err != nil {
 		m.Logger().Error("start failed", "err", err)
 		_ = m.Close()
 		return 1
 	}
-	if bugs.On(bugs.ExitOnce) {
-		go exitOnce(ctx, cfg.DataDir)
-	}
+	faultExitOnce(ctx, cfg.DataDir)
 	<-ctx.Done()
 	stop() // a second signal kills the process the default way
 	m.Logger().Info("shutting down")
@@ -168,22 +170,4 @@ func versionString() string {
 		return fmt.Sprintf("linknode %s %s", v, bi.GoVersion)
 	}
 	return "linknode " + v
-}
-
-// exitOnce is the chaos harness's exit-once fault (internal/bugs): ten
-// seconds after the first start on a data dir, the process exits with
-// status 3 and no log line, as a crash that leaves no trace would.
-func exitOnce(ctx context.Context, dataDir string) {
-	marker := filepath.Join(dataDir, "jepsen-exit-once")
-	if _, err := os.Stat(marker); err == nil {
-		return
-	}
-	if err := os.WriteFile(marker, nil, 0o600); err != nil {
-		return
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(10 * time.Second):
-		os.Exit(3)
-	}
 }

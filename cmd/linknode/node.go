@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,9 +36,6 @@ type Main struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics.Metrics
-	// installGlobalMetrics bridges go-metrics' global registry; only the
-	// real process does it.
-	installGlobalMetrics bool
 
 	node      *cluster.Node
 	adminLn   net.Listener
@@ -61,7 +59,7 @@ func NewMain(cfg Config, logOut io.Writer) *Main {
 	if cfg.LogFormat == "json" {
 		h = slog.NewJSONHandler(logOut, opts)
 	}
-	return &Main{cfg: cfg, log: slog.New(h), metrics: metrics.New(), installGlobalMetrics: true}
+	return &Main{cfg: cfg, log: slog.New(h), metrics: metrics.New()}
 }
 
 // Logger returns the node's logger.
@@ -80,30 +78,14 @@ func (m *Main) Node() *cluster.Node { return m.node }
 // the HTTP listener is bound.
 func (m *Main) Run(ctx context.Context) error {
 	cfg := m.cfg
-	if m.installGlobalMetrics {
-		if err := m.metrics.InstallRaftMetrics(); err != nil {
-			return err
-		}
-	}
-	var blocklist map[string]struct{}
-	if cfg.Blocklist != "" {
-		f, err := os.Open(cfg.Blocklist)
-		if err != nil {
-			return fmt.Errorf("blocklist: %w", err)
-		}
-		blocklist, err = link.ReadBlocklist(f)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		m.log.Info("blocklist loaded", "domains", len(blocklist))
+	blocklist, err := m.loadBlocklist()
+	if err != nil {
+		return err
 	}
 	// Bind HTTP first so a port clash fails before any Raft state is made.
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
+	if m.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on http address: %w", err)
 	}
-	m.httpLn = ln
 	if m.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		return fmt.Errorf("listen on admin address: %w", err)
 	}
@@ -113,22 +95,76 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	publicURL := cfg.PublicURL
-	if publicURL == "" {
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		scheme := "http"
-		if certs != nil {
-			scheme = "https"
-		}
-		publicURL = scheme + "://localhost:" + port
-	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	httpAdvertise, err := cluster.AdvertiseAddr(ln.Addr().String(), cfg.AdvertiseHost)
+	ncfg, err := m.nodeConfig(dataDir)
 	if err != nil {
 		return err
+	}
+	node, err := cluster.New(ncfg)
+	if err != nil {
+		return err
+	}
+	maxConns := cmp.Or(cfg.MaxConns, defaultMaxConns())
+	m.log.Info("http connection limit", "max_conns", maxConns)
+	limited := netutil.LimitListener(m.httpLn, maxConns)
+	if err := m.openNode(ctx, node, limited); err != nil {
+		return err
+	}
+	if err := m.registerGauges(node.Admin()); err != nil {
+		return err
+	}
+	publicURL := m.publicURL(certs != nil)
+	api, err := m.newAPI(node, publicURL, blocklist)
+	if err != nil {
+		return err
+	}
+	m.serveHTTP(api, limited, certs)
+	m.serveAdmin(api)
+	m.log.Info("linknode ready", "http", m.httpLn.Addr().String(), "admin", m.adminLn.Addr().String(), "public_url", publicURL,
+		"tls", certs != nil, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
+	return nil
+}
+
+// loadBlocklist reads -blocklist, if given.
+func (m *Main) loadBlocklist() (map[string]struct{}, error) {
+	if m.cfg.Blocklist == "" {
+		return nil, nil
+	}
+	f, err := os.Open(m.cfg.Blocklist)
+	if err != nil {
+		return nil, fmt.Errorf("blocklist: %w", err)
+	}
+	defer f.Close()
+	blocklist, err := link.ReadBlocklist(f)
+	if err != nil {
+		return nil, err
+	}
+	m.log.Info("blocklist loaded", "domains", len(blocklist))
+	return blocklist, nil
+}
+
+// publicURL is -public-url, or the HTTP listener on localhost.
+func (m *Main) publicURL(tls bool) string {
+	if m.cfg.PublicURL != "" {
+		return m.cfg.PublicURL
+	}
+	_, port, _ := net.SplitHostPort(m.httpLn.Addr().String())
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://localhost:" + port
+}
+
+// nodeConfig is the cluster node's configuration from the flags.
+func (m *Main) nodeConfig(dataDir string) (cluster.Config, error) {
+	cfg := m.cfg
+	httpAdvertise, err := cluster.AdvertiseAddr(m.httpLn.Addr().String(), cfg.AdvertiseHost)
+	if err != nil {
+		return cluster.Config{}, err
 	}
 	ncfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: dataDir, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseHost,
@@ -138,8 +174,9 @@ func (m *Main) Run(ctx context.Context) error {
 		FastGossip: cfg.FastRaft, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
 		RemoteCacheTTL: cfg.RemoteCacheTTL, Observer: m.metrics, Logger: m.log,
-		AdminKey:  cfg.AdminKey,
-		Snapshots: raftgroup.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
+		AdminKey:     cfg.AdminKey,
+		Snapshots:    raftgroup.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
+		FeatureLevel: cfg.FeatureLevel,
 	}
 	if cfg.FastRaft {
 		ncfg.Timing = raftgroup.FastTiming
@@ -151,43 +188,42 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	if ncfg.ClusterKey, err = m.clusterKey(dataDir); err != nil {
-		return err
+		return cluster.Config{}, err
 	}
 	if cfg.AdminKeyFile != "" {
 		if ncfg.AdminKey, err = apikey.LoadSecret(cfg.AdminKeyFile); err != nil {
-			return fmt.Errorf("-admin-key-file: %w", err)
+			return cluster.Config{}, fmt.Errorf("-admin-key-file: %w", err)
 		}
 	}
-	node, err := cluster.New(ncfg)
-	if err != nil {
-		return err
-	}
-	maxConns := m.cfg.MaxConns
-	if maxConns == 0 {
-		maxConns = defaultMaxConns()
-	}
-	m.log.Info("http connection limit", "max_conns", maxConns)
-	limited := netutil.LimitListener(ln, maxConns)
-	// While the node starts (it may wait to join, or to form, for as long
-	// as it takes), /healthz and /readyz already answer, and /readyz says
-	// what the node waits for.
+	return ncfg, nil
+}
+
+// openNode opens node. While it starts (it may wait to join, or to form,
+// for as long as it takes), /healthz and /readyz already answer on both
+// listeners, and /readyz says what the node waits for: linknode status
+// gets the reason, not a hang.
+func (m *Main) openNode(ctx context.Context, node *cluster.Node, limited net.Listener) error {
 	admin := node.Admin()
-	stopEarly := startingServer(earlyConfig{Listener: ln, Limited: limited, Status: admin.Starting})
-	// The admin listener too: linknode status gets the reason, not a hang.
+	stopEarly := startingServer(earlyConfig{Listener: m.httpLn, Limited: limited, Status: admin.Starting})
 	stopEarlyAdmin := startingServer(earlyConfig{Listener: m.adminLn, Limited: m.adminLn, Status: admin.Starting})
 	openCtx, cancel := context.WithCancel(ctx)
-	if cfg.StartTimeout > 0 {
-		openCtx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
+	if m.cfg.StartTimeout > 0 {
+		openCtx, cancel = context.WithTimeout(ctx, m.cfg.StartTimeout)
 	}
 	defer cancel()
-	err = node.Open(openCtx)
+	err := node.Open(openCtx)
 	stopEarly()
 	stopEarlyAdmin()
 	if err != nil {
 		return err
 	}
 	m.node = node
-	err = m.metrics.RegisterNode(metrics.NodeGauges{
+	return nil
+}
+
+// registerGauges gives the metrics the node's storage and apply health.
+func (m *Main) registerGauges(admin *cluster.Admin) error {
+	return m.metrics.RegisterNode(metrics.NodeGauges{
 		StorageAlarm: func() bool { return admin.Storage().Alarm },
 		StorageUsed:  func() int64 { return admin.Storage().UsedBytes },
 		StorageFree:  func() int64 { return admin.Storage().FreeBytes },
@@ -195,23 +231,25 @@ func (m *Main) Run(ctx context.Context) error {
 		Halted:       func() int { _, h, _ := admin.ApplyHealth(); return h },
 		Stalled:      func() int { _, _, s := admin.ApplyHealth(); return s },
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// newAPI is the HTTP layer over node's roles.
+func (m *Main) newAPI(node *cluster.Node, publicURL string, blocklist map[string]struct{}) (*httpapi.Server, error) {
+	cfg := m.cfg
 	keyRate, err := ParseRate(cfg.RateLimit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	anonRate, err := ParseRate(cfg.AnonymousRateLimit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	redirRate, err := ParseRate(cfg.RedirectRateLimit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hcfg := httpapi.Config{
-		Links: node.Links(), Keys: node.Keys(), Admin: admin, Analytics: node.Analytics(), PublicURL: publicURL,
+		Links: node.Links(), Keys: node.Keys(), Admin: node.Admin(), Analytics: node.Analytics(), PublicURL: publicURL,
 		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist, AllowPrivate: cfg.AllowPrivateTargets},
 		Metrics:   m.metrics.Handler(), Recorder: m.metrics, Logger: m.log,
 		AnonymousCreate: cfg.AnonymousCreate, KeyRate: keyRate, AnonymousRate: anonRate, RedirectRate: redirRate,
@@ -220,10 +258,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if clicks := node.Analytics().Recorder(); clicks != nil {
 		hcfg.Clicks = clicks
 	}
-	api, err := httpapi.New(hcfg)
-	if err != nil {
-		return err
-	}
+	return httpapi.New(hcfg)
+}
+
+// serveHTTP serves the public listener: the redirect fast path in front
+// of net/http (net/http alone with TLS, or -fast-redirect=false).
+func (m *Main) serveHTTP(api *httpapi.Server, limited net.Listener, certs *certfile.Reloader) {
 	m.httpSrv = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -258,6 +298,10 @@ func (m *Main) Run(ctx context.Context) error {
 			m.log.Error("http server stopped", "err", err)
 		}
 	}()
+}
+
+// serveAdmin serves the admin listener.
+func (m *Main) serveAdmin(api *httpapi.Server) {
 	m.adminSrv = &http.Server{Handler: api.Admin(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)}
 	m.adminDone = make(chan struct{})
@@ -267,9 +311,6 @@ func (m *Main) Run(ctx context.Context) error {
 			m.log.Error("admin http server stopped", "err", err)
 		}
 	}()
-	m.log.Info("linknode ready", "http", ln.Addr().String(), "admin", m.adminLn.Addr().String(), "public_url", publicURL,
-		"tls", certs != nil, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
-	return nil
 }
 
 // Close drains HTTP (in-flight requests get up to half the shutdown budget),
