@@ -302,50 +302,9 @@ func (n *nemesis) buildFaults(names []string) {
 				return inj, err
 			}
 		case "partition-majorities-ring":
-			// Each node sees a window of a majority of its ring
-			// neighbours, and every node a different one (Jepsen's
-			// majorities-ring).
-			start = func(ctx context.Context, n *nemesis) (*injection, error) {
-				ring := n.shuffled()
-				pos := map[int]int{}
-				for p, i := range ring {
-					pos[i] = p
-				}
-				// Node a hears b when b is at most lo places behind or hi
-				// places ahead of it on the ring: lo+hi+1 = a majority.
-				lo := (majority - 1) / 2
-				hi := majority - 1 - lo
-				g := map[int][]int{}
-				var desc []string
-				for _, a := range ring {
-					var sees []int
-					for _, b := range ring {
-						fd := (pos[b] - pos[a] + size) % size
-						if fd <= hi || size-fd <= lo {
-							sees = append(sees, b)
-						} else {
-							g[a] = append(g[a], b)
-						}
-					}
-					sort.Ints(sees)
-					desc = append(desc, n.db.nodes[a].id+" hears ["+n.names(sees)+"]")
-				}
-				return n.grudge(ctx, strings.Join(desc, "; "), g)
-			}
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.majoritiesRing(ctx, majority) }
 		case "partition-bridge":
-			// Two halves that cannot talk, and one node that talks to both.
-			start = func(ctx context.Context, n *nemesis) (*injection, error) {
-				ix := n.shuffled()
-				bridge, a, b := ix[0], ix[1:1+(size-1)/2], ix[1+(size-1)/2:]
-				g := map[int][]int{}
-				for _, x := range a {
-					g[x] = append(g[x], b...)
-				}
-				for _, y := range b {
-					g[y] = append(g[y], a...)
-				}
-				return n.grudge(ctx, fmt.Sprintf("[%s] | [%s] bridged by %s", n.names(a), n.names(b), n.db.nodes[bridge].id), g)
-			}
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.bridge(ctx) }
 		case "kill-one":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.kill(ctx, n.shuffled()[:1]) }
 		case "kill-minority":
@@ -389,6 +348,52 @@ func (n *nemesis) buildFaults(names []string) {
 		}
 		n.faults = append(n.faults, fault{name: name, start: start})
 	}
+}
+
+// majoritiesRing is Jepsen's majorities-ring: each node sees a window of
+// a majority of its ring neighbours, and every node a different one.
+func (n *nemesis) majoritiesRing(ctx context.Context, majority int) (*injection, error) {
+	size := len(n.db.nodes)
+	ring := n.shuffled()
+	pos := map[int]int{}
+	for p, i := range ring {
+		pos[i] = p
+	}
+	// Node a hears b when b is at most lo places behind or hi places ahead
+	// of it on the ring: lo+hi+1 = a majority.
+	lo := (majority - 1) / 2
+	hi := majority - 1 - lo
+	g := map[int][]int{}
+	var desc []string
+	for _, a := range ring {
+		var sees []int
+		for _, b := range ring {
+			fd := (pos[b] - pos[a] + size) % size
+			if fd <= hi || size-fd <= lo {
+				sees = append(sees, b)
+			} else {
+				g[a] = append(g[a], b)
+			}
+		}
+		sort.Ints(sees)
+		desc = append(desc, n.db.nodes[a].id+" hears ["+n.names(sees)+"]")
+	}
+	return n.grudge(ctx, strings.Join(desc, "; "), g)
+}
+
+// bridge is two halves that cannot talk, and one node that talks to both.
+func (n *nemesis) bridge(ctx context.Context) (*injection, error) {
+	size := len(n.db.nodes)
+	ix := n.shuffled()
+	bridge, a, b := ix[0], ix[1:1+(size-1)/2], ix[1+(size-1)/2:]
+	g := map[int][]int{}
+	for _, x := range a {
+		g[x] = append(g[x], b...)
+	}
+	for _, y := range b {
+		g[y] = append(g[y], a...)
+	}
+	return n.grudge(ctx, fmt.Sprintf("[%s] | [%s] bridged by %s", n.names(a), n.names(b), n.db.nodes[bridge].id), g)
 }
 
 // run injects faults until the deadline or ctx ends, then heals whatever

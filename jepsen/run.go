@@ -2,17 +2,14 @@ package jepsen
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,88 +188,140 @@ func (o *Options) logf(format string, args ...any) {
 // Run runs one test and checks it. A returned error is a harness failure
 // (the verdict is then meaningless); anomalies are in the Outcome.
 func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
+	tr, err := newTrial(ctx, opt)
+	if tr == nil || err != nil {
+		return tr.outcome(), err
+	}
+	defer func() {
+		// Whatever happened: end our nodes (by PID), then the small disk
+		// and the network.
+		tr.d.stop(stopGrace)
+		if uerr := tr.d.unmountSmallDisk(context.WithoutCancel(ctx)); uerr != nil && err == nil {
+			err = uerr
+		}
+		if terr := tr.env.Teardown(context.WithoutCancel(ctx)); terr != nil && err == nil {
+			err = terr
+		}
+	}()
+	if err := tr.start(ctx); err != nil {
+		return tr.out, err
+	}
+	if err := tr.operate(ctx); err != nil {
+		return tr.out, err
+	}
+	final, err := tr.finish(ctx)
+	if err != nil {
+		return tr.out, err
+	}
+	return tr.out, tr.judge(final)
+}
+
+// trial is one run of the harness: its options, network, nodes and
+// history, and the outcome it builds.
+type trial struct {
+	opt       Options
+	workloads []string
+	faults    []string
+	env       *netns.Env
+	dir, bin  string
+	rec       *history.Recorder
+	d         *db
+	cl        *client
+	renv      *runEnv
+	nem       *nemesis
+	keys      []string // the counter workload's codes
+	out       *Outcome
+}
+
+func (tr *trial) outcome() *Outcome {
+	if tr == nil {
+		return nil
+	}
+	return tr.out
+}
+
+// newTrial checks opt, makes the run folder, builds linknode and sets up
+// the network and the nodes' processes (not started). A nil trial means
+// nothing was set up.
+func newTrial(ctx context.Context, opt Options) (*trial, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
 	}
-	workloads, err := parseWorkloads(opt.Workloads)
-	if err != nil {
+	tr := &trial{opt: opt}
+	var err error
+	if tr.workloads, err = parseWorkloads(opt.Workloads); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	faults, err := parseNemesis(opt.Nemesis)
-	if err != nil {
+	if tr.faults, err = parseNemesis(opt.Nemesis); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	env, err := netns.New(netns.Config{Prefix: opt.Prefix, Nodes: opt.Nodes, Subnet: opt.Subnet})
-	if err != nil {
+	if tr.env, err = netns.New(netns.Config{Prefix: opt.Prefix, Nodes: opt.Nodes, Subnet: opt.Subnet}); err != nil {
 		return nil, err
 	}
-	dir, err := newRunDir(opt.Store, opt.Name)
-	if err != nil {
+	if tr.dir, err = newRunDir(opt.Store, opt.Name); err != nil {
 		return nil, err
 	}
-	out = &Outcome{Dir: dir, Valid: checker.Unknown}
-	opt.logf("run folder %s (seed %d)", dir, opt.Seed)
-	if err := writeJSON(filepath.Join(dir, "test.json"), testRecord(opt, workloads, faults)); err != nil {
-		return out, err
+	tr.out = &Outcome{Dir: tr.dir, Valid: checker.Unknown}
+	opt.logf("run folder %s (seed %d)", tr.dir, opt.Seed)
+	if err := writeJSON(filepath.Join(tr.dir, "test.json"), testRecord(opt, tr.workloads, tr.faults)); err != nil {
+		return nil, err
 	}
-
-	bin := opt.Binary
-	if bin == "" {
-		bin = filepath.Join(dir, "linknode")
+	tr.bin = opt.Binary
+	if tr.bin == "" {
+		tr.bin = filepath.Join(tr.dir, "linknode")
 		opt.logf("building linknode (tags %q, race %v)", opt.BuildTags, opt.Race)
-		if err := buildLinknode(ctx, bin, opt.BuildTags, opt.Race); err != nil {
-			return out, err
+		if err := buildLinknode(ctx, tr.bin, opt.BuildTags, opt.Race); err != nil {
+			return nil, err
 		}
 	}
-	if err := env.Setup(ctx); err != nil {
-		return out, err
+	if err := tr.env.Setup(ctx); err != nil {
+		return nil, err
 	}
 	var envv []string
 	if len(opt.Bugs) > 0 {
 		envv = append(envv, "LINKRAFT_JEPSEN_BUGS="+strings.Join(opt.Bugs, ","))
 	}
-	rec := history.NewRecorder()
-	d, err := newDB(env, bin, dir, opt.Nodes, opt.NodeArgs, envv, rec, staleBound)
-	if err != nil {
-		_ = env.Teardown(context.WithoutCancel(ctx))
-		return out, err
+	tr.rec = history.NewRecorder()
+	if tr.d, err = newDB(tr.env, tr.bin, tr.dir, opt.Nodes, opt.NodeArgs, envv, tr.rec, staleBound); err != nil {
+		_ = tr.env.Teardown(context.WithoutCancel(ctx))
+		return nil, err
 	}
-	d.expect = opt.BootstrapExpect
-	defer func() {
-		// Whatever happened: end our nodes (by PID), then the small disk
-		// and the network.
-		d.stop(stopGrace)
-		if uerr := d.unmountSmallDisk(context.WithoutCancel(ctx)); uerr != nil && err == nil {
-			err = uerr
-		}
-		if terr := env.Teardown(context.WithoutCancel(ctx)); terr != nil && err == nil {
-			err = terr
-		}
-	}()
-	if slices.Contains(faults, "disk-full") {
+	tr.d.expect = opt.BootstrapExpect
+	return tr, nil
+}
+
+// start starts the nodes (the disk-full fault's node on a small disk) and
+// waits until the cluster is ready.
+func (tr *trial) start(ctx context.Context) error {
+	opt, d := tr.opt, tr.d
+	if slices.Contains(tr.faults, "disk-full") {
 		if err := d.mountSmallDisk(ctx); err != nil {
-			return out, err
+			return err
 		}
 		opt.logf("%s keeps its data dir on a %s tmpfs (the disk-full fault)", d.diskNode().id, smallDiskSize)
 	}
-
-	cl := newClient(opt.OpTimeout, opt.Concurrency*len(workloads), d.adminKey)
-	opt.logf("starting %d nodes in namespaces %s..%s", opt.Nodes, env.Namespace(0), env.Namespace(opt.Nodes-1))
+	tr.cl = newClient(opt.OpTimeout, opt.Concurrency*len(tr.workloads), d.adminKey)
+	opt.logf("starting %d nodes in namespaces %s..%s", opt.Nodes, tr.env.Namespace(0), tr.env.Namespace(opt.Nodes-1))
 	if err := d.startAll(opt.StartJitter, opt.Seed); err != nil {
-		return out, err
+		return err
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, opt.RecoveryTimeout)
-	err = d.awaitReady(readyCtx, cl.http)
+	err := d.awaitReady(readyCtx, tr.cl.http)
 	cancel()
 	if err != nil {
-		return out, fmt.Errorf("cluster never became ready: %w (see %s/nodes/*/log)", err, dir)
+		return fmt.Errorf("cluster never became ready: %w (see %s/nodes/*/log)", err, tr.dir)
 	}
-	opt.logf("cluster ready; running %s for %s with nemesis %v every %s", strings.Join(workloads, ", "), opt.TimeLimit, faults, opt.NemesisInterval)
+	return nil
+}
 
+// operate runs the workloads and the nemesis until the time limit.
+func (tr *trial) operate(ctx context.Context) error {
+	opt := tr.opt
+	opt.logf("cluster ready; running %s for %s with nemesis %v every %s", strings.Join(tr.workloads, ", "), opt.TimeLimit, tr.faults, opt.NemesisInterval)
 	tag := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
-	workers := opt.Concurrency * len(workloads)
-	renv := &runEnv{
-		rec: rec, cl: cl, nodes: d.nodes,
+	workers := opt.Concurrency * len(tr.workloads)
+	tr.renv = &runEnv{
+		rec: tr.rec, cl: tr.cl, nodes: tr.d.nodes,
 		urlPrefix: "https://example.com/jepsen/" + tag + "/",
 		aliasTag:  "j" + tag,
 		opsPerKey: opt.OpsPerKey, perKey: min(opt.PerKey, opt.Concurrency),
@@ -280,39 +329,44 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		deadline: time.Now().Add(opt.TimeLimit),
 		seed:     opt.Seed,
 	}
-	nem := &nemesis{env: env, db: d, cl: cl, rec: rec, interval: opt.NemesisInterval,
+	tr.nem = &nemesis{env: tr.env, db: tr.d, cl: tr.cl, rec: tr.rec, interval: opt.NemesisInterval,
 		rng: rand.New(rand.NewPCG(opt.Seed, 0x6e656d)), lossPct: opt.LossPercent}
-	nem.buildFaults(faults)
-
-	var keys []string
-	if slices.Contains(workloads, "counter") {
-		if keys, err = counterKeys(ctx, renv); err != nil {
-			return out, err
+	tr.nem.buildFaults(tr.faults)
+	if slices.Contains(tr.workloads, "counter") {
+		var err error
+		if tr.keys, err = counterKeys(ctx, tr.renv); err != nil {
+			return err
 		}
 	}
 	var wg sync.WaitGroup
 	var nemErr error
-	wg.Go(func() { nemErr = nem.run(ctx, renv.deadline) })
-	runWorkloads(ctx, renv, workloads, opt.Concurrency, keys)
+	wg.Go(func() { nemErr = tr.nem.run(ctx, tr.renv.deadline) })
+	runWorkloads(ctx, tr.renv, tr.workloads, opt.Concurrency, tr.keys)
 	wg.Wait()
 	if ctx.Err() != nil {
-		return out, ctx.Err()
+		return ctx.Err()
 	}
-
-	// Final phase: heal everything, wait for recovery, read the state.
+	// Heal everything before the final phase.
 	opt.logf("healing: network, paused, killed and crashed nodes")
-	healErr := errors.Join(nemErr, nem.heal(ctx), env.Heal(ctx), d.restore())
-	if healErr != nil {
-		return out, healErr
+	if err := errors.Join(nemErr, tr.nem.heal(ctx), tr.env.Heal(ctx), tr.d.restore()); err != nil {
+		return err
 	}
-	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "heal-all"})
+	tr.rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "heal-all"})
+	return nil
+}
+
+// finish waits for the cluster to recover and the staleness bound to
+// pass, then reads the final state: every node's reads, counters and
+// replica digests.
+func (tr *trial) finish(ctx context.Context) (checker.Final, error) {
+	opt, d := tr.opt, tr.d
 	final := checker.Final{Resolves: map[string]map[string]checker.Read{}, Links: map[string][]checker.Listed{}, APIListed: map[string][]checker.Listed{},
 		Leases: map[string][]checker.Lease{}}
 	for _, n := range d.nodes {
 		final.Nodes = append(final.Nodes, n.id)
 	}
-	readyCtx, cancel = context.WithTimeout(ctx, opt.RecoveryTimeout)
-	rerr := d.awaitReady(readyCtx, cl.http)
+	readyCtx, cancel := context.WithTimeout(ctx, opt.RecoveryTimeout)
+	rerr := d.awaitReady(readyCtx, tr.cl.http)
 	cancel()
 	recovered := time.Now()
 	final.Recovered = rerr == nil
@@ -326,7 +380,7 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 	// heard of, and a replica that was cut off to lag until it has caught
 	// up: the final reads start once that bound has passed since the
 	// cluster recovered (and since the last write could have completed).
-	from := renv.deadline.Add(opt.OpTimeout)
+	from := tr.renv.deadline.Add(opt.OpTimeout)
 	if recovered.After(from) {
 		from = recovered
 	}
@@ -334,37 +388,42 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		opt.logf("waiting %s: the staleness bound since recovery", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
-			return out, ctx.Err()
+			return final, ctx.Err()
 		case <-time.After(wait):
 		}
 	}
-	if err := finalReads(ctx, renv, d, &final); err != nil {
-		return out, err
+	if err := finalReads(ctx, tr.renv, d, &final); err != nil {
+		return final, err
 	}
-	if len(keys) > 0 {
+	if len(tr.keys) > 0 {
 		opt.logf("waiting for the click counters to settle")
-		final.Counters = finalCounters(ctx, cl, d, keys, 30*time.Second)
+		final.Counters = finalCounters(ctx, tr.cl, d, tr.keys, 30*time.Second)
 	}
 	opt.logf("comparing replicas")
-	finalDigests(ctx, cl, d, &final, 30*time.Second)
-	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "final-reads-done"})
-	ops := rec.Ops()
-	out.Ops = len(ops)
-	out.FaultLog = nem.faultRecords()
-	out.Faults = checker.SummarizeFaults(out.FaultLog)
+	finalDigests(ctx, tr.cl, d, &final, 30*time.Second)
+	tr.rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "final-reads-done"})
+	return final, nil
+}
 
-	// Stop the nodes (a clean exit is checked) before reading their logs.
+// judge stops the nodes (a clean exit is checked), runs the checkers and
+// writes the artifacts.
+func (tr *trial) judge(final checker.Final) error {
+	opt, d, out := tr.opt, tr.d, tr.out
+	ops := tr.rec.Ops()
+	out.Ops = len(ops)
+	out.FaultLog = tr.nem.faultRecords()
+	out.Faults = checker.SummarizeFaults(out.FaultLog)
 	d.stop(stopGrace)
 	out.Nodes = d.runs()
 	opt.logf("checking %d history entries", len(ops))
-	out.Results = check(ops, final, renv.urlPrefix, workloads, faults, out, d, dir)
+	out.Results = check(ops, final, tr.renv.urlPrefix, tr.workloads, tr.faults, out, d, tr.dir)
 	var vs []checker.Validity
 	for _, r := range out.Results {
 		vs = append(vs, r.Valid)
 	}
 	out.Valid = checker.Merge(vs...)
-	if err := writeArtifacts(dir, ops, final, out, opt.Name); err != nil {
-		return out, err
+	if err := writeArtifacts(tr.dir, ops, final, out, opt.Name); err != nil {
+		return err
 	}
 	if out.Valid == checker.Valid && !opt.KeepData {
 		for _, n := range d.nodes {
@@ -372,9 +431,9 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		}
 	}
 	if opt.Binary == "" {
-		_ = os.Remove(bin)
+		_ = os.Remove(tr.bin)
 	}
-	return out, nil
+	return nil
 }
 
 // decodeSequential maps a code of linknode's -code-mode sequential back to
@@ -446,314 +505,4 @@ func check(ops []history.Op, final checker.Final, prefix string, workloads, faul
 		logs[n.id] = n.logPath
 	}
 	return append(results, checker.CheckReplicas(final), checker.CheckLogs(logs))
-}
-
-// finalReads reads the state after recovery. Every register code is read
-// linearizably through every node, and those reads go into the history,
-// where the register checker judges them with the rest (a lost or
-// reverted write, a resurrected delete, shows in them even on a code the
-// workload left long ago). Then every node's listing and lease history are
-// gathered, and every code the checkers care about — acknowledged creates,
-// indeterminate creates some node holds, register codes — is resolved on
-// every node.
-func finalReads(ctx context.Context, e *runEnv, d *db, final *checker.Final) error {
-	cl := e.cl
-	pairs, err := history.Pairs(e.rec.Ops())
-	if err != nil {
-		return err
-	}
-	codes := map[string]bool{}
-	var registers []string
-	attempted := map[string]bool{} // URLs of generated creates whose outcome is unknown
-	for _, p := range pairs {
-		switch {
-		case p.Invoke.Workload == "register":
-			if !codes[p.Invoke.Key] {
-				registers = append(registers, p.Invoke.Key)
-			}
-			codes[p.Invoke.Key] = true
-		case p.Invoke.F != checker.FCreate:
-		case p.Completion != nil && p.Completion.Type == history.OK:
-			codes[p.Completion.Key] = true
-		case p.Completion == nil || p.Completion.Type == history.Info:
-			attempted[p.Invoke.Value] = true
-		}
-	}
-	// The truth about each register code: linearizable reads through every
-	// node, recorded as register operations of processes of their own.
-	final.Truth = map[string]checker.Read{}
-	for _, code := range registers {
-		rd := checker.Read{Error: "no node answered"}
-		for _, n := range d.nodes {
-			w := &worker{env: e, workload: "register", process: e.rec.NewProcess()}
-			r := w.exec(checker.FRead, n, code, "", func() result { return cl.read(ctx, n.HTTP(), code) })
-			if r.typ == history.OK && rd.Error != "" {
-				rd = checker.Read{Status: r.op.Status, Location: r.op.Value}
-			}
-		}
-		final.Truth[code] = rd
-	}
-	// The API's listing through every node first, then every node's own
-	// store: a link the API lists was committed before any store was read,
-	// so some store holds it, and a stored link is committed, so every
-	// listing holds it (CheckSet compares them).
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make([]error, len(d.nodes))
-	for i, n := range d.nodes {
-		wg.Go(func() {
-			// A listing needs every shard's leader: asked again (a page
-			// at a time restarts) while one is being elected.
-			actx, cancel := context.WithTimeout(ctx, time.Minute)
-			listed, err := cl.apiLinks(actx, n.HTTP())
-			for err != nil && actx.Err() == nil {
-				select {
-				case <-actx.Done():
-				case <-time.After(500 * time.Millisecond):
-					listed, err = cl.apiLinks(actx, n.HTTP())
-				}
-			}
-			cancel()
-			if err != nil {
-				errs[i] = fmt.Errorf("api listing through %s: %w", n.id, err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			final.APIListed[n.id] = listed
-		})
-	}
-	wg.Wait()
-	// Listings and lease histories, from every node.
-	for i, n := range d.nodes {
-		wg.Go(func() {
-			lctx, cancel := context.WithTimeout(ctx, time.Minute)
-			links, err := cl.links(lctx, n.Admin())
-			cancel()
-			if err != nil {
-				// The checkers see a node they could not read and say
-				// unknown rather than valid.
-				errs[i] = fmt.Errorf("listing %s: %w", n.id, err)
-				return
-			}
-			leases, lerr := cl.leases(ctx, n.Admin())
-			if lerr != nil {
-				errs[i] = fmt.Errorf("leases of %s: %w", n.id, lerr)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			final.Links[n.id] = links
-			if lerr == nil {
-				final.Leases[n.id] = leases
-			}
-		})
-	}
-	wg.Wait()
-	for _, links := range final.Links {
-		for _, l := range links {
-			if attempted[l.URL] {
-				codes[l.Code] = true // seen stored: known, so checked everywhere
-			}
-		}
-	}
-	sorted := make([]string, 0, len(codes))
-	for c := range codes {
-		sorted = append(sorted, c)
-	}
-	sort.Strings(sorted)
-	for _, n := range d.nodes {
-		final.Resolves[n.id] = map[string]checker.Read{} // before any reader starts
-	}
-	for _, n := range d.nodes {
-		wg.Go(func() {
-			sem := make(chan struct{}, 32)
-			var rw sync.WaitGroup
-			for _, code := range sorted {
-				sem <- struct{}{}
-				rw.Go(func() {
-					defer func() { <-sem }()
-					// A read that times out or meets a 503 (an election
-					// the load set off after recovery) is asked again, up
-					// to 4 times: the final read is the first definite
-					// answer, as Jepsen's final reads are.
-					r := cl.resolve(ctx, n.HTTP(), code)
-					for try := 1; r.typ != history.OK && try < 4 && ctx.Err() == nil; try++ {
-						select {
-						case <-ctx.Done():
-						case <-time.After(500 * time.Millisecond):
-						}
-						r = cl.resolve(ctx, n.HTTP(), code)
-					}
-					rd := checker.Read{Status: r.op.Status, Error: r.op.Error}
-					if r.typ == history.OK {
-						rd.Location = r.op.Value
-					} else if rd.Error == "" {
-						rd.Error = "indeterminate"
-					}
-					mu.Lock()
-					final.Resolves[n.id][code] = rd
-					mu.Unlock()
-				})
-			}
-			rw.Wait()
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		final.Recovered = false
-		final.ReadErrors = append(final.ReadErrors, err.Error())
-	}
-	return nil
-}
-
-// finalDigests polls every node's replica digests until every group's
-// replicas are at the same applied index twice in a row (the cluster is
-// quiet), or limit passes; it also records each group's members from the
-// nodes' Raft configurations.
-func finalDigests(ctx context.Context, cl *client, d *db, final *checker.Final, limit time.Duration) {
-	final.Replicas = map[string][]string{}
-	for _, n := range d.nodes {
-		st, err := cl.status(ctx, n.Admin())
-		if err != nil {
-			continue
-		}
-		for _, g := range append([]groupStatus{st.Meta}, st.Shards...) {
-			if len(g.Replicas) > len(final.Replicas[g.ID]) {
-				final.Replicas[g.ID] = g.Replicas
-			}
-		}
-	}
-	poll := func() map[string][]checker.GroupDigest {
-		out := map[string][]checker.GroupDigest{}
-		for _, n := range d.nodes {
-			if ds, err := cl.digests(ctx, n.Admin()); err == nil {
-				out[n.id] = ds
-			}
-		}
-		return out
-	}
-	settled := func(a, b map[string][]checker.GroupDigest) bool {
-		index := map[string]uint64{}
-		for _, n := range d.nodes {
-			if len(a[n.id]) == 0 || !slices.Equal(a[n.id], b[n.id]) {
-				return false
-			}
-			for _, g := range a[n.id] {
-				if i, ok := index[g.Group]; ok && i != g.AppliedIndex {
-					return false
-				}
-				index[g.Group] = g.AppliedIndex
-			}
-		}
-		return true
-	}
-	final.Digests, final.DigestsSettled = settle(ctx, 500*time.Millisecond, limit, poll, settled)
-}
-
-// newRunDir makes store/<name>/<timestamp>/ and points store/<name>/latest
-// and store/latest at it.
-func newRunDir(store, name string) (string, error) {
-	ts := time.Now().Format("20060102T150405.000")
-	dir := filepath.Join(store, name, ts)
-	if err := os.MkdirAll(filepath.Join(dir, "nodes"), 0o755); err != nil {
-		return "", err
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	for _, link := range []struct{ at, target string }{
-		{filepath.Join(store, name, "latest"), ts},
-		{filepath.Join(store, "latest"), filepath.Join(name, ts)},
-	} {
-		_ = os.Remove(link.at)
-		if err := os.Symlink(link.target, link.at); err != nil {
-			return "", err
-		}
-	}
-	return abs, nil
-}
-
-// buildLinknode builds ./cmd/linknode of this module into bin.
-func buildLinknode(ctx context.Context, bin, tags string, race bool) error {
-	root, err := moduleRoot(ctx)
-	if err != nil {
-		return err
-	}
-	args := []string{"build", "-o", bin}
-	if tags != "" {
-		args = append(args, "-tags", tags)
-	}
-	if race {
-		args = append(args, "-race")
-	}
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/linknode")...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build linknode: %w: %s", err, out)
-	}
-	return nil
-}
-
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("run the harness from inside the linkraft module (or pass -binary)")
-	}
-	return filepath.Dir(mod), nil
-}
-
-func testRecord(opt Options, workloads, faults []string) map[string]any {
-	return map[string]any{
-		"name": opt.Name, "nodes": opt.Nodes, "bootstrap_expect": opt.BootstrapExpect, "start_jitter": opt.StartJitter.String(), "time_limit": opt.TimeLimit.String(), "concurrency": opt.Concurrency,
-		"rate": opt.Rate, "nemesis": faults, "nemesis_interval": opt.NemesisInterval.String(), "workloads": workloads,
-		"ops_per_key": opt.OpsPerKey, "per_key": opt.PerKey, "op_timeout": opt.OpTimeout.String(), "seed": opt.Seed,
-		"build_tags": opt.BuildTags, "race": opt.Race, "bugs": opt.Bugs, "node_args": opt.NodeArgs,
-		"loss_percent": opt.LossPercent, "started": time.Now().UTC().Format(time.RFC3339),
-	}
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
-func writeFile(path string, fn func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := fn(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// writeArtifacts writes the history, the nemesis log, the final reads, the
-// results and the plots.
-func writeArtifacts(dir string, ops []history.Op, final checker.Final, out *Outcome, name string) error {
-	var nem []history.Op
-	for _, op := range ops {
-		if op.Process == history.NemesisProcess {
-			nem = append(nem, op)
-		}
-	}
-	windows := report.Windows(ops, float64(ops[len(ops)-1].Time)/1e9)
-	return errors.Join(
-		writeFile(filepath.Join(dir, "history.jsonl"), func(w io.Writer) error { return history.WriteJSONL(w, ops) }),
-		writeFile(filepath.Join(dir, "history.edn"), func(w io.Writer) error { return history.WriteEDN(w, ops) }),
-		writeFile(filepath.Join(dir, "nemesis.jsonl"), func(w io.Writer) error { return history.WriteJSONL(w, nem) }),
-		writeJSON(filepath.Join(dir, "final.json"), final),
-		writeJSON(filepath.Join(dir, "results.json"), out),
-		report.Latency(filepath.Join(dir, "latency-raw.png"), ops, windows, name),
-		report.Rate(filepath.Join(dir, "rate.png"), ops, windows, name),
-	)
 }

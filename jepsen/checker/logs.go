@@ -18,6 +18,7 @@ import (
 var FatalMessages = map[string]string{
 	"panic in handler":                "panic",
 	"panic in the redirect fast path": "panic",
+	"peer request handler panicked":   "panic",
 	"start failed":                    "fatal",
 	"shutdown":                        "fatal",
 	"shutdown timed out; exiting":     "fatal",
@@ -28,7 +29,7 @@ var FatalMessages = map[string]string{
 	// A replica rejected a committed entry: a leader proposed what apply
 	// refuses, which the harness's workloads never send.
 	"rejected a committed command": "rejected-entry",
-	"apply halted: a command type this version does not know; upgrade this node": "apply-halted",
+	"apply halted on this node":    "apply-halted",
 	// The harness's nodes are one cluster with their data dirs kept: none
 	// is ever refused.
 	"node refused":                         "node-refused",

@@ -91,57 +91,13 @@ func main() {
 	build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", bin, "./cmd/linknode")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	check(build.Run())
-
-	ns := make([]*node, *nodes)
-	var gossips []string
-	for i := range ns {
-		ns[i] = &node{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(work, fmt.Sprintf("n%d", i+1)),
-			http: freePort(), raft: freePort(), gossip: freePort(), admin: freePort()}
-		gossips = append(gossips, ns[i].gossip)
+	c := newCluster(bin, work)
+	for _, n := range c.nodes {
+		c.start(n)
 	}
-	security := []string{"-insecure"}
-	if *peerTLS {
-		keyFile := filepath.Join(work, "cluster.key")
-		keygen := exec.Command(bin, "keygen", "-o", keyFile)
-		keygen.Stderr = os.Stderr
-		check(keygen.Run())
-		security = []string{"-cluster-key-file", keyFile}
-	}
-	start := func(n *node) {
-		logf, err := os.OpenFile(n.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		check(err)
-		n.cmd = exec.Command(bin, "-node-id", n.id, "-data-dir", n.dir, "-http-addr", n.http, "-raft-addr", n.raft,
-			"-gossip-addr", n.gossip, "-bootstrap-expect", fmt.Sprint(*nodes),
-			"-shards", fmt.Sprint(*shards), "-log-level", "warn", "-admin-addr", n.admin)
-		// The benchmark's client is the cluster's first admin key: as
-		// shipped, every create is authenticated (admin keys are not rate
-		// limited; a non-admin key at the default 50/s would be the limit).
-		n.cmd.Env = append(os.Environ(), "LINKNODE_ADMIN_KEY="+adminKey)
-		if *nodes > 1 { // a single node forms its cluster alone; -join would make it wait to be added
-			n.cmd.Args = append(n.cmd.Args, "-join", strings.Join(gossips, ","))
-		}
-		n.cmd.Args = append(n.cmd.Args, security...)
-		n.cmd.Args = append(n.cmd.Args, strings.Fields(*nodeArgs)...)
-		n.cmd.Stdout, n.cmd.Stderr = logf, logf
-		check(n.cmd.Start())
-		n.done = make(chan struct{})
-		go func() { _ = n.cmd.Wait(); logf.Close(); close(n.done) }()
-	}
-	for _, n := range ns {
-		start(n)
-	}
-	stopNodes = func() {
-		for _, n := range ns {
-			select {
-			case <-n.done:
-			default:
-				_ = n.cmd.Process.Signal(syscall.SIGTERM)
-				<-n.done
-			}
-		}
-	}
+	stopNodes = c.stop
 	defer stopNodes()
-	for _, n := range ns {
+	for _, n := range c.nodes {
 		waitReady(n)
 	}
 	if !*table {
@@ -150,7 +106,7 @@ func main() {
 
 	// Creates/s, clients spread over the nodes, per client count.
 	for _, conns := range ints(*clients) {
-		createLoad(ns, conns)
+		createLoad(c.nodes, conns)
 	}
 	// Open loop: vegeta offers a fixed rate whatever the answers take, so
 	// queueing shows in the latencies (no coordinated omission).
@@ -158,144 +114,225 @@ func main() {
 		fmt.Printf("\n| nodes | offered/s | created/s | p50 | p99 | max | created |\n|---|---|---|---|---|---|---|\n")
 	}
 	for _, rate := range ints(*openRates) {
-		openLoad(ns, rate, work)
+		openLoad(c.nodes, rate, work)
 	}
 	if *trials == 0 {
 		return
 	}
-
-	// Failover trials.
 	ring, err := shard.NewRing(shard.RingConfig{Shards: *shards})
 	check(err)
 	var firstWrite, allShards []time.Duration
 	for trial := 0; trial < *trials; trial++ {
-		// Let leadership settle (the nodes rebalance it), then pick the
-		// node leading the most shards.
-		time.Sleep(3 * time.Second)
-		leaders := shardLeaders(ns[0])
-		count := map[string]int{}
-		for _, l := range leaders {
-			count[l]++
-		}
-		var victim *node
-		for _, n := range ns {
-			if victim == nil || count[n.id] > count[victim.id] {
-				victim = n
-			}
-		}
-		var led []int
-		for s, l := range leaders {
-			if l == victim.id {
-				led = append(led, s)
-			}
-		}
-		sort.Ints(led)
-		// One alias per shard the victim leads.
-		aliases := map[int]string{}
-		for i := 0; len(aliases) < len(led) && i < 1_000_000; i++ {
-			a := fmt.Sprintf("fo-%d-%d", trial, i)
-			if s := int(ring.Locate(a)); slices.Contains(led, s) && aliases[s] == "" {
-				aliases[s] = a
-			}
-		}
-		var survivors []*node
-		for _, n := range ns {
-			if n != victim {
-				survivors = append(survivors, n)
-			}
-		}
-		// Redirect load on the survivors during the window: codes created
-		// before the kill, so every one must keep redirecting.
-		var codes []string
-		for i := 0; i < 50; i++ {
-			if st, body := post(survivors[i%len(survivors)], fmt.Sprintf(`{"url":"https://r.example/%d"}`, i)); st == 201 {
-				var m map[string]any
-				_ = json.Unmarshal(body, &m)
-				codes = append(codes, m["code"].(string))
-			}
-		}
-		rctx, rcancel := context.WithCancel(context.Background())
-		var redirects, redirectErrs atomic.Int64
-		var rwg sync.WaitGroup
-		for w := 0; w < 4; w++ {
-			rwg.Add(1)
-			go func() {
-				defer rwg.Done()
-				for i := 0; i < 10_000_000 && rctx.Err() == nil; i++ {
-					n := survivors[i%len(survivors)]
-					resp, err := client.Get("http://" + n.http + "/" + codes[(i+w)%len(codes)])
-					redirects.Add(1)
-					if err != nil {
-						redirectErrs.Add(1)
-						continue
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 302 {
-						redirectErrs.Add(1)
-					}
-				}
-			}()
-		}
-		time.Sleep(200 * time.Millisecond)
-		kill := time.Now()
-		check(victim.cmd.Process.Signal(syscall.SIGKILL))
-		<-victim.done
-		// One writer per shard the victim led, plus one writing generated
-		// codes (any shard); each retries until its first success.
-		var mu sync.Mutex
-		var first, all time.Duration
-		var ww sync.WaitGroup
-		stuck := 0
-		writer := func(body string, n *node, every bool) {
-			defer ww.Done()
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				if st, _ := post(n, body); st == 201 || st == 409 {
-					d := time.Since(kill)
-					mu.Lock()
-					if first == 0 || d < first {
-						first = d
-					}
-					if every && d > all {
-						all = d
-					}
-					mu.Unlock()
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			mu.Lock()
-			stuck++
-			mu.Unlock()
-		}
-		for s, a := range aliases {
-			ww.Add(1)
-			go writer(fmt.Sprintf(`{"url":"https://fo.example/%s","alias":%q}`, a, a), survivors[s%len(survivors)], true)
-		}
-		for k := 0; k < 4; k++ { // generated codes: any shard
-			ww.Add(1)
-			go writer(fmt.Sprintf(`{"url":"https://any.example/%d"}`, k), survivors[k%len(survivors)], false)
-		}
-		ww.Wait()
-		pending := stuck
-		rcancel()
-		rwg.Wait()
-		if pending > 0 {
-			fmt.Printf("trial %d: %d writers still failing after 30s\n", trial+1, pending)
-			exit(1)
-		}
-		firstWrite = append(firstWrite, first)
-		allShards = append(allShards, all)
-		fmt.Printf("trial %d: killed %s (leader of %d/%d shards): first write after %v, every shard it led writable after %v; redirects on survivors: %d, errors %d\n",
-			trial+1, victim.id, len(led), *shards, first.Round(time.Millisecond), all.Round(time.Millisecond), redirects.Load(), redirectErrs.Load())
-		start(victim)
-		waitReady(victim)
+		first, all := c.failover(trial, ring)
+		firstWrite, allShards = append(firstWrite, first), append(allShards, all)
 	}
 	slices.Sort(firstWrite)
 	slices.Sort(allShards)
 	fmt.Printf("\nfailover, median of %d: first write %v, all of the victim's shards writable %v\n",
 		*trials, firstWrite[len(firstWrite)/2].Round(time.Millisecond), allShards[len(allShards)/2].Round(time.Millisecond))
+}
+
+// cluster is the benchmark's nodes, processes of bin in work.
+type cluster struct {
+	bin, work string
+	nodes     []*node
+	gossips   []string
+	security  []string
+}
+
+func newCluster(bin, work string) *cluster {
+	c := &cluster{bin: bin, work: work, nodes: make([]*node, *nodes), security: []string{"-insecure"}}
+	for i := range c.nodes {
+		c.nodes[i] = &node{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(work, fmt.Sprintf("n%d", i+1)),
+			http: freePort(), raft: freePort(), gossip: freePort(), admin: freePort()}
+		c.gossips = append(c.gossips, c.nodes[i].gossip)
+	}
+	if *peerTLS {
+		keyFile := filepath.Join(work, "cluster.key")
+		keygen := exec.Command(bin, "keygen", "-o", keyFile)
+		keygen.Stderr = os.Stderr
+		check(keygen.Run())
+		c.security = []string{"-cluster-key-file", keyFile}
+	}
+	return c
+}
+
+// start starts node n's process.
+func (c *cluster) start(n *node) {
+	logf, err := os.OpenFile(n.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	check(err)
+	n.cmd = exec.Command(c.bin, "-node-id", n.id, "-data-dir", n.dir, "-http-addr", n.http, "-raft-addr", n.raft,
+		"-gossip-addr", n.gossip, "-bootstrap-expect", fmt.Sprint(*nodes),
+		"-shards", fmt.Sprint(*shards), "-log-level", "warn", "-admin-addr", n.admin)
+	// The benchmark's client is the cluster's first admin key: as shipped,
+	// every create is authenticated (admin keys are not rate limited; a
+	// non-admin key at the default 50/s would be the limit).
+	n.cmd.Env = append(os.Environ(), "LINKNODE_ADMIN_KEY="+adminKey)
+	if *nodes > 1 { // a single node forms its cluster alone; -join would make it wait to be added
+		n.cmd.Args = append(n.cmd.Args, "-join", strings.Join(c.gossips, ","))
+	}
+	n.cmd.Args = append(n.cmd.Args, c.security...)
+	n.cmd.Args = append(n.cmd.Args, strings.Fields(*nodeArgs)...)
+	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	check(n.cmd.Start())
+	n.done = make(chan struct{})
+	go func() { _ = n.cmd.Wait(); logf.Close(); close(n.done) }()
+}
+
+// stop ends every running node (SIGTERM, by PID) and waits for it.
+func (c *cluster) stop() {
+	for _, n := range c.nodes {
+		select {
+		case <-n.done:
+		default:
+			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+			<-n.done
+		}
+	}
+}
+
+// failover runs one failover trial: it kills the node leading the most
+// shards and measures the first write after the kill and the first write
+// into every shard that node led, with redirect load on the survivors.
+func (c *cluster) failover(trial int, ring *shard.Ring) (first, all time.Duration) {
+	// Let leadership settle (the nodes rebalance it), then pick the node
+	// leading the most shards.
+	time.Sleep(3 * time.Second)
+	victim, led := c.busiest()
+	// One alias per shard the victim leads.
+	aliases := map[int]string{}
+	for i := 0; len(aliases) < len(led) && i < 1_000_000; i++ {
+		a := fmt.Sprintf("fo-%d-%d", trial, i)
+		if s := int(ring.Locate(a)); slices.Contains(led, s) && aliases[s] == "" {
+			aliases[s] = a
+		}
+	}
+	var survivors []*node
+	for _, n := range c.nodes {
+		if n != victim {
+			survivors = append(survivors, n)
+		}
+	}
+	stopRedirects := redirectLoad(survivors)
+	time.Sleep(200 * time.Millisecond)
+	kill := time.Now()
+	check(victim.cmd.Process.Signal(syscall.SIGKILL))
+	<-victim.done
+	first, all, stuck := writeAfter(kill, aliases, survivors)
+	redirects, redirectErrs := stopRedirects()
+	if stuck > 0 {
+		fmt.Printf("trial %d: %d writers still failing after 30s\n", trial+1, stuck)
+		exit(1)
+	}
+	fmt.Printf("trial %d: killed %s (leader of %d/%d shards): first write after %v, every shard it led writable after %v; redirects on survivors: %d, errors %d\n",
+		trial+1, victim.id, len(led), *shards, first.Round(time.Millisecond), all.Round(time.Millisecond), redirects, redirectErrs)
+	c.start(victim)
+	waitReady(victim)
+	return first, all
+}
+
+// busiest returns the node leading the most shards, and those shards.
+func (c *cluster) busiest() (*node, []int) {
+	leaders := shardLeaders(c.nodes[0])
+	count := map[string]int{}
+	for _, l := range leaders {
+		count[l]++
+	}
+	var victim *node
+	for _, n := range c.nodes {
+		if victim == nil || count[n.id] > count[victim.id] {
+			victim = n
+		}
+	}
+	var led []int
+	for s, l := range leaders {
+		if l == victim.id {
+			led = append(led, s)
+		}
+	}
+	sort.Ints(led)
+	return victim, led
+}
+
+// redirectLoad redirects codes created now on the survivors from 4
+// workers, each bounded to 10M requests, until the returned stop; codes
+// created before the kill must keep redirecting. stop returns the
+// redirects and the errors among them.
+func redirectLoad(survivors []*node) (stop func() (int64, int64)) {
+	var codes []string
+	for i := 0; i < 50; i++ {
+		if st, body := post(survivors[i%len(survivors)], fmt.Sprintf(`{"url":"https://r.example/%d"}`, i)); st == 201 {
+			var m map[string]any
+			_ = json.Unmarshal(body, &m)
+			codes = append(codes, m["code"].(string))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var redirects, errs atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Go(func() {
+			for i := 0; i < 10_000_000 && ctx.Err() == nil; i++ {
+				n := survivors[i%len(survivors)]
+				resp, err := client.Get("http://" + n.http + "/" + codes[(i+w)%len(codes)])
+				redirects.Add(1)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 302 {
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	return func() (int64, int64) {
+		cancel()
+		wg.Wait()
+		return redirects.Load(), errs.Load()
+	}
+}
+
+// writeAfter writes, from the kill on, one alias into every shard the
+// victim led and 4 generated codes (any shard), each writer retrying for
+// at most 30 s until its first success. It returns the first success, the
+// last first-success of the aliases, and the writers that never got one.
+func writeAfter(kill time.Time, aliases map[int]string, survivors []*node) (first, all time.Duration, stuck int) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	writer := func(body string, n *node, every bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if st, _ := post(n, body); st == 201 || st == 409 {
+				d := time.Since(kill)
+				mu.Lock()
+				if first == 0 || d < first {
+					first = d
+				}
+				if every && d > all {
+					all = d
+				}
+				mu.Unlock()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		mu.Lock()
+		stuck++
+		mu.Unlock()
+	}
+	for s, a := range aliases {
+		wg.Go(func() {
+			writer(fmt.Sprintf(`{"url":"https://fo.example/%s","alias":%q}`, a, a), survivors[s%len(survivors)], true)
+		})
+	}
+	for k := 0; k < 4; k++ { // generated codes: any shard
+		wg.Go(func() { writer(fmt.Sprintf(`{"url":"https://any.example/%d"}`, k), survivors[k%len(survivors)], false) })
+	}
+	wg.Wait()
+	return first, all, stuck
 }
 
 // createLoad runs conns closed-loop clients creating links for -duration

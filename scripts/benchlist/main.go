@@ -99,62 +99,68 @@ func main() {
 		{"the 100 most clicked of one owner", func(*rand.Rand) string { return "limit=100&sort=-clicks&owner=" + url.QueryEscape(owner) }, false},
 	}
 	for _, k := range kinds {
-		var (
-			mu     sync.Mutex
-			lat    []time.Duration
-			errs   atomic.Int64
-			next   atomic.Int64
-			wg     sync.WaitGroup
-			failed string
-		)
-		for c := range *clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := rand.New(rand.NewPCG(uint64(c), 7))
-				cursor := ""
-				for i := next.Add(1); i <= int64(*n); i = next.Add(1) {
-					base := bases[int(i)%len(bases)]
-					q := ""
-					if k.walk {
-						if cursor == "" || i%10 == 0 {
-							cursor = ""
-							q = "limit=100"
-						} else {
-							q = "limit=100&cursor=" + url.QueryEscape(cursor)
-						}
+		measure(k.name, k.query, k.walk, bases, *clients, *n, *label, get)
+	}
+}
+
+// measure sends n requests of one kind of page from clients concurrent
+// clients spread over bases (a walk follows cursors ten pages at a time)
+// and prints its markdown row.
+func measure(name string, query func(r *rand.Rand) string, walk bool, bases []string, clients, n int, label string,
+	get func(base, query string) (page, time.Duration, error)) {
+	var (
+		mu     sync.Mutex
+		lat    []time.Duration
+		errs   atomic.Int64
+		next   atomic.Int64
+		wg     sync.WaitGroup
+		failed string
+	)
+	for c := range clients {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 7))
+			cursor := ""
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				base := bases[int(i)%len(bases)]
+				q := ""
+				if walk {
+					if cursor == "" || i%10 == 0 {
+						cursor = ""
+						q = "limit=100"
 					} else {
-						q = k.query(r)
+						q = "limit=100&cursor=" + url.QueryEscape(cursor)
 					}
-					p, d, err := get(base, q)
-					if err != nil {
-						errs.Add(1)
-						mu.Lock()
-						failed = err.Error()
-						mu.Unlock()
-						continue
-					}
-					if k.walk && p.NextCursor != nil {
-						cursor = *p.NextCursor
-					}
-					mu.Lock()
-					lat = append(lat, d)
-					mu.Unlock()
+				} else {
+					q = query(r)
 				}
-			}()
-		}
-		wg.Wait()
-		slices.Sort(lat)
-		pct := func(p float64) string {
-			if len(lat) == 0 {
-				return "-"
+				p, d, err := get(base, q)
+				if err != nil {
+					errs.Add(1)
+					mu.Lock()
+					failed = err.Error()
+					mu.Unlock()
+					continue
+				}
+				if walk && p.NextCursor != nil {
+					cursor = *p.NextCursor
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
 			}
-			return fmt.Sprintf("%.1f ms", float64(lat[min(len(lat)-1, int(p*float64(len(lat))))])/1e6)
+		})
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	pct := func(p float64) string {
+		if len(lat) == 0 {
+			return "-"
 		}
-		fmt.Printf("| %s | %s | %d | %s | %s | %s | %d |\n", *label, k.name, len(lat), pct(0.5), pct(0.99), pct(1), errs.Load())
-		if failed != "" {
-			fmt.Fprintln(os.Stderr, "last error:", failed)
-		}
+		return fmt.Sprintf("%.1f ms", float64(lat[min(len(lat)-1, int(p*float64(len(lat))))])/1e6)
+	}
+	fmt.Printf("| %s | %s | %d | %s | %s | %s | %d |\n", label, name, len(lat), pct(0.5), pct(0.99), pct(1), errs.Load())
+	if failed != "" {
+		fmt.Fprintln(os.Stderr, "last error:", failed)
 	}
 }
 
