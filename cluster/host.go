@@ -123,10 +123,11 @@ func (h *host) open(id command.ShardID, nodes []string, first bool) error {
 		return err
 	}
 	s, err := shard.Open(shard.Config{
-		ID: id, NodeID: n.cfg.NodeID, Dir: dir,
-		Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.port.verifyRPC, Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots,
+		ID: id,
+		Group: raftgroup.Config{NodeID: n.cfg.NodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.port.verifyRPC,
+			Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots, Logger: n.log},
 		CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
-		Observer: n.cfg.Observer, Logger: n.log, OnChange: n.remote.changed,
+		Observer: n.cfg.Observer, OnChange: n.remote.changed,
 	})
 	if err != nil {
 		layer.Close()

@@ -241,7 +241,7 @@ func (n *Node) openMeta() error {
 	if err != nil {
 		return err
 	}
-	m, err := meta.Open(meta.Config{
+	m, err := meta.Open(raftgroup.Config{
 		NodeID: n.cfg.NodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer},
 		VerifyRPC: n.port.verifyRPC, Timing: n.cfg.Timing, Logger: n.log,
 	})

@@ -14,12 +14,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
@@ -27,22 +24,6 @@ import (
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 )
-
-// Config configures the meta group of a node.
-type Config struct {
-	// NodeID is this node's Raft server ID.
-	NodeID string
-	// Dir holds the group's raft.db, snapshots/ and state.db.
-	Dir string
-	// Stream is the group's layer of the peer port.
-	Stream raft.StreamLayer
-	// VerifyRPC checks incoming Raft requests (raftgroup.Config.VerifyRPC).
-	VerifyRPC func(conn net.Conn, header raft.RPCHeader) error
-	// Timing overrides the Raft timers.
-	Timing raftgroup.Timing
-	// Logger receives the group's logs.
-	Logger *slog.Logger
-}
 
 // Meta is this node's replica of the meta group.
 type Meta struct {
@@ -54,8 +35,9 @@ type Meta struct {
 // StatePath is the meta state file in a meta group's Dir.
 func StatePath(dir string) string { return filepath.Join(dir, "state.db") }
 
-// Open opens the meta state file and starts the group's Raft.
-func Open(cfg Config) (*Meta, error) {
+// Open opens the meta state file in cfg.Dir and starts the group's Raft
+// as cfg says (Open sets its Name and FSM).
+func Open(cfg raftgroup.Config) (*Meta, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -63,10 +45,8 @@ func Open(cfg Config) (*Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := raftgroup.Open(raftgroup.Config{
-		Name: "meta", NodeID: cfg.NodeID, Dir: cfg.Dir, FSM: f,
-		Stream: cfg.Stream, VerifyRPC: cfg.VerifyRPC, Timing: cfg.Timing, Logger: cfg.Logger,
-	})
+	cfg.Name, cfg.FSM = "meta", f
+	g, err := raftgroup.Open(cfg)
 	if err != nil {
 		f.Close()
 		return nil, err

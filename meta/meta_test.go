@@ -56,7 +56,7 @@ func openMeta(t *testing.T) *Meta {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Open(Config{NodeID: "n1", Dir: t.TempDir(), Stream: transport.RaftLayer{Layer: layer}, Timing: raftgroup.FastTiming})
+	m, err := Open(raftgroup.Config{NodeID: "n1", Dir: t.TempDir(), Stream: transport.RaftLayer{Layer: layer}, Timing: raftgroup.FastTiming})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,34 +104,48 @@ func Call[Req, Resp any](ctx context.Context, c *Client, addr string, op Op[Req,
 // roundTrip sends env on ic and reads the reply, within ctx; the
 // connection goes back to the pool if it is still good.
 func (c *Client) roundTrip(ctx context.Context, addr string, ic idleConn, env *envelope) (*reply, error) {
+	var rep reply
+	err := c.exchange(ctx, addr, addr, ic, func(budget time.Duration) []byte {
+		env.BudgetMS = uint64(max(budget.Milliseconds(), 1))
+		return envelopeCodec.Append(nil, env)
+	}, func(frame []byte) error { return replyCodec.DecodeInto(frame, &rep) })
+	if err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// exchange writes the frame body(the time left) on ic and reads one frame
+// into read, within ctx, and puts ic back in the pool under key (or closes
+// it when it may not be good). A failure is link.ErrUnavailable: the
+// request may or may not have been done.
+func (c *Client) exchange(ctx context.Context, key, addr string, ic idleConn, body func(budget time.Duration) []byte, read func([]byte) error) error {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		dl = time.Now().Add(15 * time.Second)
 	}
-	env.BudgetMS = uint64(max(time.Until(dl).Milliseconds(), 1))
 	_ = ic.conn.SetDeadline(dl.Add(time.Second))
 	stop := context.AfterFunc(ctx, func() { _ = ic.conn.SetDeadline(time.Now()) })
 	defer stop()
-	var rep reply
-	err := writeFrame(ic.w, envelopeCodec.Append(nil, env))
+	err := writeFrame(ic.w, body(time.Until(dl)))
 	var frame []byte
 	if err == nil {
 		frame, err = readFrame(ic.r)
 	}
 	if err == nil {
-		err = replyCodec.DecodeInto(frame, &rep)
+		err = read(frame)
 	}
 	if err != nil {
 		_ = ic.conn.Close()
-		return nil, fmt.Errorf("%w: rpc to %s: %w", link.ErrUnavailable, addr, err)
+		return fmt.Errorf("%w: rpc to %s: %w", link.ErrUnavailable, addr, err)
 	}
 	if !stop() { // the context fired: the deadline may be poisoned
 		_ = ic.conn.Close()
 	} else {
 		_ = ic.conn.SetDeadline(time.Time{})
-		c.put(addr, ic)
+		c.put(key, ic)
 	}
-	return &rep, nil
+	return nil
 }
 
 // get returns an idle connection to addr, or a new one past its hello.

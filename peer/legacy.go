@@ -371,36 +371,19 @@ func legacyCall[Resp any](ctx context.Context, c *Client, addr string, op OpID, 
 	if err != nil {
 		return nil, err
 	}
-	dl, ok := ctx.Deadline()
-	if !ok {
-		dl = time.Now().Add(15 * time.Second)
+	var jr legacyResponse
+	var merr error
+	err = c.exchange(ctx, key, addr, ic, func(budget time.Duration) []byte {
+		j.TimeoutMS = max(budget.Milliseconds(), 1)
+		var body []byte
+		body, merr = json.Marshal(&j)
+		return body
+	}, func(frame []byte) error { return json.Unmarshal(frame, &jr) })
+	if merr != nil {
+		return nil, merr
 	}
-	j.TimeoutMS = max(time.Until(dl).Milliseconds(), 1)
-	body, err := json.Marshal(&j)
 	if err != nil {
 		return nil, err
-	}
-	_ = ic.conn.SetDeadline(dl.Add(time.Second))
-	stop := context.AfterFunc(ctx, func() { _ = ic.conn.SetDeadline(time.Now()) })
-	defer stop()
-	var jr legacyResponse
-	err = writeFrame(ic.w, body)
-	var frame []byte
-	if err == nil {
-		frame, err = readFrame(ic.r)
-	}
-	if err == nil {
-		err = json.Unmarshal(frame, &jr)
-	}
-	if err != nil {
-		_ = ic.conn.Close()
-		return nil, fmt.Errorf("%w: rpc to %s: %w", link.ErrUnavailable, addr, err)
-	}
-	if !stop() {
-		_ = ic.conn.Close()
-	} else {
-		_ = ic.conn.SetDeadline(time.Time{})
-		c.put(key, ic)
 	}
 	if err := legacyError(jr.Err, jr.Detail); err != nil {
 		return nil, err

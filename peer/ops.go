@@ -374,27 +374,33 @@ func (c *Client) Release(ctx context.Context, addr, promiser string) (bool, erro
 
 // Field kinds of the messages above.
 
-// linkField is a link in its wire form (command.EncodeLink).
-func linkField[M any](num protowire.Number, p func(*M) **link.Link) wire.Field[M] {
+// coded is a message held by pointer (nil: absent) and written by a codec
+// of its own: enc writes it, dec reads it.
+func coded[M, T any](num protowire.Number, p func(*M) **T, enc func(*T) []byte, dec func([]byte) (*T, error)) wire.Field[M] {
 	return wire.Field[M]{Num: num,
 		Put: func(b []byte, num protowire.Number, m *M) []byte {
-			if l := *p(m); l != nil {
-				return wire.AppendMessage(b, num, command.EncodeLink(l))
+			if v := *p(m); v != nil {
+				return wire.AppendMessage(b, num, enc(v))
 			}
 			return b
 		},
 		Get: func(r wire.Reader, typ protowire.Type, num protowire.Number, m *M) wire.Reader {
 			body := r.Bytes(typ, num)
 			if r.Err() == nil {
-				l, err := command.DecodeLink(body)
+				v, err := dec(body)
 				if err != nil {
 					r.SetErr(err)
 				}
-				*p(m) = l
+				*p(m) = v
 			}
 			return r
 		},
 	}
+}
+
+// linkField is a link in its wire form (command.EncodeLink).
+func linkField[M any](num protowire.Number, p func(*M) **link.Link) wire.Field[M] {
+	return coded(num, p, command.EncodeLink, command.DecodeLink)
 }
 
 // record is a message of package command with its own codec.
@@ -405,26 +411,10 @@ type record[T any] interface {
 }
 
 // nested is a command record (Placement, ClickStats, ...) as a message.
-func nested[M, T any, PT record[T]](num protowire.Number, p func(*M) *PT) wire.Field[M] {
-	return wire.Field[M]{Num: num,
-		Put: func(b []byte, num protowire.Number, m *M) []byte {
-			if v := *p(m); v != nil {
-				return wire.AppendMessage(b, num, v.AppendTo(nil))
-			}
-			return b
-		},
-		Get: func(r wire.Reader, typ protowire.Type, num protowire.Number, m *M) wire.Reader {
-			body := r.Bytes(typ, num)
-			if r.Err() == nil {
-				v := PT(new(T))
-				if err := v.Unmarshal(body); err != nil {
-					r.SetErr(err)
-				}
-				*p(m) = v
-			}
-			return r
-		},
-	}
+func nested[M, T any, PT record[T]](num protowire.Number, p func(*M) **T) wire.Field[M] {
+	return coded(num, p,
+		func(v *T) []byte { return PT(v).AppendTo(nil) },
+		func(b []byte) (*T, error) { v := new(T); return v, PT(v).Unmarshal(b) })
 }
 
 // embedded is a command record held by value, always written.

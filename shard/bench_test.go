@@ -29,8 +29,8 @@ func BenchmarkLookup(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := Open(Config{ID: 0, NodeID: "n1", Dir: b.TempDir(), Stream: transport.RaftLayer{Layer: layer},
-				Timing: raftgroup.FastTiming, CacheSize: tc.cache})
+			s, err := Open(Config{ID: 0, CacheSize: tc.cache, Group: raftgroup.Config{NodeID: "n1", Dir: b.TempDir(),
+				Stream: transport.RaftLayer{Layer: layer}, Timing: raftgroup.FastTiming}})
 			if err != nil {
 				b.Fatal(err)
 			}

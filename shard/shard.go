@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/maypok86/otter/v2"
 
 	"github.com/linkraft/linkraft/command"
@@ -23,19 +21,9 @@ import (
 type Config struct {
 	// ID is the shard id (0 ≤ ID < shard count).
 	ID command.ShardID
-	// NodeID is this node's Raft server ID.
-	NodeID string
-	// Dir holds the shard's raft.db, snapshots/ and state.db.
-	Dir string
-	// Stream is the shard's layer of the peer port.
-	Stream raft.StreamLayer
-	// VerifyRPC checks incoming Raft requests (raftgroup.Config.VerifyRPC).
-	VerifyRPC func(conn net.Conn, header raft.RPCHeader) error
-	// Timing overrides the Raft timers.
-	Timing raftgroup.Timing
-	// Snapshots overrides the snapshot policy (zero fields: raft's
-	// defaults).
-	Snapshots raftgroup.SnapshotPolicy
+	// Group configures the shard's Raft group (its Dir holds the shard's
+	// raft.db, snapshots/ and state.db); Open sets its Name and FSM.
+	Group raftgroup.Config
 	// CacheSize bounds the link cache (entries, default 100,000).
 	CacheSize int
 	// CacheTTL bounds how long a cached link is served without a re-read
@@ -44,8 +32,6 @@ type Config struct {
 	CacheTTL time.Duration
 	// NegativeTTL is how long an unknown code is remembered (default 2 s).
 	NegativeTTL time.Duration
-	// Logger receives the shard's logs ("group" = "shard-<id>").
-	Logger *slog.Logger
 	// Observer, if set, is told about cache hits and misses.
 	Observer Observer
 	// OnChange, if set, is called on the FSM goroutine after every applied
@@ -126,12 +112,12 @@ func Open(cfg Config) (*Shard, error) {
 		return nil, err
 	}
 	s.cache = cache
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Group.Logger == nil {
+		cfg.Group.Logger = slog.New(slog.DiscardHandler)
 	}
 	f, err := fsm.NewShardFSM(fsm.ShardConfig{
-		Path:      StatePath(cfg.Dir),
-		Logger:    cfg.Logger.With("group", cfg.ID.Group().String()),
+		Path:      StatePath(cfg.Group.Dir),
+		Logger:    cfg.Group.Logger.With("group", cfg.ID.Group().String()),
 		OnChange:  s.applied,
 		OnRestore: func() { s.restores.Add(1); s.cache.InvalidateAll() },
 	})
@@ -139,19 +125,8 @@ func Open(cfg Config) (*Shard, error) {
 		return nil, err
 	}
 	s.fsm = f
-	g, err := raftgroup.Open(raftgroup.Config{
-		Name:   cfg.ID.Group().String(),
-		NodeID: cfg.NodeID,
-		Dir:    cfg.Dir,
-		FSM:    f,
-		Stream: cfg.Stream,
-		Timing: cfg.Timing,
-
-		VerifyRPC: cfg.VerifyRPC,
-		Logger:    cfg.Logger,
-
-		Snapshots: cfg.Snapshots,
-	})
+	cfg.Group.Name, cfg.Group.FSM = cfg.ID.Group().String(), f
+	g, err := raftgroup.Open(cfg.Group)
 	if err != nil {
 		f.Close()
 		return nil, err

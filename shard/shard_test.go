@@ -20,7 +20,7 @@ func mustShard(tb testing.TB, m *transport.Mux, nodeID, dir string, id command.S
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := Open(Config{ID: id, NodeID: nodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer}, Timing: raftgroup.FastTiming})
+	s, err := Open(Config{ID: id, Group: raftgroup.Config{NodeID: nodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer}, Timing: raftgroup.FastTiming}})
 	if err != nil {
 		tb.Fatal(err)
 	}
