@@ -16,6 +16,7 @@ import (
 // node has every click. Without analytics the node has no pipeline but
 // still tells bots apart.
 func TestNodeOwnsItsClickPipeline(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := testcluster.Key(t)
 	cfg := cluster.Config{DataDir: dir, Shards: 2, ClusterKey: key,

@@ -19,6 +19,7 @@ import (
 // Before formation.go, a node arriving while the first three formed could
 // make two of them bootstrap different voter sets.
 func TestFormationIsOneClusterInAnyOrder(t *testing.T) {
+	t.Parallel()
 	const expect, size, rounds = 3, 5, 6
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
 	for round := range rounds {

@@ -19,6 +19,7 @@ import (
 // the retries are. The same key with another body is refused and stores
 // nothing; a bulk create with a key makes its links once.
 func TestCreateOnceAcrossNodes(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	tc.StartAll(0, 1, 2)
 	tc.WaitReplicated(3)
@@ -104,6 +105,7 @@ func TestCreateOnceAcrossNodes(t *testing.T) {
 // and failed before its create (the node died between the two) is finished
 // by its retry: the claimed code is made, not a new one.
 func TestCreateOnceFinishesAnInterruptedFirst(t *testing.T) {
+	t.Parallel()
 	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 2})
 	t.Cleanup(func() { _ = n.Close() })
 	idem := link.IdempotencyKey("team", "k", []byte("body"))

@@ -21,6 +21,7 @@ import (
 // group takes it back (its handshakes are refused, so it cannot vote).
 // Writes go on with the other two.
 func TestWipedNodeUnderItsOldIDIsRefused(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	tc.StartAll(0, 1, 2)
 	tc.WaitReplicated(3)
@@ -67,6 +68,7 @@ func TestWipedNodeUnderItsOldIDIsRefused(t *testing.T) {
 // then pointed at this cluster is never added: it is told why, says so in
 // its readiness, and the cluster's membership is unchanged.
 func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 2})
 	tc.StartAll(0, 1)
 	tc.Nodes[2] = nil
@@ -108,6 +110,7 @@ func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
 // a node that reaches no one (a slow peer, a wrong key) does not form a
 // cluster of its own.
 func TestJoinNeverBootstraps(t *testing.T) {
+	t.Parallel()
 	cfg := cluster.Config{NodeID: "lone", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: loopback.Addr(t),
 		FastGossip: true, Join: []string{loopback.Addr(t)}, ClusterKey: testcluster.Key(t)}
 	n, err := cluster.New(cfg)

@@ -53,6 +53,7 @@ func effectiveEverywhere(t *testing.T, nodes []*cluster.Node, what string, cond 
 }
 
 func TestKeysAndBlocklistTakeEffectOnEveryNodeWithinASecond(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	tc.StartAll(0, 1, 2)
 	tc.WaitReplicated(3)
@@ -152,6 +153,7 @@ func TestKeysAndBlocklistTakeEffectOnEveryNodeWithinASecond(t *testing.T) {
 // so hold other state) is refused with link.ErrUpgradeNeeded, in a create, a
 // bulk create and a patch; everything else goes on.
 func TestNewFieldsWaitForEveryNode(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 2, Expect: 2})
 	tc.Cfgs[1].FeatureLevel = command.LevelLinkMeta - 1
 	tc.StartAll(0, 1)
@@ -192,6 +194,7 @@ func TestNewFieldsWaitForEveryNode(t *testing.T) {
 // store the link without them and redirect without asking or without the
 // rules), while the fields of its own level go on.
 func TestPasswordsAndRulesWaitForEveryNode(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 2, Expect: 2})
 	tc.Cfgs[1].FeatureLevel = command.LevelLinkAccess - 1
 	tc.StartAll(0, 1)
@@ -240,6 +243,7 @@ func TestPasswordsAndRulesWaitForEveryNode(t *testing.T) {
 // records levels, recorded lower, needs a level above this version's: the
 // meta package's TestAdmitRecordsEachLevel has it.)
 func TestPasswordsWaitForDownOlderNodes(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	tc.Cfgs[2].FeatureLevel = command.LevelLinkAccess - 1
 	tc.StartAll(0, 1, 2)

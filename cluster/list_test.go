@@ -20,6 +20,7 @@ import (
 // query, appears exactly once, in order; nothing that fails the query
 // does.
 func TestListingPagesAcrossShards(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	for i := range tc.Cfgs {
 		tc.Cfgs[i].ReplicationFactor = 2

@@ -16,6 +16,7 @@ import (
 // already holds is skipped; after a restart the rest of the leased range is
 // skipped, never reused; the bootstrap settings outlive flags that differ.
 func TestGeneratedCodesSkipAliasesAndRestarts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := testcluster.Node(t, cluster.Config{DataDir: dir, Shards: 4, IDBlockSize: 64})
 	coder, err := idrange.NewCoder(idrange.Mode(n.Settings().CodeMode), n.Settings().CodeKey)
@@ -76,6 +77,7 @@ func TestGeneratedCodesSkipAliasesAndRestarts(t *testing.T) {
 }
 
 func TestSequentialModeGivesShortestCodes(t *testing.T) {
+	t.Parallel()
 	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 2, CodeMode: idrange.ModeSequential})
 	defer n.Close()
 	for i := 0; i < 3; i++ {
@@ -90,6 +92,7 @@ func TestSequentialModeGivesShortestCodes(t *testing.T) {
 }
 
 func TestNodeIDMustMatchDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := testcluster.Node(t, cluster.Config{DataDir: dir, NodeID: "n1", Shards: 1})
 	n.Close()
@@ -103,6 +106,7 @@ func TestNodeIDMustMatchDataDir(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []cluster.Config{
 		{},
 		{DataDir: "x", BootstrapExpect: 3},
@@ -121,6 +125,7 @@ func TestConfigValidation(t *testing.T) {
 // TestUpdateAndDeleteErrors: what the log must never hold is refused by
 // the leader's check even from a caller that skipped link's validation.
 func TestUpdateAndDeleteErrors(t *testing.T) {
+	t.Parallel()
 	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 2})
 	defer n.Close()
 	bad := 303

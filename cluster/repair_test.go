@@ -20,6 +20,7 @@ import (
 // aside (refusing while the node runs), and the restarted node catches up
 // from the leader to the same state as the other replicas.
 func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	tc.StartAll(0, 1, 2)
 	tc.WaitReplicated(3)

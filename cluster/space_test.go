@@ -20,6 +20,7 @@ import (
 // redirects go on. Freed, the alarm clears and writes resume, with no
 // restart.
 func TestStorageAlarmRefusesWritesAndClears(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	disk := tmpfs.Mount(t, "96m")
 	tc.Cfgs[2].DataDir = filepath.Join(disk, "n3")

@@ -31,6 +31,7 @@ import (
 // attack of issue 13 (a forwarded create of a javascript: link the HTTP
 // API refuses), and nothing is stored.
 func TestPeerPortRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 1})
 	defer n.Close()
 	stranger, err := peertls.New(peertls.Config{NodeID: n.ID(), ClusterKey: testcluster.Key(t)})
@@ -86,6 +87,7 @@ func sendRaft(conn net.Conn, typ byte, req any, resp any) error {
 // certificate claiming to be n3 is dropped with its connection, and the
 // leader keeps its term; the same request under n2's own ID is answered.
 func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	tc.StartAll(0, 1, 2)
 	tc.WaitReplicated(3)
@@ -142,6 +144,7 @@ func TestRaftRequestClaimingAnotherNodeIsRefused(t *testing.T) {
 // committed anyway (as an older leader would have), every replica rejects
 // it alike, serves on, and restarts.
 func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	tc.StartAll(0, 1, 2)
 	tc.WaitReplicated(3)
@@ -201,6 +204,7 @@ func TestPoisonPillIsRejectedByEveryReplica(t *testing.T) {
 // /readyz names the group and index, Close does not hang, and a restart
 // halts at the same entry again.
 func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
+	t.Parallel()
 	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 2, NodeID: "n1"})
 	cfg := n.Config()
 	sh := n.LocalShard(0)
@@ -261,6 +265,7 @@ func TestUnknownCommandTypeHaltsOneGroup(t *testing.T) {
 // itself), so a member asking for one over the RPC is refused and nothing
 // changes.
 func TestSettingsAndRegistryAreNotTakenOverTheRPC(t *testing.T) {
+	t.Parallel()
 	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
 	tc.StartAll(0, 1, 2)
 	tc.WaitReplicated(3)

@@ -117,6 +117,7 @@ func TestMergePagesGoesOnWhereAScanStopped(t *testing.T) {
 // TestTransferGateBacksOff: after a failed balancing transfer a shard is
 // left alone for transferBackoff, and only that shard.
 func TestTransferGateBacksOff(t *testing.T) {
+	t.Parallel()
 	var g transferGate
 	t0 := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
 	if !g.allow(3, t0) {

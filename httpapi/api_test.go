@@ -13,6 +13,7 @@ import (
 )
 
 func TestLinkLifecycle(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	created := tn.create(t, `{"url":"https://example.com/landing?utm=1","tags":["promo"]}`)
 	code := created["code"].(string)
@@ -112,6 +113,7 @@ func TestLinkLifecycle(t *testing.T) {
 }
 
 func TestAliasExpiryAndRedirectCodes(t *testing.T) {
+	t.Parallel()
 	tn := startFake(t, link.URLPolicy{}, nil)
 	l := tn.create(t, `{"url":"https://example.com","alias":"My_Link-1","redirect":301}`)
 	if l["code"] != "My_Link-1" {
@@ -150,6 +152,7 @@ func TestAliasExpiryAndRedirectCodes(t *testing.T) {
 }
 
 func TestNotFoundPages(t *testing.T) {
+	t.Parallel()
 	tn := startFake(t, link.URLPolicy{}, nil)
 	r := tn.do(t, "GET", "/nope123", "", nil, "Accept", "text/html,application/xhtml+xml")
 	if r.status != 404 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(string(r.body), "Not Found") {
@@ -176,6 +179,7 @@ func TestNotFoundPages(t *testing.T) {
 }
 
 func TestOperatorEndpoints(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	tn.create(t, `{"url":"https://example.com","alias":"metric-me"}`)
 	tn.do(t, "GET", "/metric-me", "", nil)
@@ -256,6 +260,7 @@ func TestOperatorEndpoints(t *testing.T) {
 // — made (201), bad URL (400), alias taken before or earlier in the same
 // request (409) — in request order, and what it made redirects.
 func TestBulkCreate(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	tn.create(t, `{"url":"https://example.com/old","alias":"old-alias"}`)
 	var items []string
@@ -346,6 +351,7 @@ func TestBulkCreate(t *testing.T) {
 // its apply; a probe landing there must wait for the apply, not answer 503
 // (a load balancer would pull a healthy node out of rotation).
 func TestReadyzHoldsUnderWrites(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	const writers, perWriter = 8, 40
 	var wg sync.WaitGroup
@@ -383,11 +389,12 @@ func TestReadyzHoldsUnderWrites(t *testing.T) {
 	t.Logf("%d probes during %d creates, all ready", probes, writers*perWriter)
 }
 
-// TestConcurrentCreatesAreDistinct: 1,000 concurrent creates give 1,000
+// TestConcurrentCreatesAreDistinct: 400 concurrent creates give 400
 // distinct codes, each redirecting to its own URL.
 func TestConcurrentCreatesAreDistinct(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
-	const n = 1000
+	const n = 400
 	codes := make([]string, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -425,6 +432,7 @@ func TestConcurrentCreatesAreDistinct(t *testing.T) {
 
 // TestAliasRace: 20 concurrent creates of one alias give exactly one 201.
 func TestAliasRace(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	const n = 20
 	statuses := make([]int, n)

@@ -29,6 +29,7 @@ func bearer(secret string) string { return "Bearer " + secret }
 // without the route's scope, another owner's key and an admin key. A refused
 // request changes nothing stored.
 func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
+	t.Parallel()
 	tn := startFake(t, link.URLPolicy{}, nil)
 	_, aliceRW := tn.makeKey(t, "alice-rw", "alice", "links:read", "links:write", "stats:read")
 	_, aliceRO := tn.makeKey(t, "alice-ro", "alice", "links:read")
@@ -181,6 +182,7 @@ func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
 }
 
 func TestKeyInputIsChecked(t *testing.T) {
+	t.Parallel()
 	tn := startFake(t, link.URLPolicy{}, nil)
 	before := tn.do(t, "GET", "/api/v1/keys", "", nil).body
 	for _, body := range []string{

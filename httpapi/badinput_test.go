@@ -13,6 +13,7 @@ import (
 // checks the status, that the answer is a problem document of the right
 // type, and that nothing stored changed.
 func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	tn := startFake(t, link.URLPolicy{Blocklist: map[string]struct{}{"evil.example": {}}}, nil)
 	tn.create(t, `{"url":"https://example.com/keep","alias":"keep-me","tags":["a"]}`)
 	tn.create(t, `{"url":"https://example.com/dead","alias":"tomb-stone"}`)

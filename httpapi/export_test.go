@@ -85,6 +85,7 @@ func TestExportStreamsEveryLink(t *testing.T) {
 // server's write timeout (here 1 s; each page of a slow cluster takes
 // 400 ms) is whole: the timeout holds for each page, not the export.
 func TestExportOutlastsTheWriteTimeout(t *testing.T) {
+	t.Parallel()
 	tn := startFake(t, link.URLPolicy{}, nil)
 	tn.srv.Config.WriteTimeout = time.Second
 	fake := tn.roles.links.(*fakeLinks)

@@ -57,6 +57,7 @@ func exchange(tb testing.TB, addr, raw string, methods ...string) []string {
 // over: malformed heads, bodies, other methods and paths, gone links,
 // pipelined sequences that switch from one to the other.
 func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	fastAddr, fl := strings.TrimPrefix(tn.srv.URL, "http://"), tn.fast
 	plain := httptest.NewServer(tn.srv.Config.Handler) // net/http alone
@@ -156,6 +157,7 @@ func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
 // A connection the fast path holds between requests is closed by
 // Shutdown; one mid-way through net/http is net/http's to close.
 func TestFastListenerShutdownClosesIdleConnections(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	c302 := tn.create(t, `{"url":"https://example.com/a"}`)["code"].(string)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -197,6 +199,7 @@ func TestFastListenerShutdownClosesIdleConnections(t *testing.T) {
 // A connection that sends no request is closed after ReadHeaderTimeout,
 // not held for IdleTimeout.
 func TestFastListenerDropsSilentConnections(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // stores nothing; a malformed key is 400; a bulk create with a key makes
 // its links once; another key's owner never meets the key.
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	body := []byte(`{"url":"https://example.com/once","tags":["a"]}`)
 	post := func(path string, body []byte, key ...string) response {

@@ -47,6 +47,7 @@ func (tn *testNode) importFile(t *testing.T, body []byte, hdr ...string) ([]map[
 // their codes with their fields, a bad row fails alone, and the summary
 // names the format.
 func TestImportEachFormat(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	for _, c := range []struct {
 		file, format string
@@ -142,6 +143,7 @@ func toStrings(v any) []string {
 // its code, owner, destination, title, description, tags, expiry,
 // redirect, visit limit, query forwarding and rules.
 func TestExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	src := startNode(t, link.URLPolicy{})
 	_, bob := src.makeKey(t, "bob", "bob", "links:read", "links:write")
 	src.waitKey(t, bob)
@@ -212,6 +214,7 @@ func exported(t *testing.T, tn *testNode, format string) map[string]map[string]a
 // An import that read the whole body before answering would never answer
 // (the test gives up after 20 s). Every row is answered, in order.
 func TestImportStreamsLargeFiles(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	rows := func(from, to int) string {
 		var b strings.Builder

@@ -12,6 +12,7 @@ import (
 // (escaped), changed or removed by a patch, and bounded; nothing is
 // fetched to fill them.
 func TestTitleAndDescription(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	l := tn.create(t, `{"url":"https://example.com/t","alias":"titled","title":"Release notes <b>2.0</b>","description":"What changed.\nAnd why."}`)
 	if l["title"] != "Release notes <b>2.0</b>" || l["description"] != "What changed.\nAnd why." {

@@ -164,6 +164,7 @@ func TestMain(m *testing.M) {
 // served. (A whole route it leaves out is caught by TestMain's check only
 // if a test calls it: the transport finds no operation for it.)
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	doc, _, err := loadSpec()
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,7 @@ const formType = "application/x-www-form-urlencoded"
 // hash appears in any answer or log line; what is stored is the argon2id
 // hash. Removing the password makes it an open link again.
 func TestPasswordLinks(t *testing.T) {
+	t.Parallel()
 	const secret = "Tr0ub4dor&3 horse"
 	logs := &lockedBuffer{}
 	tn := startNodeAPI(t, link.URLPolicy{}, func(c *httpapi.Config) {
@@ -181,6 +182,7 @@ func TestPasswordLinks(t *testing.T) {
 // The server's clock stands still, so no bucket refills however slowly
 // the guesses (an argon2id check each) run.
 func TestPasswordGuessesAreLimited(t *testing.T) {
+	t.Parallel()
 	stopped := time.Now()
 	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
@@ -221,6 +223,7 @@ func TestPasswordGuessesAreLimited(t *testing.T) {
 // cluster: with 3 live nodes each allows 7 of the 20 guesses at a link at
 // once, and with 10 each allows 5 (never fewer than one network's).
 func TestPasswordGuessesAreSharedByTheNodes(t *testing.T) {
+	t.Parallel()
 	stopped := time.Now()
 	var nodes atomic.Int32
 	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {

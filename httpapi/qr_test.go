@@ -128,6 +128,7 @@ func TestQRCodesDecodeToTheShortURL(t *testing.T) {
 // its turn and then answers 503 with Retry-After, not a queue without end;
 // once the slots are free it is drawn again.
 func TestQRBusyIsUnavailable(t *testing.T) {
+	t.Parallel()
 	tn := startFake(t, link.URLPolicy{}, nil)
 	tn.create(t, `{"url":"https://example.com/busy","alias":"busy-qr"}`)
 	release := tn.api.HoldQRSlots(50 * time.Millisecond)

@@ -15,6 +15,7 @@ import (
 // and through net/http alike; forward_query: false, on create or by
 // patch, stops it; the link JSON says which.
 func TestRedirectForwardsTheQuery(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, link.URLPolicy{})
 	fwd := tn.create(t, `{"url":"https://example.com/p?src=dest#top","alias":"fwd-q"}`)
 	if fwd["forward_query"] != true {

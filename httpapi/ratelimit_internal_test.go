@@ -8,6 +8,7 @@ import (
 
 // A flood of new clients cannot grow a limiter's table past maxBuckets.
 func TestLimiterTableIsBounded(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1e9, 0)
 	l := newLimiter(func() time.Time { return now })
 	rate := Rate{PerSecond: 1, Burst: 2}

@@ -11,6 +11,7 @@ import (
 // The fast path takes exactly the requests the router would hand to the
 // redirect handler with a valid code; everything else goes to the router.
 func TestRedirectCodeTakesOnlyValidCodes(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", link.MaxAliasLength+1)
 	for _, c := range []struct {
 		method, target, code string

@@ -28,6 +28,7 @@ const (
 // fast path (a fresh connection) and net/http answer alike, with
 // Cache-Control: no-store, and the query is forwarded onto the rule's URL.
 func TestRedirectRules(t *testing.T) {
+	t.Parallel()
 	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
 		c.Analytics = enriched{c.Analytics, analytics.NewEnricher()}
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}

@@ -15,6 +15,7 @@ import (
 // and stores nothing. (Reads and redirects under the alarm:
 // cluster.TestStorageAlarmRefusesWritesAndClears.)
 func TestStorageAlarmAnswers507(t *testing.T) {
+	t.Parallel()
 	over := startNode(t, link.URLPolicy{}, func(c *cluster.Config) { c.QuotaBytes = 1 })
 	before := over.storedState(t)
 	r := over.postJSON(t, "/api/v1/links", `{"url":"https://refused.example/"}`)

@@ -77,7 +77,7 @@ func TestCheckersCatchBugs(t *testing.T) {
 		t.Skip("needs root for network namespaces and nftables (CI runs as root)")
 	}
 	if testing.Short() {
-		t.Skip("starts a dozen clusters (about six minutes)")
+		t.Skip("starts a dozen clusters (about three minutes)")
 	}
 	covered := map[string]bool{}
 	for _, c := range bugCases {
@@ -93,8 +93,11 @@ func TestCheckersCatchBugs(t *testing.T) {
 	if err := buildLinknode(ctx, bin, "jepsenbugs", false); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range bugCases {
+	for i, c := range bugCases {
 		t.Run(c.bug, func(t *testing.T) {
+			// The cases run side by side (go test -parallel of them),
+			// each on its own namespaces and subnet.
+			t.Parallel()
 			limit := c.limit
 			if limit == 0 {
 				limit = 12 * time.Second
@@ -103,7 +106,8 @@ func TestCheckersCatchBugs(t *testing.T) {
 				Name: c.bug, Nodes: 3, TimeLimit: limit, Rate: 150,
 				Workloads: c.workload, Nemesis: c.nemesis, NemesisInterval: 3 * time.Second,
 				Binary: bin, Bugs: []string{c.bug}, Store: t.TempDir(),
-				Prefix: "lkb", Subnet: netip.MustParsePrefix("10.79.0.0/24"), Log: testWriter{t},
+				Prefix: fmt.Sprintf("lkb%c", 'a'+i), Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 79, byte(i), 0}), 24),
+				Log: testWriter{t},
 			})
 			if err != nil {
 				t.Fatal(err)

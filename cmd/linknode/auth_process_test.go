@@ -41,6 +41,7 @@ func send(tb testing.TB, method, url, key, contentType string, body []byte) (int
 // given: it makes admin.key) and replays, without credentials, every attack
 // that once worked against it (issue 14's "Why").
 func TestStrangerGetsNowhere(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := newAddrs(t)
 	p := launchProcEnv(t, nil, dir, a)

@@ -109,6 +109,7 @@ func counts(xs []struct {
 // do-not-track visitors, HEAD requests — and requires every node's stats
 // to match it exactly once the batches are in.
 func TestClickStatsAcrossThreeNodes(t *testing.T) {
+	t.Parallel()
 	const size = 3
 	procs := startCluster(t, size, "-click-flush", "100ms")
 	if procs == nil {
@@ -273,6 +274,7 @@ func TestClickStatsAcrossThreeNodes(t *testing.T) {
 // other answer is 410, and link-preview bots neither use visits up nor get
 // counted as visitors.
 func TestMaxVisitsExactAcrossThreeNodes(t *testing.T) {
+	t.Parallel()
 	const size, limit = 3, 25
 	procs := startCluster(t, size)
 	if procs == nil {

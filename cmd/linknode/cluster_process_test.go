@@ -20,6 +20,7 @@ import (
 // others, kills the node leading most shards with SIGKILL, keeps writing
 // through the survivors, and restarts the killed node on its data.
 func TestThreeProcessCluster(t *testing.T) {
+	t.Parallel()
 	const size = 3
 	addrs := make([]procAddrs, size)
 	var gossips []string

@@ -18,6 +18,7 @@ func env(m map[string]string) func(string) (string, bool) {
 }
 
 func TestFlagsEnvAndDefaults(t *testing.T) {
+	t.Parallel()
 	c, err := ParseFlags(nil, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +67,7 @@ func TestFlagsEnvAndDefaults(t *testing.T) {
 }
 
 func TestFlagErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -108,6 +110,7 @@ func TestFlagErrors(t *testing.T) {
 }
 
 func TestKeygen(t *testing.T) {
+	t.Parallel()
 	var out, errOut bytes.Buffer
 	if code := run([]string{"keygen"}, &out, &errOut); code != 0 {
 		t.Fatalf("keygen: %d %s", code, errOut.String())
@@ -137,6 +140,7 @@ func TestKeygen(t *testing.T) {
 }
 
 func TestRepairShardArguments(t *testing.T) {
+	t.Parallel()
 	var errOut bytes.Buffer
 	if code := run([]string{"repair-shard", "-data-dir", t.TempDir(), "x"}, io.Discard, &errOut); code != 1 || !strings.Contains(errOut.String(), "meta or a shard number") {
 		t.Fatalf("repair-shard x: %d %s", code, errOut.String())
@@ -151,6 +155,7 @@ func TestRepairShardArguments(t *testing.T) {
 }
 
 func TestVersionSubcommand(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	if code := run([]string{"version"}, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "linknode ") {
 		t.Fatalf("version: %d %q", code, out.String())

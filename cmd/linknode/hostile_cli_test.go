@@ -40,6 +40,7 @@ func assertTermSafe(t *testing.T, what string, out string) {
 // buffers no more than its bound, never follows the redirect, and counts
 // the export in constant memory.
 func TestCLIAgainstAHostileServer(t *testing.T) {
+	t.Parallel()
 	var elsewhere atomic.Int32
 	thief := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "" {
@@ -207,6 +208,7 @@ func TestCLIAgainstAHostileServer(t *testing.T) {
 // TestCountCSVRecords checks the export's record count against CSV's
 // corner cases.
 func TestCountCSVRecords(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]int{
 		"":                        0,
 		"a,b\n":                   1,

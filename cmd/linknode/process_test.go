@@ -237,6 +237,7 @@ func call(method, url, body string) (int, map[string]any, http.Header, error) {
 // on the same data and checks every acknowledged create and update. Three
 // crash cycles; codes must never repeat across them.
 func TestAcknowledgedWritesSurviveKill9(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	addrs := newAddrs(t)
 
@@ -367,6 +368,7 @@ func contains(xs []string, x string) bool {
 // status 0, data intact on restart; and the raft metrics bridge works in the
 // real process.
 func TestSIGTERMDrainsAndExits(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	addrs := newAddrs(t)
 	p := startProc(t, dataDir, addrs)

@@ -20,6 +20,7 @@ import (
 // meets a closed connection cannot know whether it was taken (CI saw a
 // create fail with EOF at that moment).
 func TestStartingServerAnswersWhatItAccepted(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 // TestServesHTTPSWithTheBinary starts the built binary with -tls-cert and
 // -tls-key and uses the API over HTTPS with HTTP/2 and HTTP/1.1.
 func TestServesHTTPSWithTheBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	certFile, keyFile, certPEM := certtest.Write(t, dir, 7)
 	a := newAddrs(t)

@@ -17,6 +17,7 @@ import (
 // accept it, so it holds no descriptor for it) and is answered as soon as
 // one of the eight closes.
 func TestHTTPConnectionLimit(t *testing.T) {
+	t.Parallel()
 	addrs := newAddrs(t)
 	startProc(t, t.TempDir(), addrs, "-max-conns", "8")
 	http.DefaultClient.CloseIdleConnections() // startProc's readiness polls
@@ -71,6 +72,7 @@ func dialHealthz(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 // own and does not give up: /healthz answers, /readyz answers 503 saying
 // what it waits for, and the failed join is logged at ERROR.
 func TestJoinOnlyNodeWaitsAndSaysWhy(t *testing.T) {
+	t.Parallel()
 	addrs := newAddrs(t)
 	nobody := freeAddr(t)
 	p := launchProc(t, t.TempDir(), addrs, "-join", nobody, "-cluster-key-file", testKeyFile(t))

@@ -182,18 +182,16 @@ func (c *Cluster) Stop(i int) {
 	c.Nodes[i] = nil
 }
 
-// CloseAll closes every running node, in parallel.
+// CloseAll closes every running node, one after another. Closing them
+// at once would make each wait out memberlist's leave timeout: a leave is
+// broadcast only to peers still alive, and those are leaving too.
 func (c *Cluster) CloseAll() {
-	var wg sync.WaitGroup
 	for i, n := range c.Nodes {
 		if n != nil {
-			wg.Go(func() {
-				n.Close()
-				c.Nodes[i] = nil
-			})
+			n.Close()
+			c.Nodes[i] = nil
 		}
 	}
-	wg.Wait()
 }
 
 // Live returns the running nodes.
