@@ -22,8 +22,9 @@ import (
 // placement puts here, opened as it does.
 type host struct {
 	n *Node
-	// settings, ring and coder are set once, in Open, before any reader
-	// of them starts.
+	// settings, ring and coder are set once, in Open, before the node's
+	// roles are handed out. The peer port serves before that: its
+	// handlers look at shards, which is nil until then.
 	settings *command.Settings
 	ring     *shard.Ring
 	coder    *idrange.Coder

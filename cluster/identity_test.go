@@ -3,16 +3,20 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/loopback"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/peer"
+	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // TestWipedNodeUnderItsOldIDIsRefused: n3 comes back under its ID with an
@@ -133,5 +137,41 @@ func TestJoinNeverBootstraps(t *testing.T) {
 	_ = again.Open(c2)
 	if again.Meta() != nil && again.Meta().HasState() {
 		t.Fatal("the join-only node bootstrapped a meta group of its own")
+	}
+}
+
+// TestPeerCallsToAStartingNodeAreUnavailable: a node's peer port serves
+// while the node still waits to join, before it knows the cluster's
+// settings. A lookup sent to it then is unavailable (the caller asks
+// another replica or answers 503), not a handler panic answered as an
+// internal error, as the 5-node chaos run saw of a node the nemesis had
+// restarted (and the race detector, of the settings written under it).
+func TestPeerCallsToAStartingNodeAreUnavailable(t *testing.T) {
+	t.Parallel()
+	key := testcluster.Key(t)
+	formed := testcluster.Node(t, cluster.Config{NodeID: "n1", ClusterKey: key})
+	peerAddr := loopback.Addr(t)
+	n, err := cluster.New(cluster.Config{NodeID: "starting", DataDir: t.TempDir(), RaftAddr: peerAddr,
+		GossipAddr: loopback.Addr(t), FastGossip: true, Join: []string{loopback.Addr(t)},
+		ClusterKey: key, Timing: raftgroup.FastTiming})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opening, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Open(opening) }()
+	t.Cleanup(func() {
+		stop()
+		<-done
+		n.Close()
+	})
+	for _, s := range []command.ShardID{0, 1 << 20} {
+		testkit.Eventually(t, 10*time.Second, func() error {
+			_, err := formed.Peers().Lookup(ctx(t), peerAddr, s, "some-code", false, 0)
+			if errors.Is(err, link.ErrUnavailable) && !errors.Is(err, peer.ErrUnreachable) && strings.Contains(err.Error(), "is starting") {
+				return nil
+			}
+			return fmt.Errorf("lookup of shard %d on a starting node: %v", s, err)
+		})
 	}
 }

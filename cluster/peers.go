@@ -128,9 +128,15 @@ func (h peerHandlers) release(_ context.Context, r *peer.ReleaseRequest) (*peer.
 	return &peer.ReleaseResponse{Released: h.n.formation.release(r.Promiser)}, nil
 }
 
-// knownShard refuses a shard id the cluster does not have.
+// knownShard refuses a shard id the cluster does not have. The peer port
+// serves while the node is still joining, before it knows the settings:
+// then every shard is unavailable here.
 func (h peerHandlers) knownShard(s command.ShardID) error {
-	if s < 0 || int(s) >= h.n.host.ring.Shards() {
+	p := h.n.host.shards.Load()
+	if p == nil {
+		return fmt.Errorf("%w: node %s is starting", link.ErrUnavailable, h.n.cfg.NodeID)
+	}
+	if s < 0 || int(s) >= len(*p) {
 		return fmt.Errorf("%w: no shard %d", link.ErrInvalidInput, s)
 	}
 	return nil

@@ -15,7 +15,7 @@ import (
 // in an update's mask, the feature level that knows it, and where it lives
 // in a link.Link, a link.CreateRequest and a link.Patch. The three
 // messages' codecs are made from this table, so a new field is an entry
-// here beside its place in the domain types (CONTRIBUTING in README).
+// here beside its place in the domain types (CONTRIBUTING.md).
 
 // Feature levels of link fields: a node gossips the highest it knows, and
 // a field is written only once every node knows it (cluster.supports).
