@@ -9,6 +9,11 @@ cd "$(dirname "$0")/.."
 # exceeded", no crasher; golang/go#75804, fixed in Go 1.27), as CI saw here.
 FUZZTIME=${FUZZTIME:-100000x}
 
+# Each step says when it starts, in seconds since the script did.
+start=$SECONDS
+step() { echo "==> [$((SECONDS - start)) s] $*"; }
+
+step "gofmt, go mod tidy, go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
@@ -19,13 +24,18 @@ go vet ./...
 go vet -tags hashicorpmetrics ./...
 go vet -tags jepsenbugs ./...
 
-go test -race -count=1 -timeout 15m ./...
+step "go test -race ./..."
+# The jepsen package first: its chaos cases are the longest run, so it
+# starts while the other packages build and test (two at a time).
+go test -race -count=1 -timeout 15m ./jepsen $(go list ./... | grep -vx 'github.com/linkraft/linkraft/jepsen')
 # The deliberate faults of the chaos harness's checker tests (internal/bugs)
 # exist only in -tags jepsenbugs builds; their switchboard is tested there.
+step "the deliberate faults' switchboard (-tags jepsenbugs)"
 LINKRAFT_JEPSEN_BUGS=lose-last-apply-on-restart go test -race -count=1 -tags jepsenbugs -run 'OnOnceEvery|UndoLastWrites' ./internal/bugs ./fsm
 
 # Fuzz targets, each for $FUZZTIME executions (one target per invocation is
 # all go test allows).
+step "fuzz targets, $FUZZTIME each"
 fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" "$1"; }
 fuzz ./idrange FuzzBase62RoundTrip
 fuzz ./idrange FuzzBase62Decode
@@ -40,8 +50,9 @@ fuzz ./internal/password FuzzCheck
 # The short chaos run: a real 5-node cluster in network namespaces under
 # partitions, kills and pauses (root only: namespaces and nftables).
 if [ "$(id -u)" -eq 0 ]; then
+  step "the short chaos run"
   bash scripts/jepsen-ci.sh
 else
   echo "NOT RUN: the chaos run (scripts/jepsen-ci.sh) needs root; CI runs it"
 fi
-echo "all tests passed"
+step "all tests passed"
