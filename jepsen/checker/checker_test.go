@@ -344,3 +344,47 @@ func TestCounter(t *testing.T) {
 		t.Fatalf("loss within the kill window judged %v: %+v", r.Valid, r)
 	}
 }
+
+// TestCounterWindowStartsWhenTheNodeCanCommit: n1 serves clicks while a
+// fault may keep it from committing them, and is killed later. Within the
+// recovery after the fault's end plus the loss window, losing them is
+// allowed; past that, n1 could commit them, and losing them is an
+// anomaly, as is losing clicks served long after the fault.
+func TestCounterWindowStartsWhenTheNodeCanCommit(t *testing.T) {
+	t.Parallel()
+	const s = int64(time.Second)
+	nemesis := func(at int64, f string, typ history.Type, value string) history.Op {
+		return history.Op{Time: at, Process: history.NemesisProcess, Type: typ, F: f, Workload: "kill-majority", Value: value}
+	}
+	clicks := func(from int64) []history.Op { // five clicks on n1
+		var ops []history.Op
+		for i := range 5 {
+			at := from + int64(i)*s/10
+			ops = append(ops, history.Op{Time: at, Process: i, Type: history.Invoke, F: FClick, Key: "c", Workload: "counter", Node: "n1"},
+				history.Op{Time: at + 1, Process: i, Type: history.OK, F: FClick, Key: "c", Status: 302, Workload: "counter", Node: "n1"})
+		}
+		return ops
+	}
+	fault := []history.Op{nemesis(1*s, "start", history.Invoke, ""), nemesis(1*s, "start", history.OK, "SIGKILL n2 n3"),
+		nemesis(6*s, "stop", history.Invoke, ""), nemesis(6*s, "stop", history.OK, "n2 killed by SIGKILL; n3 killed by SIGKILL")}
+	kill := func(at int64) []history.Op {
+		return []history.Op{nemesis(at, "start", history.Invoke, ""), nemesis(at, "start", history.OK, "SIGKILL n1")}
+	}
+	final := Final{Nodes: []string{"n1"}, Recovered: true, Counters: map[string]map[string]uint64{"n1": {"c": 2}}}
+	for _, c := range []struct {
+		name     string
+		recovery time.Duration
+		ops      []history.Op
+		valid    Validity
+	}{
+		{"served during the fault, killed within recovery and the window after it", 5 * time.Second, slices.Concat(fault[:2], clicks(2*s), fault[2:], kill(13*s)), Valid},
+		{"served during the fault, killed after recovery and the window", 5 * time.Second, slices.Concat(fault[:2], clicks(2*s), fault[2:], kill(15*s)), Invalid},
+		{"served after recovery, killed past the window", 5 * time.Second, slices.Concat(fault, clicks(12*s), kill(16*s)), Invalid},
+		{"served during the fault, no recovery allowed, killed past the window after it", 0, slices.Concat(fault[:2], clicks(2*s), fault[2:], kill(10*s)), Invalid},
+	} {
+		o := CounterOptions{LossWindow: 3 * time.Second, Recovery: c.recovery}
+		if r := CheckCounter(c.ops, final, o); r.Valid != c.valid || (c.valid == Invalid && r.Anomalies[0].Kind != "lost-clicks") {
+			t.Errorf("%s: judged %v, want %v: %+v", c.name, r.Valid, c.valid, r)
+		}
+	}
+}

@@ -19,6 +19,9 @@ type CounterOptions struct {
 	// may still be unflushed, and so lost (DESIGN §6: bounded by the flush
 	// interval, plus the time a batch needs to commit).
 	LossWindow time.Duration
+	// Recovery is how long after a fault ends the cluster may still be
+	// unable to commit (killed nodes restarting, elections).
+	Recovery time.Duration
 }
 
 // CheckCounter checks click counting (DESIGN guarantee 6, Jepsen's counter
@@ -27,8 +30,11 @@ type CounterOptions struct {
 //     most the clicks that were served or may have been (ok + info)
 //     invoked before the read returned;
 //   - under-counting bounded: at the end, after recovery, every node reports
-//     at least the acknowledged clicks minus those a killed node served in
-//     the LossWindow before it was killed.
+//     at least the acknowledged clicks minus those a killed node had not had
+//     the LossWindow to commit when it was killed. A click's window starts
+//     when it was served or, if a fault was in force then (its shard may
+//     have had no quorum), Recovery after that fault ended: DESIGN's bound
+//     is the flush interval of a node whose shards can commit.
 func CheckCounter(ops []history.Op, final Final, opt CounterOptions) Result {
 	res := Result{Checker: "counter", Stats: map[string]int{}}
 	pairs, err := history.Pairs(ops)
@@ -45,6 +51,7 @@ func CheckCounter(ops []history.Op, final Final, opt CounterOptions) Result {
 			}
 		}
 	}
+	faults := faultSpans(ops)
 	type click struct {
 		invoke, done int64
 		node         string
@@ -101,8 +108,9 @@ func CheckCounter(ops []history.Op, final Final, opt CounterOptions) Result {
 				continue
 			}
 			ok++
+			from := committable(c.done, faults, opt.Recovery)
 			for _, k := range kills[c.node] {
-				if c.done <= k && k-c.done <= int64(opt.LossWindow) {
+				if c.done <= k && k-from <= int64(opt.LossWindow) {
 					mayLose++
 					break
 				}
@@ -139,4 +147,44 @@ func CheckCounter(ops []history.Op, final Final, opt CounterOptions) Result {
 			res.Stats["ok-clicks"], res.Stats["info-clicks"], len(reads), maxLag, res.Stats["may-lose"])
 	}
 	return res
+}
+
+// faultSpans are the nemesis's faults, each from its start's invocation to
+// its stop's completion (the end of the history if it never stopped).
+func faultSpans(ops []history.Op) [][2]int64 {
+	var spans [][2]int64
+	open := map[string]int64{}
+	var last int64
+	for _, op := range ops {
+		last = max(last, op.Time)
+		if op.Process != history.NemesisProcess {
+			continue
+		}
+		switch {
+		case op.F == "start" && op.Type == history.Invoke:
+			open[op.Workload] = op.Time
+		case op.F == "stop" && op.Type == history.OK:
+			if t, ok := open[op.Workload]; ok {
+				spans = append(spans, [2]int64{t, op.Time})
+				delete(open, op.Workload)
+			}
+		}
+	}
+	for _, t := range open {
+		spans = append(spans, [2]int64{t, last})
+	}
+	return spans
+}
+
+// committable is when a click served at done could first be committed:
+// done itself, unless a fault was in force then or had ended less than
+// recovery before; then that fault's end plus recovery.
+func committable(done int64, faults [][2]int64, recovery time.Duration) int64 {
+	from := done
+	for _, f := range faults {
+		if f[0] <= done && done < f[1]+int64(recovery) {
+			from = max(from, f[1]+int64(recovery))
+		}
+	}
+	return from
 }

@@ -45,6 +45,7 @@ var (
 	openRates = flag.String("open-rates", "", "comma-separated offered rates (creates/s) for an open-loop create run with vegeta, after the closed-loop runs (empty: none)")
 	vegetaBin = flag.String("vegeta", "vegeta", "the vegeta binary for -open-rates")
 	nodeArgs  = flag.String("node-args", "", "extra linknode flags for every node, space-separated (e.g. \"-pprof\")")
+	binary    = flag.String("bin", "", "the linknode binary to run (default: build ./cmd/linknode); scripts/bench-compare.sh runs two revisions' binaries under one load generator")
 	peerTLS   = flag.Bool("peer-tls", true, "give the nodes a cluster key (mutual TLS on the peer port, encrypted gossip); false runs them -insecure")
 )
 
@@ -87,10 +88,13 @@ func main() {
 	work, err := os.MkdirTemp("", "benchcluster-")
 	check(err)
 	defer os.RemoveAll(work)
-	bin := filepath.Join(work, "linknode")
-	build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", bin, "./cmd/linknode")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	check(build.Run())
+	bin := *binary
+	if bin == "" {
+		bin = filepath.Join(work, "linknode")
+		build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", bin, "./cmd/linknode")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		check(build.Run())
+	}
 	c := newCluster(bin, work)
 	for _, n := range c.nodes {
 		c.start(n)
