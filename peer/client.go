@@ -152,20 +152,8 @@ func (c *Client) exchange(ctx context.Context, key, addr string, ic idleConn, bo
 // legacy reports a peer that closed the connection at the hello: a
 // version before this protocol.
 func (c *Client) get(ctx context.Context, addr string) (ic idleConn, legacy bool, err error) {
-	c.mu.Lock()
-	for conns := c.idle[addr]; len(conns) > 0; conns = c.idle[addr] {
-		ic := conns[len(conns)-1]
-		c.idle[addr] = conns[:len(conns)-1]
-		if time.Since(ic.since) < maxIdleAge {
-			c.mu.Unlock()
-			return ic, false, nil
-		}
-		_ = ic.conn.Close()
-	}
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return idleConn{}, false, fmt.Errorf("%w: client closed", ErrUnreachable)
+	if ic, ok, err := c.takeIdle(addr); ok || err != nil {
+		return ic, false, err
 	}
 	conn, err := c.cfg.Dial(ctx, addr)
 	if err != nil {
@@ -213,6 +201,27 @@ func (c *Client) hello(ctx context.Context, ic idleConn) error {
 	return helloCodec.DecodeInto(rep.Body, &h)
 }
 
+// takeIdle returns the newest idle connection under key that is young
+// enough to trust, closing older ones; ok is false when there is none.
+func (c *Client) takeIdle(key string) (ic idleConn, ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return idleConn{}, false, fmt.Errorf("%w: client closed", ErrUnreachable)
+	}
+	for conns := c.idle[key]; len(conns) > 0; conns = c.idle[key] {
+		ic := conns[len(conns)-1]
+		c.idle[key] = conns[:len(conns)-1]
+		if time.Since(ic.since) < maxIdleAge {
+			return ic, true, nil
+		}
+		_ = ic.conn.Close()
+	}
+	return idleConn{}, false, nil
+}
+
+// put keeps ic as an idle connection under addr, or closes it when the
+// pool is full or the client closed.
 func (c *Client) put(addr string, ic idleConn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -397,17 +397,9 @@ func legacyCall[Resp any](ctx context.Context, c *Client, addr string, op OpID, 
 
 // getLegacy returns an idle connection of the older protocol, or a new one.
 func (c *Client) getLegacy(ctx context.Context, key, addr string) (idleConn, error) {
-	c.mu.Lock()
-	for conns := c.idle[key]; len(conns) > 0; conns = c.idle[key] {
-		ic := conns[len(conns)-1]
-		c.idle[key] = conns[:len(conns)-1]
-		if time.Since(ic.since) < maxIdleAge {
-			c.mu.Unlock()
-			return ic, nil
-		}
-		_ = ic.conn.Close()
+	if ic, ok, err := c.takeIdle(key); ok || err != nil {
+		return ic, err
 	}
-	c.mu.Unlock()
 	conn, err := c.cfg.DialLegacy(ctx, addr)
 	if err != nil {
 		return idleConn{}, fmt.Errorf("%w: dial %s: %w", ErrUnreachable, addr, err)

@@ -22,30 +22,20 @@ DIST=uniform
 HTTP=127.0.0.1:${BENCH_HTTP_PORT:-18580}
 RAFT=127.0.0.1:${BENCH_RAFT_PORT:-18570}
 
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+. scripts/bench-node.sh
 work=$(mktemp -d)
-pid=
-stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; fi; }
 trap 'stop; rm -rf "$work"' EXIT
 
 go build -o "$work/linknode" ./cmd/linknode
-key="lrk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
 start() { # $1: -analytics value
   LINKNODE_ADMIN_KEY=$key "$work/linknode" -data-dir "$work/data" -http-addr "$HTTP" -raft-addr "$RAFT" -gossip-addr 127.0.0.1:0 \
     -admin-addr 127.0.0.1:0 -log-level warn -analytics="$1" -visits="${VISITS:-true}" >>"$work/node.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 300); do
-    curl -fs -H "Authorization: Bearer $key" "http://$HTTP/api/v1/keys" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "node not ready"; cat "$work/node.log"; exit 1
+  wait_ready "$work/node.log"
 }
 
 start true
-for i in $(seq 1 10000); do
-  printf '{"url":"https://example.com/r/%d"}\n' "$i"
-done | xargs -d '\n' -P 16 -I{} curl -fs -H 'Content-Type: application/json' -H "Authorization: Bearer $key" -d '{}' "http://$HTTP/api/v1/links" \
-  | grep -o '"code":"[^"]*"' | cut -d'"' -f4 >"$work/codes"
+load_links 10000 "$work/codes"
 stop
 
 echo "== machine: $(nproc) cores (wrk shares them), $(go version | cut -d' ' -f3); $(wc -l <"$work/codes") links ($DIST keys), $CONNS connections, $DURATION per run"

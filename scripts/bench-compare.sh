@@ -29,10 +29,8 @@ LINKS=${LINKS:-10000}
 HTTP=127.0.0.1:${BENCH_HTTP_PORT:-18680}
 RAFT=127.0.0.1:${BENCH_RAFT_PORT:-18670}
 
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+. scripts/bench-node.sh
 work=$(mktemp -d)
-pid=
-stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; fi; }
 cleanup() {
   stop
   for rev in base head; do
@@ -58,25 +56,17 @@ base_id=$(git rev-parse --short "$BASE")
 head_id=${HEAD:+$(git rev-parse --short "$HEAD")}
 head_id=${head_id:-"$(git rev-parse --short HEAD)+tree"}
 
-key="lrk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
 # start NAME: a node of binary NAME on its own data dir, as shipped.
 start() {
   LINKNODE_ADMIN_KEY=$key "$work/$1" -data-dir "$work/data-$1" -http-addr "$HTTP" -raft-addr "$RAFT" \
     -gossip-addr 127.0.0.1:0 -admin-addr 127.0.0.1:0 -log-level warn >>"$work/node-$1.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 300); do
-    curl -fs -H "Authorization: Bearer $key" "http://$HTTP/api/v1/keys" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "node $1 not ready"; cat "$work/node-$1.log"; exit 1
+  wait_ready "$work/node-$1.log"
 }
 # Each node gets LINKS links of its own (the same URLs), made through its API.
 for rev in base head; do
   start "$rev"
-  for i in $(seq 1 "$LINKS"); do
-    printf '{"url":"https://example.com/r/%d"}\n' "$i"
-  done | xargs -d '\n' -P 16 -I{} curl -fs -H 'Content-Type: application/json' -H "Authorization: Bearer $key" -d '{}' "http://$HTTP/api/v1/links" \
-    | grep -o '"code":"[^"]*"' | cut -d'"' -f4 >"$work/codes-$rev"
+  load_links "$LINKS" "$work/codes-$rev"
   stop
 done
 
