@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,11 +14,10 @@ import (
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/httpapi/fastpath"
 	"github.com/linkraft/linkraft/internal/apikey"
-	"github.com/linkraft/linkraft/internal/clusterkey"
+	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
-	"github.com/linkraft/linkraft/raftgroup"
 )
 
 // testNode is the real HTTP handler, served as linknode serves it, in front
@@ -46,35 +44,15 @@ func startNode(tb testing.TB, policy link.URLPolicy, opts ...func(*cluster.Confi
 func startNodeAPI(tb testing.TB, policy link.URLPolicy, apiOpt func(*httpapi.Config), opts ...func(*cluster.Config)) *testNode {
 	tb.Helper()
 	m := metrics.New()
-	key, err := clusterkey.Generate()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	secret, err := apikey.NewSecret()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg := cluster.Config{
-		DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0", Shards: 4, Timing: raftgroup.FastTiming, Observer: m,
-		IDBlockSize: 64, ClusterKey: &key, AdminKey: secret,
-	}
+	cfg := cluster.Config{Shards: 4, Observer: m, IDBlockSize: 64, AdminKey: secret}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	n, err := cluster.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.Open(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			tb.Errorf("close node: %v", err)
-		}
-	})
+	n := testcluster.Node(tb, cfg)
 	tn := serve(tb, roles{n.Links(), n.Keys(), n.Admin(), n.Analytics()}, secret, m, policy, apiOpt)
 	tn.node = n
 	tn.waitReady(tb)

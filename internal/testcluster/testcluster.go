@@ -105,7 +105,7 @@ func Start(tb testing.TB, opts Options) *Cluster {
 
 // Node opens one node of cfg on loopback with Raft's fast timers and a
 // new cluster key (unless cfg has one or is insecure); it is closed when
-// the test ends.
+// the test ends, and an error closing it fails the test.
 func Node(tb testing.TB, cfg cluster.Config) *cluster.Node {
 	tb.Helper()
 	cfg.RaftAddr = "127.0.0.1:0"
@@ -125,7 +125,11 @@ func Node(tb testing.TB, cfg cluster.Config) *cluster.Node {
 	if err := n.Open(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { n.Close() })
+	tb.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			tb.Errorf("close %s: %v", cfg.NodeID, err)
+		}
+	})
 	return n
 }
 
