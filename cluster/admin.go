@@ -212,11 +212,7 @@ func (a *Admin) RemoveNode(ctx context.Context, id string) error {
 	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
 	defer cancel()
 	for {
-		cur, err := n.meta.Placement()
-		if err != nil {
-			return err
-		}
-		addrs, err := n.meta.Addresses()
+		cur, addrs, err := n.meta.PlacementAndMembers()
 		if err != nil {
 			return err
 		}

@@ -295,11 +295,7 @@ func (ll *leaderLoop) reconcilePlacement(ctx context.Context) error {
 	if err != nil || s == nil {
 		return err
 	}
-	cur, err := n.meta.Placement()
-	if err != nil {
-		return err
-	}
-	addrs, err := n.meta.Addresses()
+	cur, addrs, err := n.meta.PlacementAndMembers()
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,21 @@ func (m *Meta) ClusterID() string {
 // Placement returns the placement, or nil before the first one.
 func (m *Meta) Placement() (*command.Placement, error) { return m.fsm.Placement() }
 
+// PlacementAndMembers returns what a new placement is planned from: the
+// current placement (nil before the first) and the meta group's members
+// with their addresses.
+func (m *Meta) PlacementAndMembers() (*command.Placement, map[string]string, error) {
+	p, err := m.Placement()
+	if err != nil {
+		return nil, nil, err
+	}
+	addrs, err := m.Addresses()
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, addrs, nil
+}
+
 // Removed returns the nodes an operator removed.
 func (m *Meta) Removed() (map[string]bool, error) {
 	p, err := m.fsm.Placement()
