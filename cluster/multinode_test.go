@@ -426,11 +426,22 @@ func TestCreateRetriedAcrossLeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Move the shard's leadership elsewhere.
-	if err := tc.Nodes[first].LocalShard(sid).Group().TransferLeadership(ctx(t), "", ""); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 10*time.Second, "a new leader", func() bool { i := leaderIdx(); return i >= 0 && i != first })
+	// Move the shard's leadership elsewhere. A transfer may time out on a
+	// loaded machine (the target must catch up within an election
+	// timeout) or meet the balancer's: ask again until another node leads.
+	testkit.WaitFor(t, 30*time.Second, "a new leader", func() bool {
+		if i := leaderIdx(); i >= 0 && i != first {
+			return true
+		}
+		if g := tc.Nodes[first].LocalShard(sid).Group(); g.IsLeader() {
+			tctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := g.TransferLeadership(tctx, "", ""); err != nil {
+				t.Logf("transfer: %v; again", err)
+			}
+			cancel()
+		}
+		return false
+	})
 	// The retry goes through the old leader, which now forwards it.
 	l2, err := applyCreateCmd(ctx(t), tc.Nodes[first], code, 4242, "https://moving.example")
 	if err != nil {
