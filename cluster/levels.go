@@ -23,8 +23,8 @@ import (
 // rules), and Idempotency-Key claims (an entry it cannot apply). 5: the
 // registry records each node's level (AdmitNode), and passwords and rules
 // wait for every registered node, not only the live ones; listings by
-// clicks.
-const FeatureLevel = 5
+// clicks. 6: a link's note (command.LevelLinkNote).
+const FeatureLevel = 6
 
 // Feature levels of what the cluster does besides link fields (those are
 // in command's field table: command.LevelLinkMeta, ...).

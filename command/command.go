@@ -78,6 +78,7 @@ const (
 	SetDescription
 	SetPassword
 	SetRules
+	SetNote
 )
 
 // Update applies Patch (Patch.ApplyTo) to a live link. On the wire the
@@ -167,6 +168,7 @@ const (
 	fDesc      = 17
 	fPassword  = 18
 	fRules     = 19
+	fNote      = 21 // 20 is an update's mask
 
 	fRuleDevice   = 1
 	fRuleCountry  = 2

@@ -145,6 +145,7 @@ func TestFieldLevels(t *testing.T) {
 		{link.CreateRequest{URL: "https://e.example", Tags: []string{"t"}, MaxVisits: 3}, 0},
 		{link.CreateRequest{URL: "https://e.example", Title: "t"}, LevelLinkMeta},
 		{link.CreateRequest{URL: "https://e.example", DropQuery: true}, LevelLinkMeta},
+		{link.CreateRequest{URL: "https://e.example", Title: "t", Note: "n"}, LevelLinkNote},
 		{link.CreateRequest{URL: "https://e.example", Title: "t", Rules: []link.Rule{{Device: link.DeviceIOS, URL: "https://a.example"}}}, LevelLinkAccess},
 	} {
 		if got := (&CreateIfAbsent{Code: "a", Request: c.req}).Level(); got != c.want {
@@ -158,6 +159,7 @@ func TestFieldLevels(t *testing.T) {
 		{link.Patch{URL: new("https://e.example"), Disabled: new(true)}, 0},
 		{link.Patch{Description: new("")}, LevelLinkMeta},
 		{link.Patch{PasswordHash: new("")}, LevelLinkAccess},
+		{link.Patch{Note: new(""), PasswordHash: new("")}, LevelLinkNote},
 	} {
 		if got := (&Update{Code: "a", Patch: c.p}).Level(); got != c.want {
 			t.Errorf("patch %+v: level %d, want %d", c.p, got, c.want)

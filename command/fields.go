@@ -26,6 +26,8 @@ const (
 	// would store such a link without them and serve it openly, so they
 	// wait for every registered node, not only the live ones.
 	LevelLinkAccess = 4
+	// LevelLinkNote knows Note.
+	LevelLinkNote = 6
 )
 
 // linkField is one settable field of a link.
@@ -99,6 +101,8 @@ var linkFields = []linkField{
 		func(l *link.Link) *string { return &l.Title }, func(r *link.CreateRequest) *string { return &r.Title }, func(p *link.Patch) **string { return &p.Title }),
 	field(fDesc, SetDescription, LevelLinkMeta, wire.String[string],
 		func(l *link.Link) *string { return &l.Description }, func(r *link.CreateRequest) *string { return &r.Description }, func(p *link.Patch) **string { return &p.Description }),
+	field(fNote, SetNote, LevelLinkNote, wire.String[string],
+		func(l *link.Link) *string { return &l.Note }, func(r *link.CreateRequest) *string { return &r.Note }, func(p *link.Patch) **string { return &p.Note }),
 	field(fPassword, SetPassword, LevelLinkAccess, wire.String[string],
 		func(l *link.Link) *string { return &l.PasswordHash }, func(r *link.CreateRequest) *string { return &r.PasswordHash }, func(p *link.Patch) **string { return &p.PasswordHash }),
 	field(fRules, SetRules, LevelLinkAccess, rules,

@@ -3,6 +3,7 @@ package command
 import (
 	"bytes"
 	goflag "flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,10 @@ func goldenSamples() []golden.Sample {
 		{Name: "Update(title)", Bytes: (&Update{Code: "tt", Now: t0, Patch: link.Patch{Title: new("New"), Description: new("")}}).Encode()},
 		{Name: "Link(stored, title)", Bytes: EncodeRecord(&link.Link{Code: "tt", URL: "https://example.com/t", CreatedAt: t0, UpdatedAt: t0,
 			Redirect: link.DefaultRedirect, Title: "Notes", Description: "Two\nlines"})},
+		{Name: "CreateIfAbsent(note)", Bytes: (&CreateIfAbsent{Code: "nt", Now: t0, Nonce: 7, Request: link.CreateRequest{URL: "https://example.com/n", Note: "for the\nlaunch"}}).Encode()},
+		{Name: "Update(note)", Bytes: (&Update{Code: "nt", Now: t0, Patch: link.Patch{Note: new("")}}).Encode()},
+		{Name: "Link(stored, note)", Bytes: EncodeRecord(&link.Link{Code: "nt", URL: "https://example.com/n", CreatedAt: t0, UpdatedAt: t0,
+			Redirect: link.DefaultRedirect, Note: "for the\nlaunch"})},
 		{Name: "AdmitNode", Bytes: (&AdmitNode{Member: RegisterNode{Node: "n1", Incarnation: "inc-1", At: t0, Level: 5}}).Encode()},
 		{Name: "Link(wire)", Bytes: EncodeLink(lk)},
 		{Name: "Link(stored)", Bytes: EncodeRecord(lk)},
@@ -75,27 +80,28 @@ func TestEncodingsAreUnchanged(t *testing.T) {
 	for _, s := range goldenSamples() {
 		b := pinned[s.Name]
 		var back []byte
-		switch s.Name {
-		case "Link(wire)":
+		switch {
+		case s.Name == "Link(wire)":
 			l, err := DecodeLink(b)
 			if err != nil {
 				t.Fatal(err)
 			}
 			back = EncodeLink(l)
-		case "Link(stored)", "Link(stored, defaults)", "Link(stored, drop-query)", "Link(stored, title)":
-			code := map[string]string{"Link(stored)": "abc", "Link(stored, defaults)": "plain", "Link(stored, drop-query)": "dq", "Link(stored, title)": "tt"}[s.Name]
-			l, err := DecodeRecord([]byte(code), b)
+		case strings.HasPrefix(s.Name, "Link(stored"):
+			// The stored form leaves the code out (it is the record's
+			// key), so any code makes the same bytes again.
+			l, err := DecodeRecord([]byte("any"), b)
 			if err != nil {
 				t.Fatal(err)
 			}
 			back = EncodeRecord(l)
-		case "ClickTotals":
+		case s.Name == "ClickTotals":
 			var tot ClickTotals
 			if err := tot.Unmarshal(b); err != nil {
 				t.Fatal(err)
 			}
 			back = tot.AppendTo(nil)
-		case "ClickStats":
+		case s.Name == "ClickStats":
 			var st ClickStats
 			if err := st.Unmarshal(b); err != nil {
 				t.Fatal(err)

@@ -256,7 +256,7 @@ func (c *CreateIfAbsent) validate() error {
 	if err := checkRedirect(r.Redirect); err != nil {
 		return err
 	}
-	if err := checkText(r.Title, r.Description); err != nil {
+	if err := checkText(r.Title, r.Description, r.Note); err != nil {
 		return err
 	}
 	if err := checkPassword(r.PasswordHash); err != nil {
@@ -268,10 +268,13 @@ func (c *CreateIfAbsent) validate() error {
 	return checkTags(r.Tags)
 }
 
-// checkText is the apply-time bound of a title and a description.
-func checkText(title, description string) error {
-	if len(title) > maxStoredText || len(description) > maxStoredText || !utf8.ValidString(title) || !utf8.ValidString(description) {
-		return invalid("title or description over 16 KiB or not UTF-8")
+// checkText is the apply-time bound of a link's texts (its title,
+// description and note).
+func checkText(texts ...string) error {
+	for _, t := range texts {
+		if len(t) > maxStoredText || !utf8.ValidString(t) {
+			return invalid("title, description or note over 16 KiB or not UTF-8")
+		}
 	}
 	return nil
 }
@@ -322,7 +325,7 @@ func (u *Update) validate() error {
 			return err
 		}
 	}
-	if err := checkText(deref(p.Title), deref(p.Description)); err != nil {
+	if err := checkText(deref(p.Title), deref(p.Description), deref(p.Note)); err != nil {
 		return err
 	}
 	if err := checkPassword(deref(p.PasswordHash)); err != nil {

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -23,15 +26,18 @@ type linkJSON struct {
 	QRURL string `json:"qr_url"`
 	URL   string `json:"url"`
 	// Title and Description are the owner's words ("" when unset).
-	Title       string     `json:"title"`
-	Description string     `json:"description"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-	Redirect    int        `json:"redirect"`
-	Disabled    bool       `json:"disabled"`
-	Tags        []string   `json:"tags"`
-	MaxVisits   *uint64    `json:"max_visits"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	// Note is the owner's private note ("" when unset), never shown to
+	// visitors.
+	Note      string     `json:"note"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Redirect  int        `json:"redirect"`
+	Disabled  bool       `json:"disabled"`
+	Tags      []string   `json:"tags"`
+	MaxVisits *uint64    `json:"max_visits"`
 	// ForwardQuery: the redirect adds the request's query to the URL's.
 	ForwardQuery bool `json:"forward_query"`
 	// PasswordProtected: the redirect asks for a password first (the
@@ -71,7 +77,7 @@ func rulesFromJSON(in []ruleJSON) []link.Rule {
 func (s *Server) toJSON(l *link.Link) linkJSON {
 	out := linkJSON{
 		Code: l.Code, ShortURL: s.publicURL + "/" + l.Code, QRURL: s.publicURL + "/" + l.Code + "/qr", URL: l.URL,
-		Title: l.Title, Description: l.Description,
+		Title: l.Title, Description: l.Description, Note: l.Note,
 		CreatedAt: l.CreatedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC(),
 		Redirect: l.Redirect, Disabled: l.Disabled, Tags: l.Tags, ForwardQuery: !l.DropQuery,
 		PasswordProtected: l.PasswordHash != "",
@@ -126,6 +132,7 @@ type createBody struct {
 	ForwardQuery *bool   `json:"forward_query"`
 	Title        *string `json:"title"`
 	Description  *string `json:"description"`
+	Note         *string `json:"note"`
 	// Password (1 to 128 bytes) makes the redirect ask for it; only its
 	// argon2id hash is stored.
 	Password *string `json:"password"`
@@ -197,6 +204,9 @@ func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
 	}
 	if b.Description != nil {
 		req.Description = *b.Description
+	}
+	if b.Note != nil {
+		req.Note = *b.Note
 	}
 	if b.Password != nil {
 		if err := checkPasswordInput(*b.Password); err != nil {
@@ -300,7 +310,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // patchFields are the members a PATCH may hold.
-var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true, "title": true, "description": true, "password": true, "rules": true}
+var patchFields = map[string]bool{"url": true, "expires_at": true, "redirect": true, "disabled": true, "tags": true, "forward_query": true, "title": true, "description": true, "note": true, "password": true, "rules": true}
 
 // handlePatch serves PATCH /api/v1/links/{code}: a JSON merge patch of
 // {url, expires_at, redirect, disabled, tags}. expires_at: null removes the
@@ -418,7 +428,7 @@ func (s *Server) readPatch(raw map[string]json.RawMessage) (link.Patch, error) {
 	var p link.Patch
 	for k := range raw {
 		if !patchFields[k] {
-			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set url, expires_at, redirect, disabled, tags, forward_query, title, description, password, rules)", k)).(*requestError)
+			re := badRequest("unknown-field", fmt.Sprintf("unknown field %q (a patch may set %s)", k, strings.Join(slices.Sorted(maps.Keys(patchFields)), ", "))).(*requestError)
 			re.field = k
 			return p, re
 		}
@@ -478,7 +488,7 @@ func (s *Server) readPatch(raw map[string]json.RawMessage) (link.Patch, error) {
 	for _, t := range []struct {
 		name string
 		dst  **string
-	}{{"title", &p.Title}, {"description", &p.Description}} {
+	}{{"title", &p.Title}, {"description", &p.Description}, {"note", &p.Note}} {
 		if m, ok := raw[t.name]; ok {
 			v := "" // null removes it, as ""
 			if !isNull(m) {

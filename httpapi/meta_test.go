@@ -55,3 +55,50 @@ func TestTitleAndDescription(t *testing.T) {
 		}
 	}
 }
+
+// TestNote: a link's note is the owner's: stored through the shard, shown
+// in the link JSON, changed or removed by a patch and bounded, and never
+// shown to a visitor (not on the preview, not in a redirect).
+func TestNote(t *testing.T) {
+	t.Parallel()
+	tn := startNode(t, link.URLPolicy{})
+	const note = "paid campaign: ends in March\nask Ana first"
+	l := tn.create(t, `{"url":"https://example.com/n","alias":"noted","note":"paid campaign: ends in March\nask Ana first"}`)
+	if l["note"] != note {
+		t.Fatalf("created: %v", l)
+	}
+	if r := tn.do(t, "GET", "/api/v1/links/noted?consistent=true", "", nil); r.json(t)["note"] != note {
+		t.Fatalf("read back: %s", r.body)
+	}
+	for _, path := range []string{"/noted+", "/noted"} {
+		if r := tn.do(t, "GET", path, "", nil, "Authorization", ""); strings.Contains(string(r.body), "campaign") || strings.Contains(r.header.Get("Location"), "campaign") {
+			t.Fatalf("%s shows the note to a visitor: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := tn.do(t, "GET", "/noted", "", nil, "Authorization", ""); r.status != 302 || r.header.Get("Location") != "https://example.com/n" {
+		t.Fatalf("redirect of a noted link: %d %q", r.status, r.header.Get("Location"))
+	}
+	for _, body := range []string{
+		`{"note":"` + strings.Repeat("z", link.MaxNote+1) + `"}`,
+		`{"note":"bell \u0007"}`,
+		`{"note":42}`,
+		`{"notes":"typo"}`,
+	} {
+		r := tn.do(t, "PATCH", "/api/v1/links/noted", "application/json", []byte(body))
+		if r.status != 400 || !strings.Contains(string(r.body), `"field":"note`) {
+			t.Errorf("patch %.80s: %d %s", body, r.status, r.body)
+		}
+	}
+	if r := tn.do(t, "GET", "/api/v1/links/noted?consistent=true", "", nil); r.json(t)["note"] != note {
+		t.Fatalf("after refused patches: %s", r.body)
+	}
+	if r := tn.postJSON(t, "/api/v1/links", `{"url":"https://example.com/x","note":"`+strings.Repeat("z", link.MaxNote+1)+`"}`); r.status != 400 {
+		t.Errorf("create with a long note: %d %s", r.status, r.body)
+	}
+	if r := tn.do(t, "PATCH", "/api/v1/links/noted", "application/json", []byte(`{"note":"done"}`)); r.status != 200 || r.json(t)["note"] != "done" {
+		t.Fatalf("patch: %d %s", r.status, r.body)
+	}
+	if r := tn.do(t, "PATCH", "/api/v1/links/noted", "application/json", []byte(`{"note":null}`)); r.status != 200 || r.json(t)["note"] != "" {
+		t.Fatalf("removing it: %d %s", r.status, r.body)
+	}
+}

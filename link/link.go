@@ -50,6 +50,10 @@ type Link struct {
 	// MaxTitle and MaxDescription bytes; nothing is fetched).
 	Title       string
 	Description string
+	// Note is the owner's private note (at most MaxNote bytes): shown to
+	// those who may read the link through the API, never to its visitors
+	// (not on the preview nor in a redirect).
+	Note string
 	// DropQuery stops the redirect from forwarding the request's query
 	// string (forward_query: false); by default it is added to the
 	// destination's (ForwardQuery).

@@ -25,6 +25,8 @@ type CreateRequest struct {
 	DropQuery bool
 	// Title and Description: see Link.
 	Title, Description string
+	// Note: see Link.
+	Note string
 	// PasswordHash: see Link (the caller hashes the password).
 	PasswordHash string
 	// Rules: see Link.
@@ -67,6 +69,9 @@ func (r *CreateRequest) Validate(p URLPolicy, now time.Time) error {
 	if err := ValidateText(r.Title, r.Description); err != nil {
 		return err
 	}
+	if err := ValidateNote(r.Note); err != nil {
+		return err
+	}
 	if err := ValidateRules(r.Rules, p); err != nil {
 		return err
 	}
@@ -98,6 +103,7 @@ func (r *CreateRequest) NewLink(code string, now time.Time, nonce, version uint6
 		DropQuery:    r.DropQuery,
 		Title:        r.Title,
 		Description:  r.Description,
+		Note:         r.Note,
 		Version:      version,
 		PasswordHash: r.PasswordHash,
 		Rules:        r.Rules,
@@ -116,6 +122,8 @@ type Patch struct {
 	DropQuery *bool
 	// Title and Description: "" removes them.
 	Title, Description *string
+	// Note: "" removes it.
+	Note *string
 	// PasswordHash: "" removes the password.
 	PasswordHash *string
 	// Rules: an empty list removes them.
@@ -125,7 +133,7 @@ type Patch struct {
 // Empty reports whether p changes nothing.
 func (p *Patch) Empty() bool {
 	return p.URL == nil && p.ExpiresAt == nil && p.Redirect == nil && p.Disabled == nil && p.Tags == nil && p.DropQuery == nil &&
-		p.Title == nil && p.Description == nil && p.PasswordHash == nil && p.Rules == nil
+		p.Title == nil && p.Description == nil && p.Note == nil && p.PasswordHash == nil && p.Rules == nil
 }
 
 // ApplyTo sets the fields p sets on l: the one place an update's fields
@@ -140,6 +148,7 @@ func (p *Patch) ApplyTo(l *Link) {
 	set(&l.DropQuery, p.DropQuery)
 	set(&l.Title, p.Title)
 	set(&l.Description, p.Description)
+	set(&l.Note, p.Note)
 	set(&l.PasswordHash, p.PasswordHash)
 	set(&l.Rules, p.Rules)
 }
@@ -183,21 +192,38 @@ func (p *Patch) Validate(policy URLPolicy, now time.Time) error {
 			return err
 		}
 	}
-	var title, desc string
+	var title, desc, note string
 	if p.Title != nil {
 		title = *p.Title
 	}
 	if p.Description != nil {
 		desc = *p.Description
 	}
-	return ValidateText(title, desc)
+	if p.Note != nil {
+		note = *p.Note
+	}
+	if err := ValidateText(title, desc); err != nil {
+		return err
+	}
+	return ValidateNote(note)
 }
 
-// Bounds of a link's title and description, in bytes.
+// Bounds of a link's title, description and note, in bytes.
 const (
 	MaxTitle       = 256
 	MaxDescription = 1024
+	MaxNote        = 1024
 )
+
+// ValidateNote checks a note as a description: valid UTF-8 within
+// MaxNote bytes, line breaks allowed, no other control or format
+// characters.
+func ValidateNote(note string) error {
+	if len(note) > MaxNote || hasControlOrSpace(strings.ReplaceAll(note, "\n", " "), false) {
+		return &FieldError{Err: ErrInvalidInput, Field: "note", Reason: "must be at most 1024 bytes of text"}
+	}
+	return nil
+}
 
 // ValidateText checks a title (one line) and a description (line breaks
 // allowed): valid UTF-8 within their bounds, without control or format
