@@ -77,7 +77,7 @@ func New(tb testing.TB, opts Options) *Cluster {
 		cfg := cluster.Config{
 			NodeID: fmt.Sprintf("n%d", i+1), DataDir: tb.TempDir(), RaftAddr: "127.0.0.1:0",
 			GossipAddr: gossips[i], FastGossip: true, Join: gossips[:opts.Expect], BootstrapExpect: opts.Expect,
-			Shards: opts.Shards, ReplicationFactor: opts.Replicas, Timing: raftgroup.FastTiming, IDBlockSize: 64,
+			Shards: opts.Shards, ReplicationFactor: opts.Replicas, Timing: Timing, IDBlockSize: 64,
 			ReconcileInterval: 200 * time.Millisecond, ClusterKey: key,
 		}
 		if opts.Config != nil {
@@ -87,6 +87,18 @@ func New(tb testing.TB, opts Options) *Cluster {
 	}
 	tb.Cleanup(c.CloseAll)
 	return c
+}
+
+// Timing is Raft's timers in test clusters: raftgroup.FastTiming's
+// doubled. The tests run under the race detector, two packages at a time
+// beside the chaos cases' clusters, on two cores: at 200 ms a leader
+// starved of CPU for a moment lost its lease, and a write waited out its
+// context for a group with no leader.
+var Timing = raftgroup.Timing{
+	HeartbeatTimeout:   2 * raftgroup.FastTiming.HeartbeatTimeout,
+	ElectionTimeout:    2 * raftgroup.FastTiming.ElectionTimeout,
+	LeaderLeaseTimeout: 2 * raftgroup.FastTiming.LeaderLeaseTimeout,
+	CommitTimeout:      raftgroup.FastTiming.CommitTimeout,
 }
 
 // Start starts a cluster of opts and waits until every shard has all its
@@ -103,13 +115,13 @@ func Start(tb testing.TB, opts Options) *Cluster {
 	return c
 }
 
-// Node opens one node of cfg on loopback with Raft's fast timers and a
+// Node opens one node of cfg on loopback with the tests' Raft Timing and a
 // new cluster key (unless cfg has one or is insecure); it is closed when
 // the test ends, and an error closing it fails the test.
 func Node(tb testing.TB, cfg cluster.Config) *cluster.Node {
 	tb.Helper()
 	cfg.RaftAddr = "127.0.0.1:0"
-	cfg.Timing = raftgroup.FastTiming
+	cfg.Timing = Timing
 	if cfg.DataDir == "" {
 		cfg.DataDir = tb.TempDir()
 	}
