@@ -27,6 +27,8 @@ const (
 	TypeCreateBatch  Type = 6
 	// TypeClaimKey claims an Idempotency-Key (idempotency.go).
 	TypeClaimKey Type = 7
+	// TypeRestoreLinks puts a backup's links into a shard (restore.go).
+	TypeRestoreLinks Type = 8
 
 	TypeSetSettings  Type = 32
 	TypeLeaseRange   Type = 33

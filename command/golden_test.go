@@ -61,6 +61,11 @@ func goldenSamples() []golden.Sample {
 		{Name: "Update(note)", Bytes: (&Update{Code: "nt", Now: t0, Patch: link.Patch{Note: new("")}}).Encode()},
 		{Name: "Link(stored, note)", Bytes: EncodeRecord(&link.Link{Code: "nt", URL: "https://example.com/n", CreatedAt: t0, UpdatedAt: t0,
 			Redirect: link.DefaultRedirect, Note: "for the\nlaunch"})},
+		{Name: "RestoreLinks", Bytes: (&RestoreLinks{Links: []RestoredLink{
+			{Code: "abc", Record: EncodeRecord(&link.Link{URL: "https://example.com/r", CreatedAt: t0, UpdatedAt: t0, Redirect: link.DefaultRedirect}),
+				Clicks: ClickStats{Totals: ClickTotals{Humans: Counts{Total: 3}}, Hours: []HourCount{{Hour: 493000, Humans: 3}}}},
+			{Code: "gone", Record: EncodeRecord(&link.Link{CreatedAt: t0, UpdatedAt: t0, Deleted: true, Redirect: link.DefaultRedirect})},
+		}}).Encode()},
 		{Name: "AdmitNode", Bytes: (&AdmitNode{Member: RegisterNode{Node: "n1", Incarnation: "inc-1", At: t0, Level: 5}}).Encode()},
 		{Name: "Link(wire)", Bytes: EncodeLink(lk)},
 		{Name: "Link(stored)", Bytes: EncodeRecord(lk)},

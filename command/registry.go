@@ -75,6 +75,7 @@ var commands = map[Type]Spec{
 	TypeConsumeVisit:   spec("consume-visit", GroupShard, consumeVisitCodec.Decode, (*ConsumeVisit).validate),
 	TypeCreateBatch:    spec("create-batch", GroupShard, createBatchCodec.Decode, (*CreateBatch).validate),
 	TypeClaimKey:       spec("claim-key", GroupShard, claimKeyCodec.Decode, (*ClaimKey).validate),
+	TypeRestoreLinks:   spec("restore-links", GroupShard, restoreCodec.Decode, (*RestoreLinks).validate),
 	TypeClickBatch: {Name: "click-batch", Group: GroupShard,
 		decode: func(b []byte) (any, error) { return clickBatchCodec.Decode(b) },
 		parse:  parseClickBatch,
@@ -241,10 +242,15 @@ func (c *CreateIfAbsent) validate() error {
 	if err := checkCode(c.Code); err != nil {
 		return err
 	}
-	r := &c.Request
-	if err := checkURL(r.URL); err != nil {
+	if err := checkURL(c.Request.URL); err != nil {
 		return err
 	}
+	return checkFields(&c.Request)
+}
+
+// checkFields is the apply-time check of a link's fields but its code and
+// URL.
+func checkFields(r *link.CreateRequest) error {
 	if len(r.Owner) > maxStoredOwner {
 		return invalid("owner of %d bytes", len(r.Owner))
 	}

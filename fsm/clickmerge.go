@@ -34,11 +34,8 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body command.ClickBatchBody) (an
 	if err := seqs.Put(bytes.Clone(node), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
 		return nil, fmt.Errorf("click batch: %w", err)
 	}
-	a := clickApply{
-		tx: tx, totals: tx.Bucket(bucketClicks), hours: tx.Bucket(bucketClickHours),
-	}
-	a.linkCur, a.totalsCur, a.hoursCur = tx.Bucket(bucketLinks).Cursor(), a.totals.Cursor(), a.hours.Cursor()
-	if _, _, err := command.ReadClickBatch(body, func(d []byte) error { return f.applyClickDelta(&a, d) }); err != nil {
+	a := newClickApply(tx)
+	if _, _, err := command.ReadClickBatch(body, func(d []byte) error { return f.applyClickDelta(a, d) }); err != nil {
 		return nil, fmt.Errorf("click batch: %w", err)
 	}
 	return &command.ClickBatchResult{}, nil
@@ -53,6 +50,14 @@ type clickApply struct {
 	linkCur, totalsCur, hoursCur *bolt.Cursor
 	delta                        command.Delta
 	merger                       command.TotalsMerger
+}
+
+// newClickApply is the buckets and cursors of tx that deltas are added
+// through.
+func newClickApply(tx *bolt.Tx) *clickApply {
+	a := &clickApply{tx: tx, totals: tx.Bucket(bucketClicks), hours: tx.Bucket(bucketClickHours)}
+	a.linkCur, a.totalsCur, a.hoursCur = tx.Bucket(bucketLinks).Cursor(), a.totals.Cursor(), a.hours.Cursor()
+	return a
 }
 
 // applyClickDelta adds one code's delta to its stored totals and hours.

@@ -28,26 +28,29 @@ func hourKey(code string, hour uint64) []byte {
 func (f *ShardFSM) Clicks(code string, from, to time.Time) (*command.ClickStats, error) {
 	st := &command.ClickStats{}
 	err := f.view(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketClicks).Get([]byte(code)); v != nil {
-			if err := st.Totals.Unmarshal(v); err != nil {
-				return err
-			}
-		}
-		lo := uint64(max(from.Unix(), 0)) / 3600
-		hi := uint64(max(to.Unix(), 0)+3599) / 3600
-		c := tx.Bucket(bucketClickHours).Cursor()
-		prefix := append([]byte(code), 0)
-		for k, v := c.Seek(hourKey(code, lo)); k != nil && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
-			var h command.HourCount
-			if err := h.Unmarshal(v); err != nil {
-				return err
-			}
-			if h.Hour >= hi {
-				break
-			}
-			st.Hours = append(st.Hours, h)
-		}
-		return nil
+		return readClicks(tx, code, uint64(max(from.Unix(), 0))/3600, uint64(max(to.Unix(), 0)+3599)/3600, st)
 	})
 	return st, err
+}
+
+// readClicks reads code's totals and its hours in [lo, hi) into st.
+func readClicks(tx *bolt.Tx, code string, lo, hi uint64, st *command.ClickStats) error {
+	if v := tx.Bucket(bucketClicks).Get([]byte(code)); v != nil {
+		if err := st.Totals.Unmarshal(v); err != nil {
+			return err
+		}
+	}
+	c := tx.Bucket(bucketClickHours).Cursor()
+	prefix := append([]byte(code), 0)
+	for k, v := c.Seek(hourKey(code, lo)); k != nil && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
+		var h command.HourCount
+		if err := h.Unmarshal(v); err != nil {
+			return err
+		}
+		if h.Hour >= hi {
+			break
+		}
+		st.Hours = append(st.Hours, h)
+	}
+	return nil
 }

@@ -87,6 +87,8 @@ func (f *ShardFSM) applyCommand(tx *bolt.Tx, typ command.Type, v any, index uint
 		return f.applyCreateBatch(tx, c, index)
 	case *command.ClaimKey:
 		return f.applyClaim(tx, c)
+	case *command.RestoreLinks:
+		return f.applyRestore(tx, c, index)
 	}
 	return f.reject(index, typ, fmt.Errorf("%w: no shard apply for %T", wire.ErrDecode, v)), nil
 }
