@@ -23,7 +23,8 @@ import (
 // rules), and Idempotency-Key claims (an entry it cannot apply). 5: the
 // registry records each node's level (AdmitNode), and passwords and rules
 // wait for every registered node, not only the live ones; listings by
-// clicks. 6: a link's note (command.LevelLinkNote).
+// clicks. 6: a link's note (command.LevelLinkNote), and backup and
+// restore (the peer operations dump and read-index, RestoreLinks entries).
 const FeatureLevel = 6
 
 // Feature levels of what the cluster does besides link fields (those are
@@ -44,6 +45,10 @@ const (
 	// levelListClicks is the feature level of a listing by clicks (an
 	// older node answers its part of one in creation order).
 	levelListClicks = 5
+	// levelBackup is the feature level of a backup (every node answers
+	// its shards' parts) and of a restore (an older replica would halt
+	// at a RestoreLinks entry).
+	levelBackup = 6
 )
 
 // supports returns nil if the cluster may take what needs level, else an

@@ -46,6 +46,8 @@ func (n *Node) servePeers(current, legacy *transport.Layer) {
 	peer.Handle(s, peer.OpTags, h.tags)
 	peer.Handle(s, peer.OpPromise, h.promise)
 	peer.Handle(s, peer.OpRelease, h.release)
+	peer.Handle(s, peer.OpDump, h.dump)
+	peer.Handle(s, peer.OpReadIndex, h.readIndex)
 	n.rpcWG.Go(func() { s.Serve(n.lifetime, current) })
 	n.rpcWG.Go(func() { s.ServeLegacy(n.lifetime, legacy) })
 }
@@ -114,6 +116,26 @@ func (h peerHandlers) tags(ctx context.Context, r *peer.TagsRequest) (*peer.Tags
 		return nil, err
 	}
 	return &peer.TagsResponse{Tags: tags}, nil
+}
+
+func (h peerHandlers) dump(ctx context.Context, r *peer.DumpRequest) (*peer.DumpResponse, error) {
+	if err := h.knownShard(r.Shard); err != nil {
+		return nil, err
+	}
+	return h.n.links.dumpShard(ctx, r.Shard, r.After, r.Hops)
+}
+
+// readIndex answers a read point of a group this node leads.
+func (h peerHandlers) readIndex(ctx context.Context, r *peer.ReadIndexRequest) (*peer.ReadIndexResponse, error) {
+	g := h.n.host.group(r.Group)
+	if g == nil {
+		return nil, fmt.Errorf("%w: no replica of group %d here", link.ErrNotLeader, r.Group)
+	}
+	index, err := g.ReadIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &peer.ReadIndexResponse{Index: index}, nil
 }
 
 func (h peerHandlers) promise(ctx context.Context, r *peer.PromiseRequest) (*peer.PromiseResponse, error) {

@@ -259,6 +259,8 @@ func resultOf(out any) (*peer.ApplyResponse, error) {
 		return &peer.ApplyResponse{Batch: r.Results}, nil
 	case *command.ClaimResult:
 		return &peer.ApplyResponse{Claim: r}, nil
+	case *command.RestoreResult:
+		return &peer.ApplyResponse{Restore: r}, nil
 	case *command.SettingsResult, *command.ClickBatchResult:
 		return &peer.ApplyResponse{}, nil
 	case *command.Rejection:

@@ -226,6 +226,10 @@ func (m *Meta) Behind(level int) (string, int, error) {
 	return "", 0, nil
 }
 
+// NextID returns the first ID no lease has covered, as this replica knows
+// it.
+func (m *Meta) NextID() (uint64, error) { return m.fsm.NextID() }
+
 // Leases returns every ID range the group has granted, as this replica
 // knows them.
 func (m *Meta) Leases() ([]status.Lease, error) {

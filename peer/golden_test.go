@@ -64,6 +64,7 @@ func samples() []sample {
 				Placement: &command.Placement{Version: 2, Shards: [][]string{{"n1", "n2"}, {}}, Removed: []string{"n9"}},
 				Batch:     []command.LinkResult{{Link: lk}, {Err: link.ErrAliasTaken}},
 				Claim:     &command.ClaimResult{Claim: command.Claim{Body: "b", Codes: []string{"abc"}, Expires: t1, Attempt: 7}, Existing: true}}),
+		{messageSample("apply response (restore)", OpApply.resp, &ApplyResponse{Restore: &command.RestoreResult{Restored: 5, Present: 2, Conflicts: []string{"abc"}}})},
 		opSamples(OpLookup, &LookupRequest{Shard: 5, Code: "abc", Consistent: true, Hops: 2}, &LinkResponse{Link: lk}),
 		opSamples(OpClicks, &ClicksRequest{Shard: 1, Code: "abc", From: t0, To: t1},
 			&ClicksResponse{Stats: &command.ClickStats{Totals: command.ClickTotals{Humans: command.Counts{Total: 3}}, Hours: []command.HourCount{{Hour: 490000, Humans: 3}}}}),
@@ -76,6 +77,9 @@ func samples() []sample {
 		opSamples(OpTags, &TagsRequest{Shard: 0, Owner: "team-a", Hops: 1}, &TagsResponse{Tags: []link.TagCount{{Tag: "t", Links: 4}}}),
 		opSamples(OpPromise, &PromiseRequest{Proposer: "n1"}, &PromiseResponse{Answer: PromiseRefused, Holder: "n0"}),
 		opSamples(OpRelease, &ReleaseRequest{Promiser: "n3"}, &ReleaseResponse{Released: true}),
+		opSamples(OpReadIndex, &ReadIndexRequest{Group: 4}, &ReadIndexResponse{Index: 981}),
+		opSamples(OpDump, &DumpRequest{Shard: 3, After: "abc", Hops: 1}, &DumpResponse{More: true, ReadAt: 77, Links: []command.RestoredLink{
+			{Code: "abd", Record: command.EncodeRecord(lk), Clicks: command.ClickStats{Totals: command.ClickTotals{Humans: command.Counts{Total: 2}}}}}}),
 	} {
 		out = append(out, s...)
 	}

@@ -60,6 +60,8 @@ type ApplyResponse struct {
 	Batch []command.LinkResult
 	// Claim answers a ClaimKey.
 	Claim *command.ClaimResult
+	// Restore answers a RestoreLinks.
+	Restore *command.RestoreResult
 }
 
 // OpApply forwards a command to its group's leader.
@@ -77,8 +79,15 @@ var OpApply = Op[ApplyRequest, ApplyResponse]{ID: 1, Name: "apply",
 		nested(5, func(r *ApplyResponse) **command.Placement { return &r.Placement }),
 		wire.Messages(6, linkResultCodec, func(r *ApplyResponse) *[]command.LinkResult { return &r.Batch }),
 		claimField(7, func(r *ApplyResponse) **command.ClaimResult { return &r.Claim }),
+		optionalMessage(8, restoreResultCodec, func(r *ApplyResponse) **command.RestoreResult { return &r.Restore }),
 	),
 }
+
+var restoreResultCodec = wire.NewCodec(nil,
+	wire.Int(1, func(r *command.RestoreResult) *int { return &r.Restored }),
+	wire.Int(2, func(r *command.RestoreResult) *int { return &r.Present }),
+	wire.Strings(3, func(r *command.RestoreResult) *[]string { return &r.Conflicts }),
+)
 
 // Apply forwards cmd to group's leader through the node at addr.
 func (c *Client) Apply(ctx context.Context, addr string, group command.GroupID, cmd []byte, hops int) (*ApplyResponse, error) {
@@ -370,6 +379,69 @@ func (c *Client) Release(ctx context.Context, addr, promiser string) (bool, erro
 		return false, err
 	}
 	return r.Released, nil
+}
+
+// DumpRequest reads Shard's records after code After on its leader, for
+// a backup.
+type DumpRequest struct {
+	Shard command.ShardID
+	After string
+	Hops  int
+}
+
+// DumpResponse is a part of a shard's records in code order; More says
+// others follow. ReadAt is the shard's applied index when it was read.
+type DumpResponse struct {
+	Links  []command.RestoredLink
+	More   bool
+	ReadAt uint64
+}
+
+var restoredCodec = wire.NewCodec(nil,
+	wire.String(1, func(r *command.RestoredLink) *string { return &r.Code }),
+	wire.Bytes(2, func(r *command.RestoredLink) *[]byte { return &r.Record }),
+	embedded(3, func(r *command.RestoredLink) *command.ClickStats { return &r.Clicks }),
+)
+
+// OpDump reads a part of a shard for a backup.
+var OpDump = Op[DumpRequest, DumpResponse]{ID: 10, Name: "dump",
+	req: wire.NewCodec(nil,
+		wire.Int(1, func(r *DumpRequest) *int { return (*int)(&r.Shard) }),
+		wire.String(2, func(r *DumpRequest) *string { return &r.After }),
+		wire.Int(3, func(r *DumpRequest) *int { return &r.Hops }),
+	),
+	resp: wire.NewCodec(nil,
+		wire.Messages(1, restoredCodec, func(r *DumpResponse) *[]command.RestoredLink { return &r.Links }),
+		wire.Bool(2, func(r *DumpResponse) *bool { return &r.More }),
+		wire.Uint(3, func(r *DumpResponse) *uint64 { return &r.ReadAt }),
+	),
+}
+
+// Dump reads shard's records after code after through the node at addr.
+func (c *Client) Dump(ctx context.Context, addr string, shard command.ShardID, after string, hops int) (*DumpResponse, error) {
+	return Call(ctx, c, addr, OpDump, &DumpRequest{Shard: shard, After: after, Hops: hops})
+}
+
+// ReadIndexRequest asks Group's leader for a read point (raftgroup's
+// ReadIndex): a replica that has applied through it reads linearizably.
+type ReadIndexRequest struct{ Group command.GroupID }
+
+// ReadIndexResponse is the read point.
+type ReadIndexResponse struct{ Index uint64 }
+
+// OpReadIndex asks a group's leader for a read point.
+var OpReadIndex = Op[ReadIndexRequest, ReadIndexResponse]{ID: 11, Name: "read-index",
+	req:  wire.NewCodec(nil, wire.Uint(1, func(r *ReadIndexRequest) *command.GroupID { return &r.Group })),
+	resp: wire.NewCodec(nil, wire.Uint(1, func(r *ReadIndexResponse) *uint64 { return &r.Index })),
+}
+
+// ReadIndex asks the node at addr, group's leader, for a read point.
+func (c *Client) ReadIndex(ctx context.Context, addr string, group command.GroupID) (uint64, error) {
+	r, err := Call(ctx, c, addr, OpReadIndex, &ReadIndexRequest{Group: group})
+	if err != nil {
+		return 0, err
+	}
+	return r.Index, nil
 }
 
 // Field kinds of the messages above.

@@ -155,6 +155,14 @@ const DefaultReadTimeout = 5 * time.Second
 // when this node does not lead (or stops leading), link.ErrUnavailable on
 // timeout.
 func (g *Group) VerifyRead(ctx context.Context) error {
+	_, err := g.ReadIndex(ctx)
+	return err
+}
+
+// ReadIndex is VerifyRead that also returns its read point: a follower
+// whose FSM has applied through it (WaitApplied) reads linearizably too
+// (etcd's ReadIndex).
+func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultReadTimeout)
@@ -162,32 +170,38 @@ func (g *Group) VerifyRead(ctx context.Context) error {
 	}
 	notLeader := func() bool { return g.raft.State() != raft.Leader }
 	if notLeader() {
-		return link.ErrNotLeader
+		return 0, link.ErrNotLeader
 	}
 	// A new leader's barrier is usually one commit away.
 	if err := pollUnless(ctx, g.leaderReady, notLeader); err != nil {
-		return err
+		return 0, err
 	}
 	term := g.raft.CurrentTerm()
 	if g.barrierTerm.Load() != term {
-		return link.ErrNotLeader
+		return 0, link.ErrNotLeader
 	}
 	readIndex := g.raft.CommitIndex()
 	start := time.Now()
 	resolved, err := await(ctx, g.raft.VerifyLeader())
 	switch {
 	case !resolved:
-		return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: %w", link.ErrUnavailable, err)
 	case err != nil:
 		// A read has no effect: whatever went wrong (leadership lost or
 		// handed over mid-round), the caller may ask the leader again.
-		return fmt.Errorf("%w: %w", link.ErrNotLeader, err)
+		return 0, fmt.Errorf("%w: %w", link.ErrNotLeader, err)
 	}
 	if g.raft.CurrentTerm() != term {
-		return link.ErrNotLeader
+		return 0, link.ErrNotLeader
 	}
 	g.noteQuorum(start)
-	return poll(ctx, func() bool { return g.appliedThrough(readIndex) })
+	return readIndex, poll(ctx, func() bool { return g.appliedThrough(readIndex) })
+}
+
+// WaitApplied waits until this replica has applied every entry through
+// index (a leader's ReadIndex), or ctx ends.
+func (g *Group) WaitApplied(ctx context.Context, index uint64) error {
+	return poll(ctx, func() bool { return g.raft.CommitIndex() >= index && g.appliedThrough(index) })
 }
 
 // ConfirmLeader returns nil if this node leads the group, in a term whose

@@ -207,6 +207,12 @@ func (s *Shard) Clicks(code string, from, to time.Time) (*command.ClickStats, er
 	return s.fsm.Clicks(code, from, to)
 }
 
+// Dump reads the shard's records after code after, each with its clicks,
+// until about budget bytes (fsm.ShardFSM.Dump): a part of a backup.
+func (s *Shard) Dump(after string, budget int) ([]command.RestoredLink, bool, error) {
+	return s.fsm.Dump(after, budget)
+}
+
 // Count returns the number of stored codes, tombstones included.
 func (s *Shard) Count() (int, error) { return s.fsm.Count() }
 

@@ -463,3 +463,24 @@ func (r *reader) short(at int64, err error) error {
 	}
 	return err
 }
+
+// ErrNotEmpty is returned by a restore into a cluster that holds links.
+var ErrNotEmpty = errors.New("the cluster holds links")
+
+// Report is what a restore did.
+type Report struct {
+	// Source and Manifest are the backup's.
+	Source   Header
+	Manifest Manifest
+	// Links counts the records put; Present those found there already as
+	// the backup holds them (a restore run again).
+	Links, Present int
+	// ConflictCount counts the codes held by another link, which were
+	// left alone; Conflicts names the first of them.
+	ConflictCount int
+	Conflicts     []string
+	// Keys and Blocked count the keys and blocked domains added.
+	Keys, Blocked int
+	// NextID is the first ID a lease gives out from now on.
+	NextID uint64
+}
