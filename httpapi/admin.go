@@ -33,6 +33,8 @@ func (s *Server) registerAdminRoutes(metrics http.Handler, profiles bool) {
 	rt.HandleFunc("/admin/v1/leases", admin("/admin/v1/leases", s.handleLeases)).Methods(http.MethodGet, http.MethodHead)
 	rt.HandleFunc("/admin/v1/links", admin("/admin/v1/links", s.handleLocalLinks)).Methods(http.MethodGet, http.MethodHead)
 	rt.HandleFunc("/admin/v1/digest", admin("/admin/v1/digest", s.handleDigest)).Methods(http.MethodGet, http.MethodHead)
+	rt.HandleFunc("/admin/v1/backup", admin("/admin/v1/backup", s.handleBackup)).Methods(http.MethodGet)
+	rt.HandleFunc("/admin/v1/restore", admin("/admin/v1/restore", s.handleRestore)).Methods(http.MethodPost)
 	if metrics != nil {
 		rt.Handle("/metrics", metrics).Methods(http.MethodGet, http.MethodHead)
 	}

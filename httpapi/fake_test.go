@@ -2,7 +2,9 @@ package httpapi_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"sort"
@@ -13,6 +15,7 @@ import (
 	"github.com/linkraft/linkraft/analytics"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/backup"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
@@ -243,6 +246,12 @@ func (a fakeAdmin) RemoveNode(context.Context, string) error { return status.Err
 func (a fakeAdmin) Leases() ([]status.Lease, error)          { return nil, nil }
 func (a fakeAdmin) Digests() ([]status.Digest, error)        { return nil, nil }
 func (a fakeAdmin) LiveNodes() int                           { return 1 }
+func (a fakeAdmin) Backup(context.Context, io.Writer) (*backup.Manifest, error) {
+	return nil, errors.New("the fake keeps no backups")
+}
+func (a fakeAdmin) Restore(context.Context, io.Reader, bool) (*backup.Report, error) {
+	return nil, errors.New("the fake keeps no backups")
+}
 func (a fakeAdmin) ForEachLink(fn func(l *link.Link) bool) error {
 	return a.links.forEach(fn)
 }

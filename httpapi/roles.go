@@ -3,9 +3,11 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/backup"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
@@ -23,6 +25,12 @@ func (noAdmin) Leases() ([]status.Lease, error)           { return nil, errNoRol
 func (noAdmin) Digests() ([]status.Digest, error)         { return nil, errNoRole }
 func (noAdmin) ForEachLink(func(l *link.Link) bool) error { return errNoRole }
 func (noAdmin) LiveNodes() int                            { return 1 }
+func (noAdmin) Backup(context.Context, io.Writer) (*backup.Manifest, error) {
+	return nil, errNoRole
+}
+func (noAdmin) Restore(context.Context, io.Reader, bool) (*backup.Report, error) {
+	return nil, errNoRole
+}
 
 // noAnalytics stands in for a missing Analytics role: no statistics, no
 // bots, no devices or countries for rules.

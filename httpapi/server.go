@@ -7,6 +7,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/backup"
 	"github.com/linkraft/linkraft/internal/password"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
@@ -78,6 +80,10 @@ type Admin interface {
 	// LiveNodes is how many nodes answer redirects: the per-link guess
 	// limit on password links is shared among them (password.go).
 	LiveNodes() int
+	// Backup writes the whole cluster to w; Restore puts a backup read
+	// from r into the cluster (resume: one that was cut short).
+	Backup(ctx context.Context, w io.Writer) (*backup.Manifest, error)
+	Restore(ctx context.Context, r io.Reader, resume bool) (*backup.Report, error)
 }
 
 // Analytics is what the stats routes and the redirect rules need.

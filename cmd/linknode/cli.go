@@ -30,6 +30,8 @@ var cliCommands = map[string]string{
 	"keys":    "API keys: linknode keys create -name N -owner O -scopes links:read,links:write | list | revoke ID",
 	"import":  "import links from a file (linkraft CSV or NDJSON, or a Shlink, Kutt, YOURLS or Bitly export): linknode import [-url U] FILE",
 	"export":  "export your links: linknode export [-url U] [-format ndjson|csv] [-o FILE]",
+	"backup":  "the whole cluster (links, tombstones, clicks, keys, blocklist, ID leases) to one file: linknode backup [-addr A] -o FILE",
+	"restore": "a backup into a new cluster: linknode restore [-addr A] [-resume] FILE",
 }
 
 // admin is a CLI's connection to a node's admin listener.

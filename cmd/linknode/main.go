@@ -10,6 +10,8 @@
 //	linknode members        the nodes of the cluster
 //	linknode shards         every shard: leader, replicas, indexes
 //	linknode remove ID      remove a node from the cluster for good
+//	linknode backup -o FILE the whole cluster to one file
+//	linknode restore FILE   a backup into a new cluster
 package main
 
 import (
@@ -51,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		case "import", "export":
 			return runTransfer(args[0], args[1:], os.LookupEnv, stdout, stderr)
+		case "backup", "restore":
+			return runBackup(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		}
 	}
 	cfg, err := ParseFlags(args, os.LookupEnv, stderr)
