@@ -8,10 +8,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/schollz/progressbar/v3"
 
@@ -26,34 +24,18 @@ import (
 func runBackup(name string, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("linknode "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	def := "127.0.0.1:8081"
-	if v, ok := lookupEnv("LINKNODE_ADMIN_ADDR"); ok {
-		def = v
-	}
-	addr := fs.String("addr", def, "admin address of any node (env LINKNODE_ADMIN_ADDR)")
-	keyFlag := fs.String("key", "", "admin API key (default: env LINKNODE_KEY, else the file <data-dir>/admin.key)")
-	dataDir := fs.String("data-dir", "linknode-data", "data dir whose admin.key to use when no key is given")
+	ep := endpointFlags(fs, lookupEnv, false, "admin API key")
 	out := fs.String("o", "", "backup: the file to write")
 	resume := fs.Bool("resume", false, "restore: go on with a restore that was cut short (the cluster holds what it put)")
 	quiet := fs.Bool("q", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	t := transfer{base: strings.TrimRight(*addr, "/"), client: cliClient()}
-	if !strings.Contains(t.base, "://") {
-		t.base = "http://" + t.base
-	}
-	var err error
-	if t.key, err = resolveKey(*keyFlag, *dataDir, lookupEnv); err != nil {
-		fmt.Fprintln(stderr, "linknode: no admin key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
+	ctx, stop, t, progress, ok := ep.start(lookupEnv, *quiet, stderr)
+	if !ok {
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	progress := stderr
-	if *quiet {
-		progress = io.Discard
-	}
 	if name == "backup" {
 		if *out == "" || fs.NArg() != 0 {
 			fmt.Fprintln(stderr, "usage: linknode backup [-addr A] [-key K] -o FILE")

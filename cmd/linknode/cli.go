@@ -116,13 +116,7 @@ func cell(s string) string { return termSafe([]byte(s)) }
 func runCLI(name string, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("linknode "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	def := "127.0.0.1:8081"
-	if v, ok := lookupEnv("LINKNODE_ADMIN_ADDR"); ok {
-		def = v
-	}
-	addr := fs.String("addr", def, "admin address of any node (env LINKNODE_ADMIN_ADDR)")
-	keyFlag := fs.String("key", "", "admin API key (default: env LINKNODE_KEY, else the file <data-dir>/admin.key)")
-	dataDir := fs.String("data-dir", "linknode-data", "data dir whose admin.key to use when no key is given")
+	ep := endpointFlags(fs, lookupEnv, false, "admin API key")
 	output := fs.String("o", "table", "output: table or json")
 	var keyName, keyOwner, keyScopes string
 	var keyRate uint
@@ -139,21 +133,16 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		fmt.Fprintln(stderr, "linknode: -o must be table or json")
 		return 2
 	}
-	a := admin{base: strings.TrimRight(*addr, "/"), client: cliClient()}
-	if !strings.Contains(a.base, "://") {
-		a.base = "http://" + a.base
-	}
-	var err error
-	if a.key, err = resolveKey(*keyFlag, *dataDir, lookupEnv); err != nil {
-		fmt.Fprintln(stderr, "linknode: no admin key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
+	base, key, ok := ep.connect(lookupEnv, stderr)
+	if !ok {
 		return 2
 	}
+	a := admin{base: base, key: key, client: cliClient()}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if name == "keys" {
 		return a.keys(ctx, fs.Args(), cliKey{keyName, keyOwner, keyScopes, keyRate}, *output == "json", stdout, stderr)
 	}
-	base := a.base
 	adminCall := a.call
 	if name == "remove" {
 		if fs.NArg() != 1 {
@@ -239,6 +228,55 @@ func printShards(w io.Writer, st status.Cluster) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", cell(s.ID), cell(s.Leader), cell(strings.Join(s.Replicas, ",")), cell(s.State),
 			s.AppliedIndex, s.CommitIndex, cell(s.LastContact), links)
 	}
+}
+
+// endpoint is a subcommand's flags naming the node it calls and the key
+// it calls with.
+type endpoint struct {
+	addr, key, dataDir *string
+	public             bool
+}
+
+// endpointFlags adds to fs -addr, a node's admin listener (env
+// LINKNODE_ADMIN_ADDR), or for a public one -url (env LINKNODE_URL);
+// -key, described by keyHelp; and -data-dir.
+func endpointFlags(fs *flag.FlagSet, lookupEnv func(string) (string, bool), public bool, keyHelp string) endpoint {
+	e := endpoint{public: public}
+	if public {
+		def := "http://127.0.0.1:8080"
+		if v, ok := lookupEnv("LINKNODE_URL"); ok {
+			def = v
+		}
+		e.addr = fs.String("url", def, "public URL of any node (env LINKNODE_URL)")
+	} else {
+		def := "127.0.0.1:8081"
+		if v, ok := lookupEnv("LINKNODE_ADMIN_ADDR"); ok {
+			def = v
+		}
+		e.addr = fs.String("addr", def, "admin address of any node (env LINKNODE_ADMIN_ADDR)")
+	}
+	e.key = fs.String("key", "", keyHelp+" (default: env LINKNODE_KEY, else the file <data-dir>/admin.key)")
+	e.dataDir = fs.String("data-dir", "linknode-data", "data dir whose admin.key to use when no key is given")
+	return e
+}
+
+// connect returns the node's base URL and the key, after the flags are
+// parsed; without a key it says so on stderr and returns false.
+func (e endpoint) connect(lookupEnv func(string) (string, bool), stderr io.Writer) (base, key string, ok bool) {
+	base = strings.TrimRight(*e.addr, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	key, err := resolveKey(*e.key, *e.dataDir, lookupEnv)
+	if err != nil {
+		what := "admin key"
+		if e.public {
+			what = "API key"
+		}
+		fmt.Fprintf(stderr, "linknode: no %s: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key: %v\n", what, err)
+		return "", "", false
+	}
+	return base, key, true
 }
 
 // resolveKey is the API key a command uses: flag, else LINKNODE_KEY, else

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -36,31 +35,18 @@ const maxShownFailures = 20
 func runTransfer(name string, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("linknode "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	def := "http://127.0.0.1:8080"
-	if v, ok := lookupEnv("LINKNODE_URL"); ok {
-		def = v
-	}
-	base := fs.String("url", def, "public URL of any node (env LINKNODE_URL)")
-	keyFlag := fs.String("key", "", "API key with links:read (export) or links:write (import) (default: env LINKNODE_KEY, else <data-dir>/admin.key)")
-	dataDir := fs.String("data-dir", "linknode-data", "data dir whose admin.key to use when no key is given")
+	ep := endpointFlags(fs, lookupEnv, true, "API key with links:read (export) or links:write (import)")
 	format := fs.String("format", "ndjson", "export: ndjson or csv")
 	out := fs.String("o", "-", "export: the file to write (- for stdout)")
 	quiet := fs.Bool("q", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	t := transfer{base: strings.TrimRight(*base, "/"), client: cliClient()}
-	var err error
-	if t.key, err = resolveKey(*keyFlag, *dataDir, lookupEnv); err != nil {
-		fmt.Fprintln(stderr, "linknode: no API key: give -key, set LINKNODE_KEY, or run where -data-dir holds admin.key:", err)
+	ctx, stop, t, progress, ok := ep.start(lookupEnv, *quiet, stderr)
+	if !ok {
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	progress := stderr
-	if *quiet {
-		progress = io.Discard
-	}
 	if name == "import" {
 		if fs.NArg() != 1 {
 			fmt.Fprintln(stderr, "usage: linknode import [-url U] [-key K] FILE (- for stdin)")
@@ -73,6 +59,21 @@ func runTransfer(name string, args []string, lookupEnv func(string) (string, boo
 		return 2
 	}
 	return t.export(ctx, *format, *out, stdout, stderr, progress)
+}
+
+// start connects a transfer (see endpoint.connect) and returns the
+// context that SIGINT and SIGTERM end and where its progress bar goes.
+func (e endpoint) start(lookupEnv func(string) (string, bool), quiet bool, stderr io.Writer) (context.Context, context.CancelFunc, transfer, io.Writer, bool) {
+	base, key, ok := e.connect(lookupEnv, stderr)
+	if !ok {
+		return nil, nil, transfer{}, nil, false
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	progress := stderr
+	if quiet {
+		progress = io.Discard
+	}
+	return ctx, stop, transfer{base: base, key: key, client: cliClient()}, progress, true
 }
 
 // do sends req with the key and returns its answer if it is 200; an error
