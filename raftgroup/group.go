@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
@@ -245,6 +246,37 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 	}
 
 	hl := NewHCLogger(lg, "raft")
+	rc, err := raftConfig(cfg, t, hl)
+	if err != nil {
+		return nil, err
+	}
+	notify := make(chan bool, 8)
+	rc.NotifyCh = notify
+	logStore, cached, snaps, err := openStores(cfg, hl)
+	if err != nil {
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, cfg.FSM, cached, logStore, snaps, trans)
+	if err != nil {
+		logStore.Close()
+		return nil, fmt.Errorf("shard %s: start raft: %w", cfg.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Group{
+		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logs: cached,
+		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}), ctx: ctx, cancel: cancel,
+		// Voters that acknowledged this leader refuse other candidates
+		// until their heartbeat timeout (at least HeartbeatTimeout) runs
+		// out; half of it leaves room for clock-rate drift and scheduling.
+		lease: t.HeartbeatTimeout / 2,
+	}
+	g.wg.Add(1)
+	go g.monitorLeadership()
+	return g, nil
+}
+
+// raftConfig is raft's configuration of the group, with timers t.
+func raftConfig(cfg Config, t Timing, hl hclog.Logger) (*raft.Config, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.HeartbeatTimeout = t.HeartbeatTimeout
@@ -267,12 +299,15 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 		rc.SnapshotInterval = cfg.Snapshots.Interval
 	}
 	rc.Logger = hl
-	notify := make(chan bool, 8)
-	rc.NotifyCh = notify
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("shard %s: raft config: %w", cfg.Name, err)
 	}
+	return rc, nil
+}
 
+// openStores opens the group's log store (and its cache) and snapshot
+// store in cfg.Dir.
+func openStores(cfg Config, hl hclog.Logger) (*raftboltdb.BoltStore, *raft.LogCache, raft.SnapshotStore, error) {
 	logStore, err := raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(cfg.Dir, "raft.db"),
 		BoltOptions: &bolt.Options{
@@ -282,12 +317,12 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: open log store: %w", cfg.Name, err)
+		return nil, nil, nil, fmt.Errorf("shard %s: open log store: %w", cfg.Name, err)
 	}
 	cached, err := raft.NewLogCache(512, logStore)
 	if err != nil {
 		logStore.Close()
-		return nil, err
+		return nil, nil, nil, err
 	}
 	// One snapshot is kept. For an FSM that snapshots by marker it is a few
 	// bytes, or the last state a leader sent; the FSM's own file is the
@@ -295,29 +330,13 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 1, hl.Named("snapshots"))
 	if err != nil {
 		logStore.Close()
-		return nil, fmt.Errorf("shard %s: snapshot store: %w", cfg.Name, err)
+		return nil, nil, nil, fmt.Errorf("shard %s: snapshot store: %w", cfg.Name, err)
 	}
 	var snaps raft.SnapshotStore = files
 	if src, ok := cfg.FSM.(StateSource); ok {
 		snaps = &liveSnapshots{FileSnapshotStore: files, src: src}
 	}
-	r, err := raft.NewRaft(rc, cfg.FSM, cached, logStore, snaps, trans)
-	if err != nil {
-		logStore.Close()
-		return nil, fmt.Errorf("shard %s: start raft: %w", cfg.Name, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &Group{
-		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logs: cached,
-		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}), ctx: ctx, cancel: cancel,
-		// Voters that acknowledged this leader refuse other candidates
-		// until their heartbeat timeout (at least HeartbeatTimeout) runs
-		// out; half of it leaves room for clock-rate drift and scheduling.
-		lease: t.HeartbeatTimeout / 2,
-	}
-	g.wg.Add(1)
-	go g.monitorLeadership()
-	return g, nil
+	return logStore, cached, snaps, nil
 }
 
 // Bootstrap writes the initial configuration (every server a voter unless

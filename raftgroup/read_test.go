@@ -24,6 +24,7 @@ import (
 type memCluster struct {
 	groups []*Group
 	trans  []*raft.InmemTransport
+	dirs   []string
 }
 
 func newMemCluster(t *testing.T, n int) *memCluster {
@@ -44,7 +45,7 @@ func newMemCluster(t *testing.T, n int) *memCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { g.Close() })
-		c.groups, c.trans = append(c.groups, g), append(c.trans, tr)
+		c.groups, c.trans, c.dirs = append(c.groups, g), append(c.trans, tr), append(c.dirs, dir)
 		servers = append(servers, Server{ID: id, Address: string(addr)})
 	}
 	for i, a := range c.trans {
