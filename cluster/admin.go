@@ -222,7 +222,9 @@ func (a *Admin) RemoveNode(ctx context.Context, id string) error {
 		if slices.Contains(cur.Removed, id) {
 			return nil
 		}
-		if _, ok := addrs[id]; !ok {
+		if _, ok := addrs[id]; !ok && !placed(cur, id) {
+			// A node the placement names but the meta group lost (a
+			// recovery left it out) is removed all the same.
 			return fmt.Errorf("%w: %q", status.ErrUnknownNode, id)
 		}
 		next := &command.Placement{Version: cur.Version + 1, Removed: append(slices.Clone(cur.Removed), id)}
@@ -241,6 +243,16 @@ func (a *Admin) RemoveNode(ctx context.Context, id string) error {
 			return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
 		}
 	}
+}
+
+// placed reports whether p puts a replica on node id.
+func placed(p *command.Placement, id string) bool {
+	for _, reps := range p.Shards {
+		if slices.Contains(reps, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // Placement returns the placement of shards on nodes, as this node's

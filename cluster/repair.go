@@ -5,10 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/meta"
+	"github.com/linkraft/linkraft/raftgroup"
+	"github.com/linkraft/linkraft/shard"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -81,4 +87,67 @@ func RepairGroup(dataDir, group string) (string, error) {
 		return "", err
 	}
 	return aside, nil
+}
+
+// RecoveredGroup is one group RecoverNode rewrote, and the servers it now
+// has.
+type RecoveredGroup struct {
+	Group   string
+	Servers []string
+}
+
+// ErrNotSurvivor is returned by RecoverNode when the node itself is not
+// among the servers to keep.
+var ErrNotSurvivor = errors.New("this node is not among the nodes to keep")
+
+// RecoverNode rewrites every Raft group of the stopped node whose data dir
+// is dataDir — the meta group and each shard it hosts — to the servers in
+// keep that the group had, after a majority of the cluster is lost for good
+// (linknode recover; raftgroup.Recover). Run it on every survivor, with the
+// same keep, while all of them are stopped; then start them, remove the lost
+// nodes (linknode remove), and add new ones. A shard replica whose group
+// holds none of keep (one this node was taken out of) is left as it is and
+// not reported.
+func RecoverNode(dataDir string, keep []string) ([]RecoveredGroup, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "node-id"))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a node's data dir: %w", dataDir, err)
+	}
+	id := strings.TrimSpace(string(b))
+	if !slices.Contains(keep, id) {
+		return nil, fmt.Errorf("%w: %s keeps %v", ErrNotSurvivor, id, keep)
+	}
+	var out []RecoveredGroup
+	servers, err := meta.Recover(filepath.Join(dataDir, "meta"), id, keep)
+	if err != nil {
+		return out, fmt.Errorf("meta group: %w", err)
+	}
+	out = append(out, RecoveredGroup{Group: "meta", Servers: serverIDs(servers)})
+	entries, err := os.ReadDir(filepath.Join(dataDir, "shards"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return out, err
+	}
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if !e.IsDir() || err != nil || n < 0 {
+			continue
+		}
+		servers, err := shard.Recover(command.ShardID(n), filepath.Join(dataDir, "shards", e.Name()), id, keep)
+		if errors.Is(err, raftgroup.ErrNoSurvivor) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("shard %d: %w", n, err)
+		}
+		out = append(out, RecoveredGroup{Group: "shard " + e.Name(), Servers: serverIDs(servers)})
+	}
+	return out, nil
+}
+
+func serverIDs(servers []raftgroup.Server) []string {
+	ids := make([]string, len(servers))
+	for i, s := range servers {
+		ids[i] = s.ID
+	}
+	return ids
 }

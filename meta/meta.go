@@ -11,6 +11,7 @@
 package meta
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -23,6 +24,7 @@ import (
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
+	bolt "go.etcd.io/bbolt"
 )
 
 // Meta is this node's replica of the meta group.
@@ -34,6 +36,21 @@ type Meta struct {
 
 // StatePath is the meta state file in a meta group's Dir.
 func StatePath(dir string) string { return filepath.Join(dir, "state.db") }
+
+// Recover rewrites the configuration of the stopped meta replica in dir to
+// the servers in keep, after the group lost a majority for good
+// (raftgroup.Recover). nodeID is this replica's node.
+func Recover(dir, nodeID string, keep []string) ([]raftgroup.Server, error) {
+	f, err := fsm.NewMetaFSM(fsm.MetaConfig{Path: StatePath(dir)})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%s: %w", dir, raftgroup.ErrInUse)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return raftgroup.Recover(raftgroup.Config{Name: "meta", NodeID: nodeID, Dir: dir, FSM: f}, keep)
+}
 
 // Open opens the meta state file in cfg.Dir and starts the group's Raft
 // as cfg says (Open sets its Name and FSM).

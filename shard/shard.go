@@ -3,12 +3,14 @@ package shard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/maypok86/otter/v2"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
@@ -133,6 +135,21 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	s.group = g
 	return s, nil
+}
+
+// Recover rewrites the configuration of the stopped replica of shard id
+// in dir to the servers in keep, after its group lost a majority for good
+// (raftgroup.Recover). nodeID is this replica's node.
+func Recover(id command.ShardID, dir, nodeID string, keep []string) ([]raftgroup.Server, error) {
+	f, err := fsm.NewShardFSM(fsm.ShardConfig{Path: StatePath(dir)})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%s: %w", dir, raftgroup.ErrInUse)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return raftgroup.Recover(raftgroup.Config{Name: id.Group().String(), NodeID: nodeID, Dir: dir, FSM: f}, keep)
 }
 
 // StatePath is the shard state file in a shard's Dir.

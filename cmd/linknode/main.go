@@ -12,6 +12,7 @@
 //	linknode remove ID      remove a node from the cluster for good
 //	linknode backup -o FILE the whole cluster to one file
 //	linknode restore FILE   a backup into a new cluster
+//	linknode recover -peers n1[,n2] rewrite a stopped survivor's groups to the survivors after a majority is lost
 package main
 
 import (
@@ -49,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runKeygen(args[1:], stdout, stderr)
 		case "repair-shard":
 			return runRepair(args[1:], stdout, stderr)
+		case "recover":
+			return runRecover(args[1:], os.Stdin, stdout, stderr)
 		case "status", "members", "shards", "remove", "keys":
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		case "import", "export":
