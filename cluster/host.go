@@ -140,7 +140,10 @@ func (h *host) open(id command.ShardID, nodes []string, first bool) error {
 	shards[id] = s
 	h.shards.Store(&shards)
 	h.mu.Unlock()
-	if first && s.Group().LastIndex() == 0 {
+	// A group with no state bootstraps when its placement is the first,
+	// or when this node is its only replica: nothing else can start it
+	// (after linknode repair-shard set a sole replica aside).
+	if (first || (len(nodes) == 1 && nodes[0] == n.cfg.NodeID)) && s.Group().LastIndex() == 0 {
 		servers, err := n.meta.Servers(nodes)
 		if err == nil {
 			err = s.Group().Bootstrap(servers)

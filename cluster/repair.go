@@ -33,6 +33,21 @@ func GroupDir(dataDir, group string) (string, error) {
 	return filepath.Join(dataDir, "shards", group), nil
 }
 
+// Repaired is what RepairGroup did.
+type Repaired struct {
+	// Aside is where the replica's files went.
+	Aside string
+	// Alone says the replica was its group's only one: the whole group
+	// was set aside, and the node starts it anew, empty (its links are
+	// gone unless a backup brings them back).
+	Alone bool
+}
+
+// ErrSoleMeta is returned by RepairGroup for the meta group of a node that
+// is its only replica: there is nothing to catch up from, and a new meta
+// group would be a new cluster.
+var ErrSoleMeta = errors.New("this node holds the meta group's only replica: it cannot be repaired in place; start a new node and restore a backup into it (linknode restore)")
+
 // RepairGroup sets one replica's damaged state aside so that the node,
 // restarted, catches up from its group's leader (linknode repair-shard).
 // The node must be stopped. The state file and the snapshots move to
@@ -40,53 +55,96 @@ func GroupDir(dataDir, group string) (string, error) {
 // deleted, but its stable store (current term and vote) is kept, so the
 // replica never votes twice in a term it took part in. With an empty log
 // and no snapshot, the leader sends it a snapshot of its state, or the
-// whole log. It returns where the files went.
+// whole log.
 //
-// Use it only while the group has other healthy replicas: this one's state
-// is thrown away. A damaged raft.db cannot be repaired this way (the vote
-// is in it): remove the node and start it under a new ID.
-func RepairGroup(dataDir, group string) (string, error) {
+// A shard whose only replica this is (a single node, or one replica per
+// shard) has nothing to catch up from: its whole group — state, snapshots
+// and Raft log — is set aside, and the node, restarted, starts the shard
+// anew and empty (Repaired.Alone), so it serves again; a backup restored
+// with resume brings its links back. The meta group's only replica is
+// refused (ErrSoleMeta). A damaged raft.db of a group with other replicas
+// cannot be repaired this way (the vote is in it): remove the node and
+// start it under a new ID.
+func RepairGroup(dataDir, group string) (Repaired, error) {
 	dir, err := GroupDir(dataDir, group)
 	if err != nil {
-		return "", err
+		return Repaired{}, err
 	}
 	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("group %s: %w", group, err)
+		return Repaired{}, fmt.Errorf("group %s: %w", group, err)
 	}
 	logPath := filepath.Join(dir, "raft.db")
+	servers, err := raftgroup.LatestServers(dir)
+	if errors.Is(err, raftgroup.ErrInUse) {
+		return Repaired{}, fmt.Errorf("%s: %w", logPath, ErrNodeRunning)
+	}
+	if err != nil {
+		return Repaired{}, fmt.Errorf("%s cannot be opened (%v): the Raft log and vote are damaged too; remove this node (linknode remove) and start it under a new -node-id with an empty data dir", logPath, err)
+	}
+	stamp := time.Now().UTC().Format("20060102T150405Z")
+	aside := filepath.Join(dataDir, "quarantine", fmt.Sprintf("%s-%s", filepath.Base(dir), stamp))
+	if group != "meta" {
+		aside = filepath.Join(dataDir, "quarantine", fmt.Sprintf("shard-%s-%s", group, stamp))
+	}
+	if sole(dataDir, servers) {
+		if group == "meta" {
+			return Repaired{}, ErrSoleMeta
+		}
+		// Nothing to catch up from, and no vote anyone else relies on:
+		// the whole group goes aside.
+		if err := os.MkdirAll(filepath.Dir(aside), 0o750); err != nil {
+			return Repaired{}, err
+		}
+		return Repaired{Aside: aside, Alone: true}, os.Rename(dir, aside)
+	}
 	store, err := raftboltdb.New(raftboltdb.Options{Path: logPath, BoltOptions: &bolt.Options{Timeout: time.Second}})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
-			return "", fmt.Errorf("%s: %w", logPath, ErrNodeRunning)
-		}
-		return "", fmt.Errorf("%s cannot be opened (%v): the Raft log and vote are damaged too; remove this node (linknode remove) and start it under a new -node-id with an empty data dir", logPath, err)
+		return Repaired{}, fmt.Errorf("%s: %w", logPath, err)
 	}
-	aside := filepath.Join(dataDir, "quarantine", fmt.Sprintf("%s-%s", filepath.Base(dir), time.Now().UTC().Format("20060102T150405Z")))
-	if group != "meta" {
-		aside = filepath.Join(dataDir, "quarantine", fmt.Sprintf("shard-%s-%s", group, time.Now().UTC().Format("20060102T150405Z")))
+	err = setAside(store, dir, aside, group)
+	if cerr := store.Close(); err == nil {
+		err = cerr
 	}
+	return Repaired{Aside: aside}, err
+}
+
+// setAside moves a replica's state file and snapshots from dir to aside
+// and empties its Raft log in store, keeping its term and vote.
+func setAside(store *raftboltdb.BoltStore, dir, aside, group string) error {
 	if err := os.MkdirAll(aside, 0o750); err != nil {
-		store.Close()
-		return "", err
+		return err
 	}
 	for _, name := range []string{"state.db", "snapshots"} {
 		if err := os.Rename(filepath.Join(dir, name), filepath.Join(aside, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			store.Close()
-			return "", err
+			return err
 		}
 	}
 	first, ferr := store.FirstIndex()
 	last, lerr := store.LastIndex()
 	if ferr == nil && lerr == nil && last > 0 {
 		if err := store.DeleteRange(first, last); err != nil {
-			store.Close()
-			return "", fmt.Errorf("truncate the Raft log of group %s: %w", group, err)
+			return fmt.Errorf("truncate the Raft log of group %s: %w", group, err)
 		}
 	}
-	if err := store.Close(); err != nil {
-		return "", err
+	return nil
+}
+
+// sole reports whether the node of dataDir is the only voter of servers.
+func sole(dataDir string, servers []raftgroup.Server) bool {
+	b, err := os.ReadFile(filepath.Join(dataDir, "node-id"))
+	if err != nil {
+		return false
 	}
-	return aside, nil
+	id := strings.TrimSpace(string(b))
+	voters := 0
+	self := false
+	for _, s := range servers {
+		if !s.Nonvoter {
+			voters++
+			self = self || s.ID == id
+		}
+	}
+	return voters == 1 && self
 }
 
 // RecoveredGroup is one group RecoverNode rewrote, and the servers it now

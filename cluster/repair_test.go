@@ -56,11 +56,11 @@ func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
 			t.Fatalf("start error does not name %q: %v", want, err)
 		}
 	}
-	aside, err := cluster.RepairGroup(dir, "0")
-	if err != nil {
-		t.Fatal(err)
+	rep, err := cluster.RepairGroup(dir, "0")
+	if err != nil || rep.Alone {
+		t.Fatal(rep, err)
 	}
-	if _, err := os.Stat(filepath.Join(aside, "state.db")); err != nil {
+	if _, err := os.Stat(filepath.Join(rep.Aside, "state.db")); err != nil {
 		t.Fatalf("the damaged file was not kept aside: %v", err)
 	}
 	tc.Start(2)

@@ -3,9 +3,13 @@ package raftgroup
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -68,4 +72,53 @@ func Recover(cfg Config, keep []string) ([]Server, error) {
 		return nil, fmt.Errorf("%s: %w", cfg.Dir, err)
 	}
 	return kept, nil
+}
+
+// LatestServers returns the servers of the latest configuration that the
+// stopped group in dir holds (its log's last configuration entry, else its
+// snapshot's), without starting it.
+func LatestServers(dir string) ([]Server, error) {
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), BoltOptions: &bolt.Options{Timeout: time.Second}})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%s: %w", dir, ErrInUse)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	first, err := store.FirstIndex()
+	if err != nil {
+		return nil, err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return nil, err
+	}
+	for i := last; i >= first && i > 0; i-- {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			break
+		}
+		if l.Type == raft.LogConfiguration {
+			return servers(raft.DecodeConfiguration(l.Data)), nil
+		}
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
+	if err != nil {
+		return nil, err
+	}
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return servers(list[0].Configuration), nil
+}
+
+// servers is c as Servers.
+func servers(c raft.Configuration) []Server {
+	out := make([]Server, 0, len(c.Servers))
+	for _, s := range c.Servers {
+		out = append(out, Server{ID: string(s.ID), Address: string(s.Address), Nonvoter: s.Suffrage != raft.Voter})
+	}
+	return out
 }

@@ -157,12 +157,18 @@ func runRepair(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: linknode repair-shard [-data-dir D] SHARD|meta")
 		return 2
 	}
-	aside, err := cluster.RepairGroup(*dataDir, fs.Arg(0))
+	rep, err := cluster.RepairGroup(*dataDir, fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(stderr, "linknode repair-shard:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "group %s: state and snapshots moved to %s, log emptied (term and vote kept).\nStart the node: it catches up from the group's leader.\n", fs.Arg(0), aside)
+	if rep.Alone {
+		fmt.Fprintf(stdout, "shard %s had no other replica: its whole group (state, snapshots, Raft log) moved to %s.\n"+
+			"Start the node: it starts the shard anew, empty, and serves. Its links are gone from the cluster; to bring them back,\n"+
+			"restore your last backup with linknode restore -resume FILE (links already there are kept).\n", fs.Arg(0), rep.Aside)
+		return 0
+	}
+	fmt.Fprintf(stdout, "group %s: state and snapshots moved to %s, log emptied (term and vote kept).\nStart the node: it catches up from the group's leader.\n", fs.Arg(0), rep.Aside)
 	return 0
 }
 
