@@ -111,6 +111,14 @@ func startGossipOn(cfg gossipConfig) (*gossip, error) {
 			adv = host
 		}
 	}
+	if net.ParseIP(adv) == nil {
+		// A host name (a container's, say): memberlist wants its address.
+		ips, err := net.LookupIP(adv)
+		if err != nil || len(ips) == 0 {
+			return nil, fmt.Errorf("advertise host %q: no address for it: %v", adv, err)
+		}
+		adv = ips[0].String()
+	}
 	mc.AdvertiseAddr = adv
 	mc.SecretKey = cfg.SecretKey
 	mc.Logger = slog.NewLogLogger(cfg.Logger.With("component", "memberlist").Handler(), slog.LevelDebug)

@@ -55,4 +55,6 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "NOT RUN: the chaos run (scripts/jepsen-ci.sh) needs root; CI runs it"
 fi
+step "the container image"
+bash scripts/image.sh
 step "all tests passed"

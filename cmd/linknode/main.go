@@ -4,7 +4,8 @@
 //
 //	linknode [flags]        run a node
 //	linknode version        print the version
-//	linknode keygen         print a new cluster key (-o FILE writes it, mode 0600)
+//	linknode keygen         print a new cluster key (-o FILE writes it, mode 0600; -keep keeps an existing one)
+//	linknode probe          exit 0 if a node's /readyz answers 200 (the image's HEALTHCHECK)
 //	linknode repair-shard N set a damaged replica of shard N (or meta) aside; the node must be stopped
 //	linknode status         the cluster as a node sees it (-addr, -o json)
 //	linknode members        the nodes of the cluster
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 )
 
@@ -52,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runRepair(args[1:], stdout, stderr)
 		case "recover":
 			return runRecover(args[1:], os.Stdin, stdout, stderr)
+		case "probe":
+			return runProbe(args[1:], stderr)
 		case "status", "members", "shards", "remove", "keys":
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		case "import", "export":
@@ -83,10 +87,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_ = m.Close()
 		return 1
 	}
+	if err := sdNotify(os.LookupEnv, "READY=1"); err != nil {
+		m.Logger().Warn("telling the service manager the node is ready", "err", err)
+	}
 	faultExitOnce(ctx, cfg.DataDir)
 	<-ctx.Done()
 	stop() // a second signal kills the process the default way
 	m.Logger().Info("shutting down")
+	_ = sdNotify(os.LookupEnv, "STOPPING=1")
 
 	// Everything must be down within ShutdownTimeout; if Close hangs, exit
 	// anyway (the data is safe: acknowledged writes are on disk).
@@ -115,30 +123,49 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("linknode keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "write the key to this file (mode 0600) instead of printing it")
+	keep := fs.Bool("keep", false, "with -o: keep the files that exist already and exit 0 (a container's first-start step)")
+	adminOut := fs.String("admin-o", "", "also write a new first admin API key to this file (mode 0600), for -admin-key-file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "linknode keygen: unexpected argument %q\n", fs.Arg(0))
+	if fs.NArg() > 0 || (*out == "" && (*keep || *adminOut != "")) {
+		fmt.Fprintln(stderr, "usage: linknode keygen [-o FILE [-keep] [-admin-o FILE]]")
 		return 2
 	}
-	k, err := clusterkey.Generate()
-	if err != nil {
-		fmt.Fprintln(stderr, "linknode keygen:", err)
-		return 1
-	}
 	if *out == "" {
+		k, err := clusterkey.Generate()
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode keygen:", err)
+			return 1
+		}
 		fmt.Fprintln(stdout, k.String())
 		return 0
 	}
-	if err := clusterkey.Save(*out, k); err != nil {
-		fmt.Fprintln(stderr, "linknode keygen:", err)
-		return 1
+	if !*keep || !fileExists(*out) {
+		k, err := clusterkey.Generate()
+		if err == nil {
+			err = clusterkey.Save(*out, k)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode keygen:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "cluster key %s written to %s; give every node -cluster-key-file %s\n", k.ID(), *out, *out)
 	}
-	fmt.Fprintf(stderr, "cluster key %s written to %s; give every node -cluster-key-file %s\n", k.ID(), *out, *out)
+	if *adminOut != "" && (!*keep || !fileExists(*adminOut)) {
+		secret, err := apikey.NewSecret()
+		if err == nil {
+			err = writeNew(*adminOut, []byte(secret+"\n"))
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode keygen:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "admin API key written to %s; give the nodes -admin-key-file %s\n", *adminOut, *adminOut)
+	}
 	return 0
 }
 
@@ -174,13 +201,24 @@ func runRepair(args []string, stdout, stderr io.Writer) int {
 
 func versionString() string {
 	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-		return fmt.Sprintf("linknode %s %s", v, bi.GoVersion)
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "linknode " + v
 	}
-	return "linknode " + v
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version // go install of a tagged module version
+	}
+	var commit, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			commit = s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = ", modified"
+		}
+	}
+	if commit != "" {
+		v += " (commit " + commit + dirty + ")"
+	}
+	return fmt.Sprintf("linknode %s %s", v, bi.GoVersion)
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// sdNotify sends state ("READY=1", "STOPPING=1") to the service manager's
+// notification socket ($NOTIFY_SOCKET: systemd's Type=notify), if there is
+// one. It is one datagram.
+func sdNotify(lookupEnv func(string) (string, bool), state string) error {
+	path, ok := lookupEnv("NOTIFY_SOCKET")
+	if !ok || path == "" {
+		return nil
+	}
+	if path[0] == '@' {
+		path = "\x00" + path[1:] // an abstract socket
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return fmt.Errorf("sd_notify: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(state)); err != nil {
+		return fmt.Errorf("sd_notify: %w", err)
+	}
+	return nil
+}
+
+// runProbe is linknode probe: 0 if the URL (a node's /readyz by default)
+// answers 200 within the timeout, else 1. It is the container image's
+// HEALTHCHECK, which has no shell or curl to run.
+func runProbe(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("linknode probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", "http://127.0.0.1:8080/readyz", "the URL that must answer 200")
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode probe:", err)
+		return 2
+	}
+	resp, err := cliClient().Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "linknode probe:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, _ := readBounded(resp.Body, 4096)
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "linknode probe: %s answered %d %s\n", *url, resp.StatusCode, termSafe(body))
+		return 1
+	}
+	return 0
+}
+
+// fileExists reports whether path names something.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// writeNew writes data to a new file at path, mode 0600, synced; it never
+// replaces an existing file.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
