@@ -152,7 +152,7 @@ func (h *host) open(id command.ShardID, nodes []string, first bool) error {
 			return fmt.Errorf("cluster: bootstrap shard %d: %w", id, err)
 		}
 	}
-	n.log.Info("shard opened", "shard", id, "replicas", nodes)
+	n.log.Debug("shard opened", "shard", id, "replicas", nodes)
 	return nil
 }
 

@@ -41,8 +41,37 @@ func toSlog(level hclog.Level) slog.Level {
 	}
 }
 
+// routine are raft's messages of a healthy election (every group logs
+// them as it starts): they go out at DEBUG, so that a node's start says a
+// handful of things at INFO. An election after a leader was lost stays a
+// warning (see levelOf).
+var routine = map[string]bool{
+	"initial configuration":                  true,
+	"entering follower state":                true,
+	"entering candidate state":               true,
+	"pre-vote successful, starting election": true,
+	"election won":                           true,
+	"entering leader state":                  true,
+}
+
+// levelOf is the slog level of one of raft's messages.
+func levelOf(hl hclog.Level, msg string, args []any) slog.Level {
+	if routine[msg] {
+		return slog.LevelDebug
+	}
+	if msg == "heartbeat timeout reached, starting election" {
+		// At start no leader was ever known: nothing is wrong.
+		for i := 0; i+1 < len(args); i += 2 {
+			if args[i] == "last-leader-id" && fmt.Sprint(args[i+1]) == "" {
+				return slog.LevelDebug
+			}
+		}
+	}
+	return toSlog(hl)
+}
+
 func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
-	sl := toSlog(level)
+	sl := levelOf(level, msg, args)
 	if sl < h.level.Level() || !h.l.Enabled(context.Background(), sl) {
 		return
 	}

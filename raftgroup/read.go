@@ -37,7 +37,7 @@ func (g *Group) monitorLeadership() {
 				g.log.Info("lost leadership")
 				continue
 			}
-			g.log.Info("gained leadership")
+			g.log.Debug("gained leadership")
 			g.establishLeadership()
 		}
 	}

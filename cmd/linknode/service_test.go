@@ -112,10 +112,22 @@ func TestSystemdUnitCommandLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	var entry map[string]any
-	if err := json.Unmarshal([]byte(first), &entry); err != nil || entry["msg"] == nil {
-		t.Fatalf("-log-format json logged %q (%v)", first, err)
+	// A healthy start and stop says a handful of things, none a warning.
+	info := 0
+	for line := range strings.Lines(string(b)) {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil || entry["msg"] == nil {
+			t.Fatalf("-log-format json logged %q (%v)", line, err)
+		}
+		switch entry["level"] {
+		case "INFO":
+			info++
+		case "WARN", "ERROR":
+			t.Errorf("a healthy node logged %s", line)
+		}
+	}
+	if info > 12 {
+		t.Errorf("a healthy start and stop logged %d INFO lines:\n%s", info, b)
 	}
 }
 
