@@ -1,9 +1,15 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -99,4 +105,35 @@ func (a *Admin) LiveNodes() int {
 		return 1
 	}
 	return max(a.n.gossip.alive(), 1)
+}
+
+// ErrNewerData is returned by Open for a data dir that a newer version
+// wrote at a feature level this one does not know.
+var ErrNewerData = errors.New("the data dir was written by a newer version")
+
+// recordDataLevel refuses a data dir last run at a feature level above
+// this version's, and records level (the one this run gossips: lowered by
+// -feature-level before a rollback) as the data dir's. A rollback thus
+// goes: restart each node on the new version with -feature-level set to
+// the old version's, then swap the binary.
+func recordDataLevel(dataDir string, level int) error {
+	p := filepath.Join(dataDir, "feature-level")
+	b, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		was, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if perr != nil {
+			return fmt.Errorf("cluster: %s holds %q, not a feature level", p, b)
+		}
+		if was > FeatureLevel {
+			return fmt.Errorf("%w: %s was last run at feature level %d, and this version knows up to %d. Run the newer version; to go back to this one, start the newer one on it once with -feature-level %d first",
+				ErrNewerData, dataDir, was, FeatureLevel, FeatureLevel)
+		}
+		if was == level {
+			return nil
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	return atomicfile.Write(p, []byte(strconv.Itoa(level)+"\n"), 0o600)
 }

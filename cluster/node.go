@@ -156,6 +156,9 @@ func (n *Node) openDataDir() error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
 		return err
 	}
+	if err := recordDataLevel(n.cfg.DataDir, n.cfg.FeatureLevel); err != nil {
+		return err
+	}
 	id, err := loadNodeID(n.cfg.DataDir, n.cfg.NodeID)
 	if err != nil {
 		return err

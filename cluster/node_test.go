@@ -2,6 +2,9 @@ package cluster_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -137,5 +140,39 @@ func TestUpdateAndDeleteErrors(t *testing.T) {
 	}
 	if err := n.Links().Delete(ctx(t), "missing"); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("delete missing: %v", err)
+	}
+}
+
+// TestDataDirFromANewerVersionIsRefused: a node records the feature level
+// it runs at in its data dir; a data dir last run at a level above this
+// version's is refused with the way back, and a run with -feature-level
+// lowered (before a rollback) records the lower level.
+func TestDataDirFromANewerVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := testcluster.Key(t)
+	level := filepath.Join(dir, "feature-level")
+	n := testcluster.Node(t, cluster.Config{DataDir: dir, NodeID: "n1", Shards: 1, ClusterKey: key})
+	if b, err := os.ReadFile(level); err != nil || strings.TrimSpace(string(b)) != fmt.Sprint(cluster.FeatureLevel) {
+		t.Fatalf("recorded level %q, %v", b, err)
+	}
+	n.Close()
+	if err := os.WriteFile(level, []byte(fmt.Sprint(cluster.FeatureLevel+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newer, err := cluster.New(cluster.Config{DataDir: dir, NodeID: "n1", RaftAddr: "127.0.0.1:0", Shards: 1, Timing: raftgroup.FastTiming, ClusterKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newer.Open(ctx(t)); !errors.Is(err, cluster.ErrNewerData) || !strings.Contains(err.Error(), fmt.Sprintf("-feature-level %d", cluster.FeatureLevel)) {
+		t.Fatalf("a data dir of a newer version: %v", err)
+	}
+	if err := os.WriteFile(level, []byte(fmt.Sprint(cluster.FeatureLevel)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = testcluster.Node(t, cluster.Config{DataDir: dir, NodeID: "n1", Shards: 1, ClusterKey: key, FeatureLevel: cluster.FeatureLevel - 1})
+	n.Close()
+	if b, err := os.ReadFile(level); err != nil || strings.TrimSpace(string(b)) != fmt.Sprint(cluster.FeatureLevel-1) {
+		t.Fatalf("recorded level after a lowered run %q, %v", b, err)
 	}
 }
