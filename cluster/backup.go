@@ -21,6 +21,11 @@ import (
 // stays well inside a peer frame.
 const dumpBudget = 256 << 10
 
+// transferStep bounds each step of a backup or a restore (a read point, a
+// part of a shard, an entry): a group without a leader fails the whole
+// with its name instead of holding it.
+const transferStep = 30 * time.Second
+
 // Backup writes a backup of the whole cluster to w (package backup's
 // format): the meta group's settings, next free ID, keys and blocklist,
 // read after a linearizable read point of the meta group, then every
@@ -32,7 +37,10 @@ func (a *Admin) Backup(ctx context.Context, w io.Writer) (*backup.Manifest, erro
 	if err := n.supports(levelBackup); err != nil {
 		return nil, err
 	}
-	if err := a.metaReadPoint(ctx); err != nil {
+	stepCtx, cancel := context.WithTimeout(ctx, transferStep)
+	err := a.metaReadPoint(stepCtx)
+	cancel()
+	if err != nil {
 		return nil, fmt.Errorf("meta group: %w", err)
 	}
 	settings, err := n.meta.Settings()
@@ -123,7 +131,9 @@ func (a *Admin) metaReadPoint(ctx context.Context) error {
 // backupShard writes shard s's records, read part by part on its leader.
 func (a *Admin) backupShard(ctx context.Context, bw *backup.Writer, s command.ShardID) error {
 	for after, first := "", true; ; first = false {
-		part, err := a.n.links.dumpShard(ctx, s, after, 0)
+		stepCtx, cancel := context.WithTimeout(ctx, transferStep)
+		part, err := a.n.links.dumpShard(stepCtx, s, after, 0)
+		cancel()
 		if err != nil {
 			return err
 		}

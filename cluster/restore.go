@@ -74,7 +74,9 @@ func (a *Admin) Restore(ctx context.Context, r io.Reader, resume bool) (*backup.
 // checkEmpty returns backup.ErrNotEmpty if a shard holds a record.
 func (a *Admin) checkEmpty(ctx context.Context) error {
 	for s := range command.ShardID(a.n.host.ring.Shards()) {
-		part, err := a.n.links.dumpShard(ctx, s, "", 0)
+		stepCtx, cancel := context.WithTimeout(ctx, transferStep)
+		part, err := a.n.links.dumpShard(stepCtx, s, "", 0)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("shard %d: %w", s, err)
 		}
@@ -108,7 +110,9 @@ func (rs *restorer) meta(ctx context.Context, m *backup.Meta) error {
 	}
 	for next < m.NextID {
 		lease := command.LeaseRange{Node: restoreLeaseNode, N: min(m.NextID-next, command.MaxLease)}
-		res, err := n.router.retryUnknown(ctx, command.MetaGroup, lease.Encode())
+		stepCtx, cancel := context.WithTimeout(ctx, transferStep)
+		res, err := n.router.retryUnknown(stepCtx, command.MetaGroup, lease.Encode())
+		cancel()
 		if err != nil {
 			return fmt.Errorf("leasing the backup's IDs: %w", err)
 		}
@@ -137,7 +141,9 @@ func (rs *restorer) metaEntry(ctx context.Context, cmd []byte, typ command.Type,
 	if _, err := command.Decode(cmd); err != nil {
 		return fmt.Errorf("%w: %w", backup.ErrDamaged, err)
 	}
-	_, err := rs.a.n.router.retryUnknown(ctx, command.MetaGroup, cmd)
+	stepCtx, cancel := context.WithTimeout(ctx, transferStep)
+	_, err := rs.a.n.router.retryUnknown(stepCtx, command.MetaGroup, cmd)
+	cancel()
 	switch {
 	case errors.Is(err, command.ErrKeyExists):
 		return nil
@@ -194,7 +200,9 @@ func (rs *restorer) flush(ctx context.Context, s command.ShardID) error {
 	if p == nil || len(p.entry.Links) == 0 {
 		return nil
 	}
-	res, err := rs.a.n.router.retryUnknown(ctx, s.Group(), p.entry.Encode())
+	stepCtx, cancel := context.WithTimeout(ctx, transferStep)
+	res, err := rs.a.n.router.retryUnknown(stepCtx, s.Group(), p.entry.Encode())
+	cancel()
 	if err != nil {
 		return fmt.Errorf("shard %d: %w", s, err)
 	}
