@@ -28,8 +28,8 @@ func runBackup(name string, args []string, lookupEnv func(string) (string, bool)
 	out := fs.String("o", "", "backup: the file to write")
 	resume := fs.Bool("resume", false, "restore: go on with a restore that was cut short (the cluster holds what it put)")
 	quiet := fs.Bool("q", false, "no progress bar")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseArgs(fs, args); done {
+		return code
 	}
 	ctx, stop, t, progress, ok := ep.start(lookupEnv, *quiet, stderr)
 	if !ok {

@@ -21,17 +21,62 @@ import (
 	"github.com/linkraft/linkraft/internal/status"
 )
 
-// cliCommands are the subcommands that talk to a running node over HTTP.
-var cliCommands = map[string]string{
-	"status":  "the node's view of the cluster: IDs, members, shards and their leaders",
-	"members": "the nodes of the cluster and their gossip status",
-	"shards":  "every shard: leader, replicas, Raft indexes, links",
-	"remove":  "remove a node (by ID) from the cluster for good: linknode remove [-addr A] ID",
-	"keys":    "API keys: linknode keys create -name N -owner O -scopes links:read,links:write | list | revoke ID",
-	"import":  "import links from a file (linkraft CSV or NDJSON, or a Shlink, Kutt, YOURLS or Bitly export): linknode import [-url U] FILE",
-	"export":  "export your links: linknode export [-url U] [-format ndjson|csv] [-o FILE]",
-	"backup":  "the whole cluster (links, tombstones, clicks, keys, blocklist, ID leases) to one file: linknode backup [-addr A] -o FILE",
-	"restore": "a backup into a new cluster: linknode restore [-addr A] [-resume] FILE",
+// commandGroups are linknode's subcommands, grouped as linknode help
+// shows them.
+var commandGroups = []struct {
+	title    string
+	commands [][2]string
+}{
+	{"The cluster, through any node's admin listener (-addr, admin key)", [][2]string{
+		{"status", "the node's view of the cluster: IDs, members, shards and their leaders"},
+		{"members", "the nodes of the cluster and their gossip status"},
+		{"shards", "every shard: leader, replicas, Raft indexes, links"},
+		{"keys", "API keys: keys create -name N -owner O [-scopes S] | keys list | keys revoke ID"},
+		{"remove ID", "remove a node from the cluster for good"},
+		{"backup -o FILE", "the whole cluster (links, tombstones, clicks, keys, blocklist, ID leases) to one file"},
+		{"restore FILE", "a backup into a new cluster (-resume: finish one that was cut short)"},
+	}},
+	{"Links, through any node's public listener (-url, a key with the scope)", [][2]string{
+		{"import FILE", "links from linkraft CSV or NDJSON, or a Shlink, Kutt, YOURLS or Bitly export"},
+		{"export", "your links as NDJSON or CSV (-format, -o FILE)"},
+	}},
+	{"A stopped node's files (-data-dir)", [][2]string{
+		{"repair-shard N|meta", "set a damaged replica aside; it catches up from the leader"},
+		{"recover -peers IDS", "after a majority is lost for good: rewrite every group to the survivors"},
+	}},
+	{"Other", [][2]string{
+		{"keygen", "a new cluster key (-o FILE, mode 0600)"},
+		{"probe", "exit 0 if a node's /readyz answers 200 (-url)"},
+		{"version", "the version, commit and Go version"},
+		{"help", "this text"},
+	}},
+}
+
+// printHelp writes linknode's overview: how to run a node, and the
+// subcommands.
+func printHelp(w io.Writer) {
+	fmt.Fprint(w, `linknode runs one node of a linkraft cluster. With no flags it is a whole single-node link
+shortener on :8080, its data in ./linknode-data.
+
+Usage:
+  linknode [flags]               run a node (linknode -h lists every flag)
+  linknode COMMAND [args]        an operator command (linknode COMMAND -h: its flags)
+
+Running a node, the flags that matter first:
+  -data-dir D  -http-addr :8080  -node-id ID  -join HOST:7946,...  -bootstrap-expect N
+  -cluster-key-file FILE (linknode keygen -o FILE)  -advertise-host HOST  -public-url URL
+
+`)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, g := range commandGroups {
+		fmt.Fprintf(tw, "%s:\n", g.title)
+		for _, c := range g.commands {
+			fmt.Fprintf(tw, "  %s\t%s\n", c[0], c[1])
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "Every flag also reads LINKNODE_<FLAG> from the environment (flag > environment > default).")
 }
 
 // admin is a CLI's connection to a node's admin listener.
@@ -126,8 +171,8 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		fs.StringVar(&keyScopes, "scopes", "links:read,links:write,stats:read", "keys create: comma-separated scopes (links:read, links:write, stats:read, admin)")
 		fs.UintVar(&keyRate, "rate-limit", 0, "keys create: the key's own limit in requests per second (0: the nodes' -rate-limit)")
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseArgs(fs, args); done {
+		return code
 	}
 	if *output != "table" && *output != "json" {
 		fmt.Fprintln(stderr, "linknode: -o must be table or json")

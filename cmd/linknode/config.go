@@ -122,6 +122,11 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	var c Config
 	fs := flag.NewFlagSet("linknode", flag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.Usage = func() {
+		printHelp(out)
+		fmt.Fprintln(out, "\nFlags of a node (linknode [flags]):")
+		fs.PrintDefaults()
+	}
 	var join string
 	fs.StringVar(&c.NodeID, "node-id", "", "stable node ID (default: generated once and kept in the data dir)")
 	fs.StringVar(&c.DataDir, "data-dir", "linknode-data", "directory for all of the node's data")

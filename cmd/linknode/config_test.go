@@ -164,3 +164,37 @@ func TestVersionSubcommand(t *testing.T) {
 		t.Fatalf("bad flag exit code %d, want 2", code)
 	}
 }
+
+// TestHelpNamesEveryCommandAndHExitsZero: linknode help (and -h) name
+// every subcommand, each of which answers -h with its flags and exit 0
+// (none starts a node or calls one), and an unknown flag exits 2.
+func TestHelpNamesEveryCommandAndHExitsZero(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	if code := run([]string{"help"}, &out, &errOut); code != 0 {
+		t.Fatalf("linknode help: %d", code)
+	}
+	help := out.String()
+	out.Reset()
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "backup -o FILE") || !strings.Contains(errOut.String(), "-bootstrap-expect") {
+		t.Fatalf("linknode -h: %d\n%s", code, errOut.String())
+	}
+	for _, g := range commandGroups {
+		for _, c := range g.commands {
+			name := strings.Fields(c[0])[0]
+			if !strings.Contains(help, c[0]) {
+				t.Errorf("help lacks %q", c[0])
+			}
+			if name == "help" || name == "version" {
+				continue
+			}
+			errOut.Reset()
+			if code := run([]string{name, "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "Usage of linknode "+name) {
+				t.Errorf("linknode %s -h: %d %q", name, code, errOut.String())
+			}
+			if code := run([]string{name, "-no-such-flag"}, &out, &errOut); code != 2 {
+				t.Errorf("linknode %s -no-such-flag: %d", name, code)
+			}
+		}
+	}
+}

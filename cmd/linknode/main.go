@@ -48,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "version", "-version", "--version":
 			fmt.Fprintln(stdout, versionString())
 			return 0
+		case "help", "--help":
+			printHelp(stdout)
+			return 0
 		case "keygen":
 			return runKeygen(args[1:], stdout, stderr)
 		case "repair-shard":
@@ -125,11 +128,8 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "", "write the key to this file (mode 0600) instead of printing it")
 	keep := fs.Bool("keep", false, "with -o: keep the files that exist already and exit 0 (a container's first-start step)")
 	adminOut := fs.String("admin-o", "", "also write a new first admin API key to this file (mode 0600), for -admin-key-file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseArgs(fs, args); done {
+		return code
 	}
 	if fs.NArg() > 0 || (*out == "" && (*keep || *adminOut != "")) {
 		fmt.Fprintln(stderr, "usage: linknode keygen [-o FILE [-keep] [-admin-o FILE]]")
@@ -174,11 +174,8 @@ func runRepair(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("linknode repair-shard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "linknode-data", "the stopped node's data dir")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseArgs(fs, args); done {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: linknode repair-shard [-data-dir D] SHARD|meta")

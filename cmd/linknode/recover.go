@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,11 +27,8 @@ func runRecover(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data-dir", "linknode-data", "the stopped node's data dir")
 	peers := fs.String("peers", "", "the surviving nodes' IDs, comma-separated, this node's among them")
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseArgs(fs, args); done {
+		return code
 	}
 	var keep []string
 	for p := range strings.SplitSeq(*peers, ",") {

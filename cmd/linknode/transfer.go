@@ -39,8 +39,8 @@ func runTransfer(name string, args []string, lookupEnv func(string) (string, boo
 	format := fs.String("format", "ndjson", "export: ndjson or csv")
 	out := fs.String("o", "-", "export: the file to write (- for stdout)")
 	quiet := fs.Bool("q", false, "no progress bar")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseArgs(fs, args); done {
+		return code
 	}
 	ctx, stop, t, progress, ok := ep.start(lookupEnv, *quiet, stderr)
 	if !ok {
