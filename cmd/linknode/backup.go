@@ -78,15 +78,7 @@ func (t transfer) backup(ctx context.Context, out string, stdout, stderr, progre
 		fmt.Fprintln(stderr, "linknode: the backup was cut short or damaged on the way; nothing was written to", out+":", err)
 		return 1
 	}
-	if err := file.Sync(); err != nil {
-		fmt.Fprintln(stderr, "linknode:", err)
-		return 1
-	}
-	if err := file.Close(); err != nil {
-		fmt.Fprintln(stderr, "linknode:", err)
-		return 1
-	}
-	if err := os.Rename(file.Name(), out); err != nil {
+	if err := putInPlace(file, out); err != nil {
 		fmt.Fprintln(stderr, "linknode:", err)
 		return 1
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/internal/apikey"
+	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/internal/clusterkey"
 )
 
@@ -158,7 +159,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	if *adminOut != "" && (!*keep || !fileExists(*adminOut)) {
 		secret, err := apikey.NewSecret()
 		if err == nil {
-			err = writeNew(*adminOut, []byte(secret+"\n"))
+			err = atomicfile.Create(*adminOut, []byte(secret+"\n"), 0o600)
 		}
 		if err != nil {
 			fmt.Fprintln(stderr, "linknode keygen:", err)

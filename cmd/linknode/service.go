@@ -72,24 +72,6 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// writeNew writes data to a new file at path, mode 0600, synced; it never
-// replaces an existing file.
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // parseArgs parses a subcommand's args. done says the command ends here:
 // with 0 after -h (its flags printed), 2 after a bad flag (said why).
 func parseArgs(fs *flag.FlagSet, args []string) (code int, done bool) {

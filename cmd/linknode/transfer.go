@@ -288,15 +288,7 @@ func (t transfer) export(ctx context.Context, format, out string, stdout, stderr
 		return 1
 	}
 	if file != nil {
-		if err := file.Sync(); err != nil {
-			fmt.Fprintln(stderr, "linknode:", err)
-			return 1
-		}
-		if err := file.Close(); err != nil {
-			fmt.Fprintln(stderr, "linknode:", err)
-			return 1
-		}
-		if err := os.Rename(file.Name(), out); err != nil {
+		if err := putInPlace(file, out); err != nil {
 			fmt.Fprintln(stderr, "linknode:", err)
 			return 1
 		}
@@ -305,4 +297,16 @@ func (t transfer) export(ctx context.Context, format, out string, stdout, stderr
 		fmt.Fprintf(stderr, "exported %d links\n", n)
 	}
 	return 0
+}
+
+// putInPlace syncs and closes file, written beside out, and renames it to
+// out: a cut-short download never stands where a whole one is expected.
+func putInPlace(file *os.File, out string) error {
+	if err := file.Sync(); err != nil {
+		return err
+	}
+	if err := file.Close(); err != nil {
+		return err
+	}
+	return os.Rename(file.Name(), out)
 }

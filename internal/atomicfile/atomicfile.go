@@ -10,6 +10,20 @@ import (
 // Write puts data in path with mode perm: a temporary file in the same
 // directory, fsynced, renamed over path, and the directory fsynced.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return put(path, data, perm, os.Rename)
+}
+
+// Create is Write for a file that must not exist yet: it fails with an
+// error wrapping os.ErrExist, and leaves the file there as it was, if
+// path exists (the temporary file is linked to path, which never
+// replaces).
+func Create(path string, data []byte, perm os.FileMode) error {
+	return put(path, data, perm, os.Link)
+}
+
+// put writes data to a temporary file beside path, fsynced, publishes it
+// as path, and fsyncs the directory.
+func put(path string, data []byte, perm os.FileMode, publish func(tmp, path string) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -32,7 +46,7 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := publish(tmp, path); err != nil {
 		return err
 	}
 	d, err := os.Open(dir)

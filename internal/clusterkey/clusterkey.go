@@ -25,6 +25,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/atomicfile"
 )
 
 // Size is the key's length in bytes.
@@ -94,19 +96,7 @@ func Load(path string) (Key, error) {
 
 // Save writes k to path, mode 0600, failing if the file exists.
 func Save(path string, k Key) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(k.String() + "\n"); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.Create(path, []byte(k.String()+"\n"), 0o600)
 }
 
 // String returns the key in standard base64, the form Parse and Load read.
