@@ -196,7 +196,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (subcommands: version, keygen, status, members, shards, remove, keys, import, export, repair-shard)", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q: not a subcommand (linknode help lists them)", fs.Arg(0))
 	}
 	if v, ok := lookupEnv("LINKNODE_CLUSTER_KEY"); ok {
 		c.ClusterKey = v

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,6 +197,33 @@ func TestHelpNamesEveryCommandAndHExitsZero(t *testing.T) {
 			if code := run([]string{name, "-no-such-flag"}, &out, &errOut); code != 2 {
 				t.Errorf("linknode %s -no-such-flag: %d", name, code)
 			}
+		}
+	}
+}
+
+// TestFlagsAfterWords: a subcommand takes its flags before or after its
+// words; after "--" everything is a word.
+func TestFlagsAfterWords(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args  []string
+		name  string
+		words []string
+	}{
+		{[]string{"create", "-name", "N", "-owner", "O"}, "N", []string{"create"}},
+		{[]string{"-name", "N", "create"}, "N", []string{"create"}},
+		{[]string{"revoke", "-name", "N", "abc"}, "N", []string{"revoke", "abc"}},
+		{[]string{"-name", "N", "--", "x", "-owner", "y"}, "N", []string{"x", "-owner", "y"}},
+		{[]string{"-"}, "", []string{"-"}},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		name := fs.String("name", "", "")
+		fs.String("owner", "", "")
+		if code, done := parseArgs(fs, c.args); done {
+			t.Fatalf("%q: ended with %d", c.args, code)
+		}
+		if *name != c.name || !slices.Equal(fs.Args(), c.words) {
+			t.Errorf("%q: name %q, words %q; want %q, %q", c.args, *name, fs.Args(), c.name, c.words)
 		}
 	}
 }

@@ -72,15 +72,31 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// parseArgs parses a subcommand's args. done says the command ends here:
-// with 0 after -h (its flags printed), 2 after a bad flag (said why).
+// parseArgs parses a subcommand's args, flags before or after its words
+// (linknode keys create -name N as well as linknode keys -name N create;
+// after "--" everything is a word): fs.Args() are the words. done says the
+// command ends here: with 0 after -h (its flags printed), 2 after a bad
+// flag (said why).
 func parseArgs(fs *flag.FlagSet, args []string) (code int, done bool) {
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0, true
-	case err != nil:
-		return 2, true
+	var words []string
+	for {
+		err := fs.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return 0, true
+		case err != nil:
+			return 2, true
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			words = append(words, rest...)
+			break
+		}
+		words, args = append(words, rest[0]), rest[1:]
 	}
+	_ = fs.Parse(append([]string{"--"}, words...))
 	return 0, false
 }
