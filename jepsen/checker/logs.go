@@ -51,6 +51,8 @@ var ToleratedErrors = map[string]string{
 		"definite failures (507) that the set and register checkers hold to",
 	"cannot join: no -join address answered with this cluster key; retrying": "a node restarted into a partition reaches no one for a while; " +
 		"whether it comes back is the nodes and converge checkers' to judge",
+	"backup cut short": "an operator's backup that a client left or a group without a leader ended; the client gets a stream " +
+		"without its manifest, which a restore refuses; the cluster's state is not touched",
 }
 
 // runtimeLines are what the Go runtime and the race detector print (at the
