@@ -48,6 +48,7 @@ var commandGroups = []struct {
 		{"keygen", "a new cluster key (-o FILE, mode 0600)"},
 		{"probe", "exit 0 if a node's /readyz answers 200 (-url)"},
 		{"version", "the version, commit and Go version"},
+		{"completion bash|zsh|fish", "a shell completion script (source <(linknode completion bash))"},
 		{"help", "this text"},
 	}},
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -225,5 +226,32 @@ func TestFlagsAfterWords(t *testing.T) {
 		if *name != c.name || !slices.Equal(fs.Args(), c.words) {
 			t.Errorf("%q: name %q, words %q; want %q, %q", c.args, *name, fs.Args(), c.name, c.words)
 		}
+	}
+}
+
+// TestBashCompletion: the bash script, sourced by bash, completes the
+// subcommands and completion's shells.
+func TestBashCompletion(t *testing.T) {
+	t.Parallel()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal("bash is needed to run the completion it writes")
+	}
+	var script, errOut strings.Builder
+	if code := runCompletion([]string{"bash"}, &script, &errOut); code != 0 {
+		t.Fatalf("completion bash: %d %s", code, errOut.String())
+	}
+	file := filepath.Join(t.TempDir(), "linknode.bash")
+	if err := os.WriteFile(file, []byte(script.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bash, "-c", `source "$1"
+COMP_WORDS=(linknode re); COMP_CWORD=1; _linknode; echo "${COMPREPLY[*]}"
+COMP_WORDS=(linknode completion f); COMP_CWORD=2; _linknode; echo "${COMPREPLY[*]}"`, "bash", file).CombinedOutput()
+	if err != nil || string(out) != "remove restore repair-shard recover\nfish\n" {
+		t.Fatalf("bash completion: %q %v", out, err)
+	}
+	if code := runCompletion([]string{"tcsh"}, &script, &errOut); code != 2 {
+		t.Fatalf("completion tcsh: %d", code)
 	}
 }

@@ -60,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runRecover(args[1:], os.Stdin, stdout, stderr)
 		case "probe":
 			return runProbe(args[1:], stderr)
+		case "completion":
+			return runCompletion(args[1:], stdout, stderr)
 		case "status", "members", "shards", "remove", "keys":
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		case "import", "export":
