@@ -848,3 +848,22 @@ func (*relayCounter) CacheHit(int)               {}
 func (*relayCounter) CacheMiss(int)              {}
 func (*relayCounter) Applied(int, time.Duration) {}
 func (c *relayCounter) Relayed(int)              { c.n.Add(1) }
+
+// TestAdvertiseHostName: nodes that advertise a host name (as containers
+// do: -advertise-host n1) form a cluster; memberlist is given the name's
+// address.
+func TestAdvertiseHostName(t *testing.T) {
+	t.Parallel()
+	tc := testcluster.Start(t, testcluster.Options{Size: 3, Shards: 2, Config: func(_ int, cfg *cluster.Config) {
+		cfg.AdvertiseHost = "localhost"
+	}})
+	l, err := tc.Nodes[0].Links().Create(ctx(t), link.CreateRequest{URL: "https://named.example/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range tc.Nodes {
+		if got, err := n.Links().Get(ctx(t), l.Code, true); err != nil || got.URL != l.URL {
+			t.Fatalf("%s: %+v, %v", n.ID(), got, err)
+		}
+	}
+}
