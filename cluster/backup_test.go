@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -85,7 +86,7 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 	})
 	var file bytes.Buffer
 	began := time.Now()
-	man, err := src.Nodes[2].Admin().Backup(ctx(t), &file)
+	man, err := src.Nodes[2].Admin().Backup(transfer(t), &file)
 	stop.Store(true)
 	wg.Wait()
 	if err != nil {
@@ -102,7 +103,7 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 	dst := testcluster.Start(t, testcluster.Options{Size: 3, Shards: 3})
 	d := dst.Nodes[1]
 	for _, bad := range [][]byte{file.Bytes()[:file.Len()/2], flip(file.Bytes(), file.Len()/3)} {
-		if _, err := d.Admin().Restore(ctx(t), bytes.NewReader(bad), false); !errors.Is(err, backup.ErrTruncated) && !errors.Is(err, backup.ErrDamaged) {
+		if _, err := d.Admin().Restore(transfer(t), bytes.NewReader(bad), false); !errors.Is(err, backup.ErrTruncated) && !errors.Is(err, backup.ErrDamaged) {
 			t.Fatalf("a bad file: %v", err)
 		}
 	}
@@ -113,7 +114,7 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 		t.Fatal("a refused file wrote a key")
 	}
 
-	rep, err := d.Admin().Restore(ctx(t), bytes.NewReader(file.Bytes()), false)
+	rep, err := d.Admin().Restore(transfer(t), bytes.NewReader(file.Bytes()), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,14 +174,19 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 		t.Fatalf("IDs from %d on are free in the new cluster; the old one had handed out up to %d", rep.NextID, srcNext)
 	}
 
-	if _, err := d.Admin().Restore(ctx(t), bytes.NewReader(file.Bytes()), false); !errors.Is(err, backup.ErrNotEmpty) {
+	if _, err := d.Admin().Restore(transfer(t), bytes.NewReader(file.Bytes()), false); !errors.Is(err, backup.ErrNotEmpty) {
 		t.Fatalf("a restore into a cluster with links: %v", err)
 	}
-	again, err := d.Admin().Restore(ctx(t), bytes.NewReader(file.Bytes()), true)
+	again, err := d.Admin().Restore(transfer(t), bytes.NewReader(file.Bytes()), true)
 	if err != nil || again.Links != 0 || uint64(again.Present) != records {
 		t.Fatalf("the restore resumed: %+v, %v", again, err)
 	}
 }
+
+// transfer bounds a whole backup or restore: each of its steps has its
+// own 30 s bound, and a loaded machine (the chaos cases beside these
+// tests) needs more than ctx's 20 s for all of them.
+func transfer(tb testing.TB) context.Context { return testkit.Context(tb, 2*time.Minute) }
 
 // acked is a write acknowledged at a time.
 type acked struct {
