@@ -47,6 +47,7 @@ fuzz ./command FuzzDecode
 fuzz ./httpapi FuzzFastPathMatchesNetHTTP
 fuzz ./httpapi/importer FuzzImport
 fuzz ./internal/password FuzzCheck
+fuzz ./internal/backup FuzzRead
 # The short chaos run: a real 5-node cluster in network namespaces under
 # partitions, kills and pauses (root only: namespaces and nftables).
 if [ "$(id -u)" -eq 0 ]; then

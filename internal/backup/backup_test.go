@@ -9,7 +9,7 @@ import (
 )
 
 // sample writes a backup of two shards (the second over several frames).
-func sample(t *testing.T) ([]byte, Manifest) {
+func sample(t testing.TB) ([]byte, Manifest) {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, Header{ClusterID: "c1", CreatedAt: time.Unix(1800000000, 0).UTC(), Node: "n1", Version: "test", Settings: []byte{1, 2, 3}})
