@@ -107,6 +107,27 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 			t.Fatalf("a bad file: %v", err)
 		}
 	}
+	// Whole frames, but a record no create could make after a good one:
+	// refused before anything is written.
+	var hostile bytes.Buffer
+	hw, err := backup.NewWriter(&hostile, backup.Header{ClusterID: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = hw.Meta(backup.Meta{})
+	_ = hw.BeginShard(0, 1)
+	for code, u := range map[string]string{"good-one": "https://e.example/", "bad-one": "javascript:alert(1)"} {
+		_ = hw.Record(backup.Record{Code: code, Link: command.EncodeRecord(&link.Link{URL: u, CreatedAt: time.Now(), UpdatedAt: time.Now(), Redirect: 302})})
+	}
+	if err := hw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Admin().Restore(transfer(t), bytes.NewReader(hostile.Bytes()), false); !errors.Is(err, backup.ErrDamaged) {
+		t.Fatalf("a file with a javascript: link: %v", err)
+	}
+	if _, err := d.Links().Get(ctx(t), "good-one", true); !errors.Is(err, link.ErrNotFound) {
+		t.Fatalf("a refused file wrote good-one: %v", err)
+	}
 	if _, err := d.Links().Get(ctx(t), before[0].Code, true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("a refused file wrote %s: %v", before[0].Code, err)
 	}

@@ -331,10 +331,9 @@ func AdvertiseAddr(bound, host string) (string, error) {
 // given), or want, or a new one, stored there.
 func loadNodeID(dataDir, want string) (string, error) {
 	p := filepath.Join(dataDir, "node-id")
-	stored, err := os.ReadFile(p)
+	id, err := storedNodeID(dataDir)
 	switch {
 	case err == nil:
-		id := strings.TrimSpace(string(stored))
 		if want != "" && want != id {
 			return "", fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", dataDir, id, want)
 		}
@@ -342,7 +341,7 @@ func loadNodeID(dataDir, want string) (string, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return "", err
 	}
-	id := want
+	id = want
 	if id == "" {
 		var b [6]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -354,6 +353,12 @@ func loadNodeID(dataDir, want string) (string, error) {
 		return "", err
 	}
 	return id, nil
+}
+
+// storedNodeID is the node ID kept in dataDir.
+func storedNodeID(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "node-id"))
+	return strings.TrimSpace(string(b)), err
 }
 
 func writeFileSync(path string, data []byte) error { return atomicfile.Write(path, data, 0o600) }

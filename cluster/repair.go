@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -131,11 +130,10 @@ func setAside(store *raftboltdb.BoltStore, dir, aside, group string) error {
 
 // sole reports whether the node of dataDir is the only voter of servers.
 func sole(dataDir string, servers []raftgroup.Server) bool {
-	b, err := os.ReadFile(filepath.Join(dataDir, "node-id"))
+	id, err := storedNodeID(dataDir)
 	if err != nil {
 		return false
 	}
-	id := strings.TrimSpace(string(b))
 	voters := 0
 	self := false
 	for _, s := range servers {
@@ -167,11 +165,10 @@ var ErrNotSurvivor = errors.New("this node is not among the nodes to keep")
 // holds none of keep (one this node was taken out of) is left as it is and
 // not reported.
 func RecoverNode(dataDir string, keep []string) ([]RecoveredGroup, error) {
-	b, err := os.ReadFile(filepath.Join(dataDir, "node-id"))
+	id, err := storedNodeID(dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a node's data dir: %w", dataDir, err)
 	}
-	id := strings.TrimSpace(string(b))
 	if !slices.Contains(keep, id) {
 		return nil, fmt.Errorf("%w: %s keeps %v", ErrNotSurvivor, id, keep)
 	}

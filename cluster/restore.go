@@ -49,7 +49,20 @@ func (a *Admin) Restore(ctx context.Context, r io.Reader, resume bool) (*backup.
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	h, man, err := backup.Read(f, backup.Visitor{})
+	// The first read checks the file whole — its frames, and every entry
+	// as its command would be checked — so that a bad file writes nothing.
+	h, man, err := backup.Read(f, backup.Visitor{Meta: checkMeta, Records: func(_ uint32, recs []backup.Record) error {
+		for _, r := range recs {
+			rl, err := toRestored(r)
+			if err == nil {
+				_, err = rl.Link()
+			}
+			if err != nil {
+				return fmt.Errorf("%w: %w", backup.ErrDamaged, err)
+			}
+		}
+		return nil
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -135,12 +148,6 @@ func (rs *restorer) meta(ctx context.Context, m *backup.Meta) error {
 // metaEntry proposes one meta command of the backup, of type typ, and
 // counts it in added unless it was there already (command.ErrKeyExists).
 func (rs *restorer) metaEntry(ctx context.Context, cmd []byte, typ command.Type, added *int) error {
-	if len(cmd) == 0 || command.Type(cmd[0]) != typ || command.IsFirstKey(cmd) {
-		return fmt.Errorf("%w: the backup's meta part holds an entry of another kind", backup.ErrDamaged)
-	}
-	if _, err := command.Decode(cmd); err != nil {
-		return fmt.Errorf("%w: %w", backup.ErrDamaged, err)
-	}
 	stepCtx, cancel := context.WithTimeout(ctx, transferStep)
 	_, err := rs.a.n.router.retryUnknown(stepCtx, command.MetaGroup, cmd)
 	cancel()
@@ -154,17 +161,43 @@ func (rs *restorer) metaEntry(ctx context.Context, cmd []byte, typ command.Type,
 	return nil
 }
 
+// checkMeta checks the backup's meta part as its commands would be
+// checked: keys that are not the first key, blocked domains.
+func checkMeta(m *backup.Meta) error {
+	for _, part := range []struct {
+		cmds [][]byte
+		typ  command.Type
+	}{{m.Keys, command.TypeCreateKey}, {m.Blocked, command.TypeSetBlocked}} {
+		for _, cmd := range part.cmds {
+			if len(cmd) == 0 || command.Type(cmd[0]) != part.typ || command.IsFirstKey(cmd) {
+				return fmt.Errorf("%w: the backup's meta part holds an entry of another kind", backup.ErrDamaged)
+			}
+			if err := command.Check(command.MetaGroup.Kind(), cmd); err != nil {
+				return fmt.Errorf("%w: %w", backup.ErrDamaged, err)
+			}
+		}
+	}
+	return nil
+}
+
+// toRestored is r as a RestoreLinks entry's link (its record unchecked:
+// the first read of the file checked it).
+func toRestored(r backup.Record) (command.RestoredLink, error) {
+	rl := command.RestoredLink{Code: r.Code, Record: r.Link}
+	if len(r.Clicks) > 0 {
+		if err := rl.Clicks.Unmarshal(r.Clicks); err != nil {
+			return rl, fmt.Errorf("clicks of %q: %w", r.Code, err)
+		}
+	}
+	return rl, nil
+}
+
 // records queues records for their shards, proposing each shard's entry
 // when it is full.
 func (rs *restorer) records(ctx context.Context, recs []backup.Record) error {
 	for _, r := range recs {
-		rl := command.RestoredLink{Code: r.Code, Record: r.Link}
-		if len(r.Clicks) > 0 {
-			if err := rl.Clicks.Unmarshal(r.Clicks); err != nil {
-				return fmt.Errorf("%w: clicks of %q: %w", backup.ErrDamaged, r.Code, err)
-			}
-		}
-		if _, err := rl.Link(); err != nil {
+		rl, err := toRestored(r)
+		if err != nil {
 			return fmt.Errorf("%w: %w", backup.ErrDamaged, err)
 		}
 		s := rs.a.n.host.locate(r.Code)
