@@ -31,13 +31,15 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 	t.Parallel()
 	src := testcluster.Start(t, testcluster.Options{Size: 3, Shards: 4})
 	n := src.Nodes[0]
-	secret, _, err := n.Keys().Create(ctx(t), apikey.Request{Name: "ops", Owner: "team", Scopes: apikey.Admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Keys().SetBlocked(ctx(t), "evil.example", true); err != nil {
-		t.Fatal(err)
-	}
+	// A loaded machine may move the meta leader under a key's commit
+	// ("leadership lost while committing log"): ask again.
+	var secret string
+	testkit.Eventually(t, 30*time.Second, func() error {
+		var err error
+		secret, _, err = n.Keys().Create(ctx(t), apikey.Request{Name: "ops", Owner: "team", Scopes: apikey.Admin})
+		return err
+	})
+	testkit.Eventually(t, 30*time.Second, func() error { return n.Keys().SetBlocked(ctx(t), "evil.example", true) })
 	var before []*link.Link
 	for i := range 60 {
 		l, err := src.Nodes[i%3].Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://before.example/%d", i), Owner: "team", Tags: []string{"t"}})
