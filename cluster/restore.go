@@ -74,7 +74,7 @@ func (a *Admin) Restore(ctx context.Context, r io.Reader, resume bool) (*backup.
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	rs := &restorer{a: a, rep: &backup.Report{Source: *h, Manifest: *man}, batches: map[command.ShardID]*pendingRestore{}}
+	rs := &restorer{a: a, fresh: !resume, rep: &backup.Report{Source: *h, Manifest: *man}, batches: map[command.ShardID]*pendingRestore{}}
 	_, _, err = backup.Read(f, backup.Visitor{Meta: func(m *backup.Meta) error { return rs.meta(ctx, m) }, Records: func(_ uint32, recs []backup.Record) error {
 		return rs.records(ctx, recs)
 	}})
@@ -102,7 +102,11 @@ func (a *Admin) checkEmpty(ctx context.Context) error {
 
 // restorer applies a checked backup.
 type restorer struct {
-	a       *Admin
+	a *Admin
+	// fresh says the cluster held no link when this restore began, so a
+	// record found present was put by this restore: by an entry proposed
+	// again because its first answer was lost.
+	fresh   bool
 	rep     *backup.Report
 	batches map[command.ShardID]*pendingRestore
 }
@@ -244,7 +248,11 @@ func (rs *restorer) flush(ctx context.Context, s command.ShardID) error {
 	}
 	rep := rs.rep
 	rep.Links += res.Restore.Restored
-	rep.Present += res.Restore.Present
+	if rs.fresh {
+		rep.Links += res.Restore.Present
+	} else {
+		rep.Present += res.Restore.Present
+	}
 	rep.ConflictCount += len(res.Restore.Conflicts)
 	for _, c := range res.Restore.Conflicts {
 		if len(rep.Conflicts) < maxReportedConflicts {

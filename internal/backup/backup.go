@@ -472,8 +472,10 @@ type Report struct {
 	// Source and Manifest are the backup's.
 	Source   Header
 	Manifest Manifest
-	// Links counts the records put; Present those found there already as
-	// the backup holds them (a restore run again).
+	// Links counts the records put by this restore (in a fresh cluster,
+	// also those an entry proposed again found put by its lost first
+	// attempt); Present, in a restore resumed, those found there already
+	// as the backup holds them.
 	Links, Present int
 	// ConflictCount counts the codes held by another link, which were
 	// left alone; Conflicts names the first of them.
