@@ -10,6 +10,7 @@ import (
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/meta"
 	"github.com/linkraft/linkraft/raftgroup"
 )
 
@@ -47,6 +48,9 @@ func groupStatus(id string, g *raftgroup.Group, h status.Health) status.Group {
 	}
 	for _, s := range r.Servers {
 		info.Replicas = append(info.Replicas, s.ID)
+		if s.Nonvoter {
+			info.Nonvoters = append(info.Nonvoters, s.ID)
+		}
 	}
 	return info
 }
@@ -130,7 +134,18 @@ func (a *Admin) nodes() []status.Node {
 		}
 	}
 	if len(out) == 0 {
-		return []status.Node{self}
+		out = []status.Node{self}
+	}
+	if p, err := n.meta.Placement(); err == nil && p != nil {
+		for i := range out {
+			nd := &out[i]
+			nd.Draining = slices.Contains(p.Draining, nd.ID)
+			for _, reps := range p.Shards {
+				if slices.Contains(reps, nd.ID) {
+					nd.Replicas++
+				}
+			}
+		}
 	}
 	return out
 }
@@ -203,11 +218,101 @@ func (a *Admin) ApplyHealth() (rejected uint64, halted, stalled int) {
 // RemoveNode is the operator's removal of a node (dead or alive): it is
 // taken out of every shard's placement and recorded as removed, so leaders
 // take it out of their Raft groups and never add it back; the meta leader
-// gives the shards that lost a replica another node where one is free. It
-// is idempotent and may run on any node (the placement is compare-and-set
-// through the meta leader). status.ErrUnknownNode for an ID that is not a
-// member.
+// gives the shards that lost a replica another node where one is free. A
+// live node is best drained first (DrainNode), so that no shard runs a
+// replica short while another catches up. It is idempotent and may run on
+// any node (the placement is compare-and-set through the meta leader).
+// status.ErrUnknownNode for an ID that is not a member.
 func (a *Admin) RemoveNode(ctx context.Context, id string) error {
+	err := a.changePlacement(ctx, func(cur *command.Placement, addrs map[string]string) (*command.Placement, error) {
+		if slices.Contains(cur.Removed, id) {
+			return nil, nil
+		}
+		if _, ok := addrs[id]; !ok && !meta.Placed(cur, id) {
+			// A node the placement names but the meta group lost (a
+			// recovery left it out) is removed all the same.
+			return nil, fmt.Errorf("%w: %q", status.ErrUnknownNode, id)
+		}
+		return meta.Without(cur, id), nil
+	})
+	if err == nil {
+		a.n.log.Info("node removed by operator", "member", id)
+	}
+	return err
+}
+
+// DrainNode starts (on) or calls off the draining of a node: the meta
+// leader moves its replicas to other nodes one at a time (each caught up
+// before the old one leaves) and places none on it, so that it can then
+// be removed with every shard at full strength. Progress is the node's
+// replica count in the status (DrainStatus). status.ErrUnknownNode for a
+// stranger; status.ErrCannotDrain when the other nodes are fewer than the
+// replication factor (add a node first).
+func (a *Admin) DrainNode(ctx context.Context, id string, on bool) error {
+	n := a.n
+	if err := n.supports(levelMoves); err != nil {
+		return err
+	}
+	s, err := n.meta.Settings()
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("%w: no cluster settings yet", link.ErrUnavailable)
+	}
+	err = a.changePlacement(ctx, func(cur *command.Placement, addrs map[string]string) (*command.Placement, error) {
+		if _, ok := addrs[id]; (!ok && !meta.Placed(cur, id)) || slices.Contains(cur.Removed, id) {
+			return nil, fmt.Errorf("%w: %q", status.ErrUnknownNode, id)
+		}
+		if slices.Contains(cur.Draining, id) == on {
+			return nil, nil
+		}
+		next := &command.Placement{Version: cur.Version + 1, Shards: cur.Shards, Removed: cur.Removed, Moves: cur.Moves}
+		if !on {
+			next.Draining = slices.DeleteFunc(slices.Clone(cur.Draining), func(d string) bool { return d == id })
+			return next, nil
+		}
+		others := 0
+		for m := range addrs {
+			if m != id && !slices.Contains(cur.Removed, m) && !slices.Contains(cur.Draining, m) {
+				others++
+			}
+		}
+		if others < int(s.ReplicationFactor) && meta.Placed(cur, id) {
+			return nil, fmt.Errorf("%w: %s hosts replicas and the other nodes are %d, fewer than the replication factor %d: add a node first, then drain %s",
+				status.ErrCannotDrain, id, others, s.ReplicationFactor, id)
+		}
+		next.Draining = append(slices.Clone(cur.Draining), id)
+		return next, nil
+	})
+	if err == nil {
+		n.log.Info("node drain by operator", "member", id, "draining", on)
+	}
+	return err
+}
+
+// DrainStatus reports whether node id is draining and how many replicas
+// the placement still puts on it.
+func (a *Admin) DrainStatus(id string) (draining bool, replicas int, err error) {
+	p, addrs, err := a.n.meta.PlacementAndMembers()
+	if err != nil || p == nil {
+		return false, 0, err
+	}
+	if _, ok := addrs[id]; (!ok && !meta.Placed(p, id)) || slices.Contains(p.Removed, id) {
+		return false, 0, fmt.Errorf("%w: %q", status.ErrUnknownNode, id)
+	}
+	for _, reps := range p.Shards {
+		if slices.Contains(reps, id) {
+			replicas++
+		}
+	}
+	return slices.Contains(p.Draining, id), replicas, nil
+}
+
+// changePlacement writes the placement change returns for the current
+// one (nil: nothing to change), through the meta leader, trying again
+// while this node's copy was behind.
+func (a *Admin) changePlacement(ctx context.Context, change func(cur *command.Placement, addrs map[string]string) (*command.Placement, error)) error {
 	n := a.n
 	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -219,23 +324,11 @@ func (a *Admin) RemoveNode(ctx context.Context, id string) error {
 		if cur == nil {
 			return fmt.Errorf("%w: no placement yet", link.ErrUnavailable)
 		}
-		if slices.Contains(cur.Removed, id) {
-			return nil
-		}
-		if _, ok := addrs[id]; !ok && !placed(cur, id) {
-			// A node the placement names but the meta group lost (a
-			// recovery left it out) is removed all the same.
-			return fmt.Errorf("%w: %q", status.ErrUnknownNode, id)
-		}
-		next := &command.Placement{Version: cur.Version + 1, Removed: append(slices.Clone(cur.Removed), id)}
-		for _, reps := range cur.Shards {
-			next.Shards = append(next.Shards, slices.DeleteFunc(slices.Clone(reps), func(r string) bool { return r == id }))
+		next, err := change(cur, addrs)
+		if err != nil || next == nil {
+			return err
 		}
 		_, err = n.router.apply(ctx, command.MetaGroup, (&command.SetPlacement{Placement: *next}).Encode(), 0)
-		if err == nil {
-			n.log.Info("node removed by operator", "member", id)
-			return nil
-		}
 		if !errors.Is(err, command.ErrStalePlacement) {
 			return err
 		}
@@ -243,16 +336,6 @@ func (a *Admin) RemoveNode(ctx context.Context, id string) error {
 			return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
 		}
 	}
-}
-
-// placed reports whether p puts a replica on node id.
-func placed(p *command.Placement, id string) bool {
-	for _, reps := range p.Shards {
-		if slices.Contains(reps, id) {
-			return true
-		}
-	}
-	return false
 }
 
 // Placement returns the placement of shards on nodes, as this node's

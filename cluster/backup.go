@@ -38,7 +38,7 @@ func (a *Admin) Backup(ctx context.Context, w io.Writer) (*backup.Manifest, erro
 		return nil, err
 	}
 	stepCtx, cancel := context.WithTimeout(ctx, transferStep)
-	err := a.metaReadPoint(stepCtx)
+	err := a.n.metaReadPoint(stepCtx)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("meta group: %w", err)
@@ -104,8 +104,7 @@ func (a *Admin) metaPart() (*backup.Meta, error) {
 // acknowledged before it was called: a read point on the leader (asked
 // over the peer protocol when another node leads), then this replica's
 // apply up to it.
-func (a *Admin) metaReadPoint(ctx context.Context) error {
-	n := a.n
+func (n *Node) metaReadPoint(ctx context.Context) error {
 	g := n.meta.Group()
 	for {
 		var err error

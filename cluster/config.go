@@ -80,6 +80,11 @@ type Config struct {
 	// ListScan bounds the index entries a listing examines on each shard
 	// for one page (default DefaultListScan: link.ListQuery.Scan).
 	ListScan int
+	// ReapAfter, if positive, has the meta leader remove nodes it has seen
+	// dead (or never seen in gossip) for this long, one per round, while
+	// the live nodes are at least the replication factor (Consul
+	// autopilot's dead-server cleanup). 0: an operator removes them.
+	ReapAfter time.Duration
 	// ReconcileInterval is how often leaders reconcile membership and
 	// placement (default 1 s; gossip events trigger it sooner).
 	ReconcileInterval time.Duration

@@ -32,6 +32,9 @@ type memberMeta struct {
 	Incarnation string `json:"i,omitempty"`
 	// Level is the node's feature level (featureLevel).
 	Level int `json:"l,omitempty"`
+	// Leads is how many shards the node leads: leaders balance against
+	// it, as each node knows only the leaders of the shards it hosts.
+	Leads int `json:"ld,omitempty"`
 }
 
 // Member is a node as gossip sees it.
@@ -47,6 +50,8 @@ type Member struct {
 	Incarnation  string
 	// Level is the member's feature level: what its version can apply.
 	Level int
+	// Leads is how many shards the member said it leads.
+	Leads int
 }
 
 // gossip wraps memberlist: discovery, failure detection and the node
@@ -67,6 +72,12 @@ type gossip struct {
 	// onRefused receives the reason another node's meta leader refused
 	// this one.
 	onRefused func(from, reason string)
+
+	// leadsSent is the lead count last gossiped (under mu); leadsWG
+	// tracks the one update that may be under way (leadsBusy).
+	leadsSent int
+	leadsBusy atomic.Bool
+	leadsWG   sync.WaitGroup
 }
 
 type gossipConfig struct {
@@ -180,6 +191,31 @@ func (g *gossip) updateMeta(change func(*memberMeta)) {
 	}
 }
 
+// setLeads records how many shards the node leads and gossips it in the
+// background (one update at a time; a count that changed meanwhile, or
+// whose update failed, goes with the next call): memberlist's UpdateNode waits for the broadcast,
+// and the leader loop that calls this must not.
+func (g *gossip) setLeads(n int) {
+	g.mu.Lock()
+	g.meta.Leads = n
+	stale := g.leadsSent != n
+	g.mu.Unlock()
+	if !stale || !g.leadsBusy.CompareAndSwap(false, true) {
+		return
+	}
+	g.leadsWG.Go(func() {
+		defer g.leadsBusy.Store(false)
+		g.mu.Lock()
+		g.leadsSent = g.meta.Leads
+		g.mu.Unlock()
+		if err := g.ml.UpdateNode(time.Second); err != nil {
+			g.mu.Lock()
+			g.leadsSent = -1 // sent again with the next call
+			g.mu.Unlock()
+		}
+	})
+}
+
 // setFull updates the node's storage alarm and gossips it.
 func (g *gossip) setFull(full bool) {
 	g.updateMeta(func(m *memberMeta) { m.Full = full })
@@ -239,7 +275,7 @@ func (g *gossip) record(n *memberlist.Node, alive bool) {
 		ID: n.Name, RaftAddr: mm.RaftAddr, HTTPAddr: mm.HTTPAddr,
 		GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
 		Alive:      alive, Bootstrapped: mm.Bootstrapped, Full: mm.Full,
-		Cluster: mm.Cluster, Incarnation: mm.Incarnation, Level: mm.Level,
+		Cluster: mm.Cluster, Incarnation: mm.Incarnation, Level: mm.Level, Leads: mm.Leads,
 	}
 	g.mu.Lock()
 	g.nodes[m.ID] = m
@@ -351,6 +387,7 @@ func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, true) }
 
 // close leaves the cluster politely and stops gossip.
 func (g *gossip) close() error {
+	g.leadsWG.Wait()
 	_ = g.ml.Leave(2 * time.Second)
 	return g.ml.Shutdown()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,22 @@ type host struct {
 	// with one atomic load.
 	mu     sync.Mutex
 	shards atomic.Pointer[[]*shard.Shard]
+	// leaving holds the shards the placement no longer puts here (a
+	// replica moved away, or this node drained or removed): no longer read
+	// from; closed and their files deleted once they do not lead their
+	// group (a leader hands over first). Under mu.
+	leaving map[command.ShardID]*leavingShard
 }
+
+// leavingShard is a replica on its way out.
+type leavingShard struct {
+	s     *shard.Shard
+	since time.Time
+}
+
+// leaveTimeout bounds how long a leaving replica that leads its group
+// waits to hand the leadership over before it is closed anyway.
+const leaveTimeout = 30 * time.Second
 
 // waitSettings waits until the meta group holds the cluster settings and
 // a placement (the meta leader writes them), then builds the ring and
@@ -103,14 +119,84 @@ func (h *host) sync() error {
 	}
 	for i, nodes := range p.Shards {
 		id := command.ShardID(i)
-		if i >= int(h.settings.Shards) || !slices.Contains(nodes, n.cfg.NodeID) || h.local(id) != nil {
+		if i >= int(h.settings.Shards) {
 			continue
 		}
-		if err := h.open(id, nodes, p.Version == 1); err != nil {
-			return err
+		placed := slices.Contains(nodes, n.cfg.NodeID)
+		switch s := h.local(id); {
+		case placed && s == nil && h.leavingShard(id) == nil:
+			if err := h.open(id, nodes, p.Version == 1); err != nil {
+				return err
+			}
+		case !placed && s != nil:
+			h.leave(id, s)
 		}
 	}
+	return h.retire()
+}
+
+// leave stops reading shard id here (lookups go to its replicas) and
+// keeps it running until its group lets it go.
+func (h *host) leave(id command.ShardID, s *shard.Shard) {
+	h.mu.Lock()
+	shards := slices.Clone(*h.shards.Load())
+	shards[id] = nil
+	h.shards.Store(&shards)
+	if h.leaving == nil {
+		h.leaving = map[command.ShardID]*leavingShard{}
+	}
+	h.leaving[id] = &leavingShard{s: s, since: time.Now()}
+	h.mu.Unlock()
+	h.n.log.Info("shard no longer placed here; leaving its group", "shard", id)
+}
+
+// retire closes the leaving shards that do not lead their group (or have
+// waited leaveTimeout to hand over) and deletes their files: if the
+// placement puts the shard here again, it joins afresh and catches up from
+// its leader. Closing a follower at once is safe: a move takes its source
+// out of the group before the placement stops naming it, and a node the
+// operator removed is taken out as a dead one would be.
+func (h *host) retire() error {
+	n := h.n
+	for _, ls := range h.leavingShards() {
+		id := ls.s.ID()
+		if ls.s.Group().IsLeader() && time.Since(ls.since) < leaveTimeout {
+			continue
+		}
+		err := ls.s.Close()
+		h.mu.Lock()
+		delete(h.leaving, id)
+		h.mu.Unlock()
+		if err != nil {
+			n.log.Warn("closing a shard that left", "shard", id, "err", err)
+		}
+		if err := os.RemoveAll(n.groupDir("shards", id.String())); err != nil {
+			return fmt.Errorf("cluster: deleting shard %d, which left this node: %w", id, err)
+		}
+		n.log.Info("shard left this node; its files are deleted", "shard", id)
+	}
 	return nil
+}
+
+// leavingShard returns shard id if it is leaving this node, else nil.
+func (h *host) leavingShard(id command.ShardID) *shard.Shard {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ls := h.leaving[id]; ls != nil {
+		return ls.s
+	}
+	return nil
+}
+
+// leavingShards returns the shards leaving this node.
+func (h *host) leavingShards() []*leavingShard {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*leavingShard, 0, len(h.leaving))
+	for _, ls := range h.leaving {
+		out = append(out, ls)
+	}
+	return out
 }
 
 // open opens shard id, placed on nodes; first says the placement is the
@@ -198,15 +284,24 @@ func (h *host) group(id command.GroupID) *raftgroup.Group {
 	if sh := h.local(s); sh != nil {
 		return sh.Group()
 	}
+	if sh := h.leavingShard(s); sh != nil && sh.Group().IsLeader() {
+		// Still its leader until it hands over: writes reach it here. A
+		// leaving follower's view of its group is no guide: the group may
+		// have dropped it.
+		return sh.Group()
+	}
 	return nil
 }
 
 // locate returns the shard of code.
 func (h *host) locate(code string) command.ShardID { return h.ring.Locate(code) }
 
-// close closes the shards hosted here, in parallel.
+// close closes the shards hosted here and those leaving, in parallel.
 func (h *host) close() []error {
 	shards := h.localShards()
+	for _, ls := range h.leavingShards() {
+		shards = append(shards, ls.s)
+	}
 	errs := make([]error, len(shards))
 	var wg sync.WaitGroup
 	for i, s := range shards {

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -26,6 +28,9 @@ import (
 type leaderLoop struct {
 	n         *Node
 	transfers transferGate // the balancing backoff
+	// deadSince is when this node, as the meta leader, first saw each
+	// member dead (Config.ReapAfter); reset when it stops leading.
+	deadSince map[string]time.Time
 }
 
 // run reconciles until the node's background loops stop.
@@ -58,13 +63,24 @@ func (ll *leaderLoop) reconcile() {
 				n.log.Warn("meta reconcile", "err", err)
 			}
 		}
+	} else {
+		ll.deadSince = nil
 	}
 	for _, s := range n.host.localShards() {
 		if !s.Group().IsLeader() {
 			continue
 		}
-		if err := ll.reconcileShard(s); err != nil && n.loops.Err() == nil {
+		if err := ll.reconcileShard(ctx, s); err != nil && n.loops.Err() == nil {
 			n.log.Warn("shard reconcile", "shard", s.ID(), "err", err)
+		}
+	}
+	// A shard leaving this node that it still leads: another member
+	// takes over, then takes this one out.
+	for _, ls := range n.host.leavingShards() {
+		if g := ls.s.Group(); g.IsLeader() {
+			if err := ll.removeUnplaced(ctx, ls.s); err != nil && n.loops.Err() == nil {
+				n.log.Warn("leaving shard", "shard", ls.s.ID(), "err", err)
+			}
 		}
 	}
 	ll.balanceLeaders(ctx)
@@ -72,62 +88,57 @@ func (ll *leaderLoop) reconcile() {
 
 // balanceLeaders moves one shard leadership away from this node when it
 // leads more than its share (hashicorp/raft never rebalances by itself):
-// the share is the hosted shards divided by the live nodes hosting them,
-// rounded up. The shard goes to the live replica leading the fewest. One
-// move per round, so the cluster converges without a stampede.
+// the share is the shards divided by the live nodes hosting them, rounded
+// up. The shard goes to the live voter leading the fewest, by what each
+// node gossips it leads (a node knows the leaders of its own shards
+// only). One move per round, and a shard moved is left alone for a while,
+// so the cluster converges without a stampede or a shard passed back and
+// forth on counts gossip has not yet updated.
 func (ll *leaderLoop) balanceLeaders(ctx context.Context) {
 	n := ll.n
 	shards := n.host.localShards()
-	if len(shards) == 0 || n.gossip == nil {
+	if n.gossip == nil {
 		return
 	}
 	alive := map[string]bool{}
+	leads := map[string]int{}
 	for _, m := range n.gossip.members() {
 		alive[m.ID] = m.Alive
+		leads[m.ID] = m.Leads
 	}
-	leads := map[string]int{}
-	hosts := map[string]bool{}
+	local := map[string]int{}
 	var mine []*shard.Shard
 	for _, s := range shards {
 		_, id := s.Group().Leader()
 		if id == "" {
 			return // an election is under way; look again next round
 		}
-		leads[id]++
+		local[id]++
 		if id == n.cfg.NodeID {
 			mine = append(mine, s)
 		}
-		servers, err := s.Group().Servers()
-		if err != nil {
-			return
-		}
-		for _, srv := range servers {
-			if alive[srv.ID] {
-				hosts[srv.ID] = true
-			}
-		}
 	}
-	if len(hosts) < 2 {
+	n.gossip.setLeads(len(mine))
+	for id, k := range local {
+		leads[id] = max(leads[id], k)
+	}
+	leads[n.cfg.NodeID] = len(mine)
+	p, err := n.meta.Placement()
+	if err != nil || p == nil || len(mine) == 0 {
 		return
 	}
-	// The share is the cluster's, not this node's view: every shard over
-	// every live node that hosts shards, rounded up.
-	total, live := len(shards), len(hosts)
-	if p, err := n.meta.Placement(); err == nil && p != nil {
-		total = len(p.Shards)
-		placed := map[string]bool{}
-		for _, reps := range p.Shards {
-			for _, id := range reps {
-				if alive[id] {
-					placed[id] = true
-				}
+	placed := map[string]bool{}
+	for _, reps := range p.Shards {
+		for _, id := range reps {
+			if alive[id] {
+				placed[id] = true
 			}
 		}
-		if len(placed) > 0 {
-			live = len(placed)
-		}
 	}
-	share := (total + live - 1) / live
+	if len(placed) < 2 {
+		return
+	}
+	share := (len(p.Shards) + len(placed) - 1) / len(placed)
 	if len(mine) <= share {
 		return
 	}
@@ -140,7 +151,7 @@ func (ll *leaderLoop) balanceLeaders(ctx context.Context) {
 		best := -1
 		for _, srv := range servers {
 			id := srv.ID
-			if id == n.cfg.NodeID || srv.Nonvoter || !alive[id] {
+			if id == n.cfg.NodeID || srv.Nonvoter || !alive[id] || !slices.Contains(p.Shards[s.ID()], id) {
 				continue
 			}
 			if best < 0 || leads[id] < best {
@@ -158,8 +169,8 @@ func (ll *leaderLoop) balanceLeaders(ctx context.Context) {
 		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err = s.Group().TransferLeadership(tctx, to.ID, to.Address)
 		cancel()
+		ll.transfers.hold(s.ID(), time.Now())
 		if err != nil {
-			ll.transfers.failed(s.ID(), time.Now())
 			n.log.Warn("leader balancing", "shard", s.ID(), "to", to.ID, "err", err, "retry_after", transferBackoff)
 		} else {
 			n.log.Info("shard leadership moved for balance", "shard", s.ID(), "to", to.ID, "leads", len(mine), "share", share)
@@ -179,7 +190,74 @@ func (ll *leaderLoop) reconcileMeta(ctx context.Context) error {
 	if err := ll.reconcileMetaMembers(); err != nil {
 		return err
 	}
+	if err := ll.reap(ctx); err != nil {
+		return err
+	}
 	return ll.reconcilePlacement(ctx)
+}
+
+// reap removes, as linknode remove would, one node per round that this
+// meta leader has seen dead (or not at all in gossip) for longer than
+// Config.ReapAfter, while the live nodes are at least the replication
+// factor, so that the shards it held get their replicas back elsewhere.
+func (ll *leaderLoop) reap(ctx context.Context) error {
+	n := ll.n
+	if n.cfg.ReapAfter <= 0 || n.gossip == nil {
+		return nil
+	}
+	s, err := n.meta.Settings()
+	if err != nil || s == nil {
+		return err
+	}
+	cur, addrs, err := n.meta.PlacementAndMembers()
+	if err != nil || cur == nil {
+		return err
+	}
+	now := time.Now()
+	if ll.deadSince == nil {
+		ll.deadSince = map[string]time.Time{}
+	}
+	alive := map[string]bool{n.cfg.NodeID: true}
+	for _, m := range n.gossip.members() {
+		if m.Alive {
+			alive[m.ID] = true
+		}
+	}
+	candidates := maps.Clone(addrs)
+	for _, reps := range cur.Shards {
+		for _, id := range reps {
+			candidates[id] = ""
+		}
+	}
+	live := 0
+	for id := range candidates {
+		switch {
+		case slices.Contains(cur.Removed, id):
+			delete(ll.deadSince, id)
+		case alive[id]:
+			delete(ll.deadSince, id)
+			live++
+		default:
+			if _, ok := ll.deadSince[id]; !ok {
+				ll.deadSince[id] = now
+			}
+		}
+	}
+	if live < int(s.ReplicationFactor) {
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(ll.deadSince)) {
+		if now.Sub(ll.deadSince[id]) < n.cfg.ReapAfter {
+			continue
+		}
+		if err := n.admin.RemoveNode(ctx, id); err != nil {
+			return fmt.Errorf("reaping %s: %w", id, err)
+		}
+		n.log.Warn("dead node removed (-reap-after)", "member", id, "dead_for", now.Sub(ll.deadSince[id]).Round(time.Second))
+		delete(ll.deadSince, id)
+		return nil
+	}
+	return nil
 }
 
 // ensureSettings writes the cluster settings once, from this node's flags.
@@ -286,9 +364,10 @@ func (ll *leaderLoop) reconcileMetaMembers() error {
 	return nil
 }
 
-// reconcilePlacement writes the first placement, and afterwards gives
-// under-replicated shards replicas on the least loaded nodes. Nodes are the
-// meta group's members.
+// reconcilePlacement writes the first placement, and afterwards one step
+// of meta.PlanPlacement: replicas for under-replicated shards, a move
+// called off, or the next move (only once every member knows moves).
+// Nodes are the meta group's members.
 func (ll *leaderLoop) reconcilePlacement(ctx context.Context) error {
 	n := ll.n
 	s, err := n.meta.Settings()
@@ -299,14 +378,21 @@ func (ll *leaderLoop) reconcilePlacement(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nodes := make([]string, 0, len(addrs))
+	in := meta.PlanInput{Shards: int(s.Shards), Replicas: int(s.ReplicationFactor), Moves: n.supports(levelMoves) == nil}
 	for id := range addrs {
 		if cur == nil || !slices.Contains(cur.Removed, id) {
-			nodes = append(nodes, id)
+			in.Nodes = append(in.Nodes, id)
 		}
 	}
-	sort.Strings(nodes)
-	next := meta.PlanPlacement(cur, nodes, int(s.Shards), int(s.ReplicationFactor))
+	sort.Strings(in.Nodes)
+	if n.gossip != nil {
+		in.Alive = map[string]bool{}
+		for _, m := range n.gossip.members() {
+			in.Alive[m.ID] = m.Alive
+		}
+		in.Alive[n.cfg.NodeID] = true
+	}
+	next := meta.PlanPlacement(cur, in)
 	if next == nil {
 		return nil
 	}
@@ -317,62 +403,234 @@ func (ll *leaderLoop) reconcilePlacement(ctx context.Context) error {
 		}
 		return err
 	}
-	n.log.Info("placement written", "version", r.Placement.Version)
+	switch {
+	case cur != nil && len(next.Moves) > len(cur.Moves):
+		m := next.Moves[0]
+		n.log.Info("moving a replica", "shard", m.Shard, "from", m.From, "to", m.To, "version", r.Placement.Version)
+	case cur != nil && len(next.Moves) < len(cur.Moves):
+		m := cur.Moves[0]
+		n.log.Warn("replica move called off: its target is down", "shard", m.Shard, "from", m.From, "to", m.To)
+	default:
+		n.log.Info("placement written", "version", r.Placement.Version)
+	}
 	return nil
 }
 
-// reconcileShard runs on a shard leader: every node the placement puts on
-// the shard and the group lacks is added as a voter (Raft catches it up from
-// the log or a snapshot). Removal is an operator action, never automatic.
-func (ll *leaderLoop) reconcileShard(s *shard.Shard) error {
+// catchUpSlack is how far behind its leader's commit index a joining
+// non-voter may be when it is promoted (Consul's autopilot allows 250
+// trailing entries): entries keep coming under writes, and the last few
+// reach it within a heartbeat.
+const catchUpSlack = 250
+
+// reconcileShard runs on a shard leader and makes the group's membership
+// what the placement says:
+//   - a node placed on the shard and missing from the group is added: as
+//     a non-voter when it is a move's target (it votes once it has caught
+//     up), else as a voter (Raft catches it up from the log or a
+//     snapshot);
+//   - a placed non-voter that has caught up is promoted, and a move whose
+//     target votes is finished in the placement (its source no longer
+//     named);
+//   - a member the placement no longer names is removed, once a read of
+//     the meta group through its leader confirms it: a lagging meta
+//     replica must never take out a replica a newer placement added. This
+//     leader removes itself last, after handing its leadership over.
+func (ll *leaderLoop) reconcileShard(ctx context.Context, s *shard.Shard) error {
 	n := ll.n
 	p, err := n.meta.Placement()
 	if err != nil || p == nil || int(s.ID()) >= len(p.Shards) {
 		return err
 	}
-	current, err := s.Group().Servers()
+	g := s.Group()
+	current, err := g.Servers()
 	if err != nil {
 		return err
 	}
-	have := map[string]bool{}
 	addrs, err := n.meta.Addresses()
 	if err != nil {
 		return err
 	}
+	placed := p.Shards[s.ID()]
+	have := map[string]raftgroup.Server{}
+	stale := false
 	for _, srv := range current {
-		if slices.Contains(p.Removed, srv.ID) && !slices.Contains(p.Shards[s.ID()], srv.ID) {
-			if err := s.Group().Remove(n.loops, srv.ID); err != nil {
-				return err
-			}
-			n.log.Info("removed node taken out of shard", "shard", s.ID(), "member", srv.ID)
+		if !slices.Contains(placed, srv.ID) {
+			stale = true
 			continue
 		}
-		have[srv.ID] = true
+		have[srv.ID] = srv
 		if a, ok := addrs[srv.ID]; ok && a != srv.Address {
-			if err := ll.updateAddress(s.Group(), srv, a); err != nil {
+			if err := ll.updateAddress(g, srv, a); err != nil {
 				return err
 			}
 		}
 	}
+	if stale {
+		if err := ll.removeUnplaced(ctx, s); err != nil {
+			return err
+		}
+	}
+	move, moving := p.MoveOf(s.ID())
+	// A move whose target votes takes its source out of the group before
+	// the placement stops naming it, so that a source that sees itself
+	// unplaced knows it is out: it may close at once.
+	finishing := false
+	if moving {
+		to, ok := have[move.To]
+		finishing = ok && !to.Nonvoter
+	}
 	var missing []string
-	for _, id := range p.Shards[s.ID()] {
-		if !have[id] {
+	for _, id := range placed {
+		if _, ok := have[id]; !ok && !(finishing && id == move.From) {
 			missing = append(missing, id)
 		}
 	}
-	if len(missing) == 0 {
+	if len(missing) > 0 {
+		servers, err := n.meta.Servers(missing)
+		if err != nil {
+			return err
+		}
+		for _, srv := range servers {
+			srv.Nonvoter = moving && srv.ID == move.To
+			if err := g.Add(n.loops, srv); err != nil {
+				return err
+			}
+			have[srv.ID] = srv
+			n.log.Info("replica added to shard", "shard", s.ID(), "member", srv.ID, "voter", !srv.Nonvoter)
+		}
+	}
+	for _, id := range placed {
+		srv, ok := have[id]
+		if !ok || !srv.Nonvoter {
+			continue
+		}
+		if ok, err := ll.caughtUp(ctx, g, s.ID(), srv); err != nil || !ok {
+			if err != nil {
+				n.log.Debug("joining replica's progress", "shard", s.ID(), "member", id, "err", err)
+			}
+			continue
+		}
+		srv.Nonvoter = false
+		if err := g.Add(n.loops, srv); err != nil {
+			return err
+		}
+		have[id] = srv
+		n.log.Info("joining replica caught up; it votes now", "shard", s.ID(), "member", id)
+		if moving && id == move.To {
+			finishing = true
+		}
+	}
+	if !finishing {
 		return nil
 	}
-	servers, err := n.meta.Servers(missing)
+	if move.From == n.cfg.NodeID {
+		return ll.handOver(ctx, s.ID(), g, placed, move.From)
+	}
+	if _, ok := have[move.From]; ok {
+		if err := g.Remove(n.loops, move.From); err != nil {
+			return err
+		}
+		n.log.Info("replica taken out of shard", "shard", s.ID(), "member", move.From)
+	}
+	return ll.finishMove(ctx, p, s.ID())
+}
+
+// caughtUp reports whether srv's replica of shard has applied to within
+// catchUpSlack of this leader's commit index.
+func (ll *leaderLoop) caughtUp(ctx context.Context, g *raftgroup.Group, shardID command.ShardID, srv raftgroup.Server) (bool, error) {
+	commit := g.Info().CommitIndex
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	applied, err := ll.n.peers.Applied(cctx, srv.Address, shardID.Group())
+	if err != nil {
+		return false, err
+	}
+	return applied > 0 && applied+catchUpSlack >= commit, nil
+}
+
+// finishMove writes the placement without shard's move and its source.
+func (ll *leaderLoop) finishMove(ctx context.Context, p *command.Placement, shardID command.ShardID) error {
+	next := meta.FinishMove(p, shardID)
+	if next == nil {
+		return nil
+	}
+	m, _ := p.MoveOf(shardID)
+	_, err := ll.n.router.apply(ctx, command.MetaGroup, (&command.SetPlacement{Placement: *next}).Encode(), 0)
+	if errors.Is(err, command.ErrStalePlacement) {
+		return nil // the next round looks again
+	}
+	if err == nil {
+		ll.n.log.Info("replica moved", "shard", shardID, "from", m.From, "to", m.To)
+	}
+	return err
+}
+
+// removeUnplaced takes the members the placement does not name out of
+// shard s's group, after confirming the placement with the meta leader.
+// When this leader is one of them, it hands its leadership to a voter
+// that stays; that voter's next round removes it.
+func (ll *leaderLoop) removeUnplaced(ctx context.Context, s *shard.Shard) error {
+	n := ll.n
+	if err := n.metaReadPoint(ctx); err != nil {
+		return err
+	}
+	p, err := n.meta.Placement()
+	if err != nil || p == nil {
+		return err
+	}
+	placed := p.Shards[s.ID()]
+	g := s.Group()
+	current, err := g.Servers()
+	if err != nil {
+		return err
+	}
+	self := false
+	for _, srv := range current {
+		switch {
+		case slices.Contains(placed, srv.ID):
+		case srv.ID == n.cfg.NodeID:
+			self = true
+		default:
+			if err := g.Remove(n.loops, srv.ID); err != nil {
+				return err
+			}
+			n.log.Info("replica taken out of shard", "shard", s.ID(), "member", srv.ID)
+		}
+	}
+	if self {
+		return ll.handOver(ctx, s.ID(), g, placed, n.cfg.NodeID)
+	}
+	return nil
+}
+
+// handOver moves the leadership of a group this node is leaving to a
+// placed voter other than leaving; if none takes it and this node is not
+// placed, it removes itself (raft commits the change, then steps down).
+func (ll *leaderLoop) handOver(ctx context.Context, shardID command.ShardID, g *raftgroup.Group, placed []string, leaving string) error {
+	n := ll.n
+	servers, err := g.Servers()
 	if err != nil {
 		return err
 	}
 	for _, srv := range servers {
-		if err := s.Group().Add(n.loops, srv); err != nil {
-			return err
+		if srv.Nonvoter || srv.ID == leaving || srv.ID == n.cfg.NodeID || !slices.Contains(placed, srv.ID) {
+			continue
 		}
-		n.log.Info("replica added to shard", "shard", s.ID(), "member", srv.ID)
+		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := g.TransferLeadership(tctx, srv.ID, srv.Address)
+		cancel()
+		if err == nil {
+			n.log.Info("shard leadership handed over before leaving", "shard", shardID, "to", srv.ID)
+			return nil
+		}
 	}
+	if slices.Contains(placed, n.cfg.NodeID) {
+		return fmt.Errorf("no voter took the leadership of shard %d", shardID)
+	}
+	if err := g.Remove(n.loops, n.cfg.NodeID); err != nil {
+		return err
+	}
+	n.log.Info("left shard as its leader", "shard", shardID)
 	return nil
 }
 
@@ -389,16 +647,17 @@ func (ll *leaderLoop) updateAddress(g *raftgroup.Group, cur raftgroup.Server, ad
 }
 
 // transferBackoff is how long the balancer leaves a shard alone after a
-// failed leadership transfer: a transfer that timed out usually means the
-// target's replication is busy, and asking again at once only queues another
-// request behind it. 15 s outlasts the transport's 10 s I/O timeout, the
+// leadership transfer. After a failed one: a transfer that timed out
+// usually means the target's replication is busy, and asking again at once
+// only queues another request behind it. After one that worked: the lead
+// counts gossip carries catch up first. 15 s outlasts the transport's 10 s I/O timeout, the
 // longest one replication RPC can keep that goroutine busy. (A transfer cut
 // short by a step-down cannot wedge the leader: the vendored raft carries
 // that fix, third_party/hashicorp-raft/LINKRAFT.md.)
 const transferBackoff = 15 * time.Second
 
-// transferGate remembers failed balancing transfers per shard. It is used
-// only from the leader loop's goroutine.
+// transferGate remembers balancing transfers per shard. It is used only
+// from the leader loop's goroutine.
 type transferGate struct {
 	until map[command.ShardID]time.Time
 }
@@ -408,8 +667,8 @@ func (g *transferGate) allow(shard command.ShardID, now time.Time) bool {
 	return !now.Before(g.until[shard])
 }
 
-// failed records a failed transfer of shard at now.
-func (g *transferGate) failed(shard command.ShardID, now time.Time) {
+// hold records a transfer of shard at now.
+func (g *transferGate) hold(shard command.ShardID, now time.Time) {
 	if g.until == nil {
 		g.until = map[command.ShardID]time.Time{}
 	}

@@ -31,7 +31,9 @@ import (
 // wait for every registered node, not only the live ones; listings by
 // clicks. 6: a link's note (command.LevelLinkNote), and backup and
 // restore (the peer operations dump and read-index, RestoreLinks entries).
-const FeatureLevel = 6
+// 7: replica moves and drains (a placement's Moves and Draining, which an
+// older meta replica would drop; the peer operation applied).
+const FeatureLevel = 7
 
 // Feature levels of what the cluster does besides link fields (those are
 // in command's field table: command.LevelLinkMeta, ...).
@@ -55,6 +57,8 @@ const (
 	// its shards' parts) and of a restore (an older replica would halt
 	// at a RestoreLinks entry).
 	levelBackup = 6
+	// levelMoves is the feature level of replica moves and drains.
+	levelMoves = 7
 )
 
 // supports returns nil if the cluster may take what needs level, else an

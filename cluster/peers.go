@@ -48,6 +48,7 @@ func (n *Node) servePeers(current, legacy *transport.Layer) {
 	peer.Handle(s, peer.OpRelease, h.release)
 	peer.Handle(s, peer.OpDump, h.dump)
 	peer.Handle(s, peer.OpReadIndex, h.readIndex)
+	peer.Handle(s, peer.OpApplied, h.applied)
 	n.rpcWG.Go(func() { s.Serve(n.lifetime, current) })
 	n.rpcWG.Go(func() { s.ServeLegacy(n.lifetime, legacy) })
 }
@@ -197,4 +198,13 @@ func forwardable(group command.GroupID, cmd []byte) error {
 		}
 	}
 	return nil
+}
+
+// applied answers how far this node's replica of a group has applied.
+func (h peerHandlers) applied(_ context.Context, r *peer.AppliedRequest) (*peer.AppliedResponse, error) {
+	g := h.n.host.group(r.Group)
+	if g == nil {
+		return nil, fmt.Errorf("%w: no replica of group %d here", link.ErrNotFound, r.Group)
+	}
+	return &peer.AppliedResponse{Index: g.AppliedIndex()}, nil
 }

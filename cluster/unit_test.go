@@ -114,7 +114,7 @@ func TestMergePagesGoesOnWhereAScanStopped(t *testing.T) {
 	}
 }
 
-// TestTransferGateBacksOff: after a failed balancing transfer a shard is
+// TestTransferGateBacksOff: after a balancing transfer a shard is
 // left alone for transferBackoff, and only that shard.
 func TestTransferGateBacksOff(t *testing.T) {
 	t.Parallel()
@@ -123,7 +123,7 @@ func TestTransferGateBacksOff(t *testing.T) {
 	if !g.allow(3, t0) {
 		t.Fatal("a shard with no failure is held back")
 	}
-	g.failed(3, t0)
+	g.hold(3, t0)
 	if g.allow(3, t0.Add(transferBackoff-time.Millisecond)) {
 		t.Fatal("a failed shard is retried within the backoff")
 	}

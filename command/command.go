@@ -138,6 +138,29 @@ type Placement struct {
 	// Removed lists nodes an operator removed: they are never added back
 	// (a removed node rejoins only with a new ID and an empty data dir).
 	Removed []string
+	// Moves lists the replicas being moved (at most one at a time): the
+	// move's To is among its shard's replicas, joining as a non-voter
+	// until it has caught up; From leaves once To votes.
+	Moves []Move
+	// Draining lists nodes an operator is emptying (linknode drain):
+	// their replicas move to other nodes, and none is placed on them.
+	Draining []string
+}
+
+// Move is a replica of Shard moving from node From to node To.
+type Move struct {
+	Shard    ShardID
+	From, To string
+}
+
+// MoveOf returns the move of shard s, if one is under way.
+func (p *Placement) MoveOf(s ShardID) (Move, bool) {
+	for _, m := range p.Moves {
+		if m.Shard == s {
+			return m, true
+		}
+	}
+	return Move{}, false
 }
 
 // SetPlacement stores Placement if its Version is the stored version + 1
@@ -194,7 +217,13 @@ const (
 
 	fPlaceVersion = 1
 	fPlaceShard   = 2
-	fPlaceRemoved = 3
+	fPlaceRemoved  = 3
+	fPlaceMove     = 4
+	fPlaceDraining = 5
+
+	fMoveShard = 1
+	fMoveFrom  = 2
+	fMoveTo    = 3
 )
 
 // ruleCodec is a link's redirect rule, in commands and records alike.
@@ -288,6 +317,14 @@ var placementCodec = wire.NewCodec[Placement](nil,
 		},
 	},
 	wire.Strings(fPlaceRemoved, func(p *Placement) *[]string { return &p.Removed }),
+	wire.Messages(fPlaceMove, moveCodec, func(p *Placement) *[]Move { return &p.Moves }),
+	wire.Strings(fPlaceDraining, func(p *Placement) *[]string { return &p.Draining }),
+)
+
+var moveCodec = wire.NewCodec[Move](nil,
+	wire.Int(fMoveShard, func(m *Move) *int { return (*int)(&m.Shard) }),
+	wire.String(fMoveFrom, func(m *Move) *string { return &m.From }),
+	wire.String(fMoveTo, func(m *Move) *string { return &m.To }),
 )
 
 // Encode returns the Raft entry for s.

@@ -40,6 +40,7 @@ func goldenSamples() []golden.Sample {
 			CodeMode: "permuted", CodeKey: []byte("0123456789abcdef"), CreatedAt: t0, RingVNodes: 0, RingHasher: "xxhash64"}}).Encode()},
 		{Name: "LeaseRange", Bytes: (&LeaseRange{Node: "n1", N: 1024}).Encode()},
 		{Name: "SetPlacement", Bytes: (&SetPlacement{Placement: Placement{Version: 3, Shards: [][]string{{"n1", "n2"}, {"n2", "n3"}, {}}, Removed: []string{"n9"}}}).Encode()},
+		{Name: "SetPlacement moving", Bytes: (&SetPlacement{Placement: Placement{Version: 4, Shards: [][]string{{"n1", "n2", "n4"}, {"n2", "n3"}}, Moves: []Move{{Shard: 0, From: "n1", To: "n4"}}, Draining: []string{"n1"}}}).Encode()},
 		{Name: "RegisterNode", Bytes: (&RegisterNode{Node: "n1", Incarnation: "inc-1", At: t0}).Encode()},
 		{Name: "CreateKey", Bytes: (&CreateKey{Key: key, First: true}).Encode()},
 		{Name: "RevokeKey", Bytes: (&RevokeKey{ID: "00112233aabbccdd", At: t0}).Encode()},

@@ -30,6 +30,7 @@ func (s *Server) registerAdminRoutes(metrics http.Handler, profiles bool) {
 	}
 	rt.HandleFunc("/admin/v1/cluster", admin("/admin/v1/cluster", s.handleCluster)).Methods(http.MethodGet, http.MethodHead)
 	rt.HandleFunc("/admin/v1/nodes/{id}", admin("/admin/v1/nodes/{id}", s.handleRemoveNode)).Methods(http.MethodDelete)
+	rt.HandleFunc("/admin/v1/nodes/{id}/drain", admin("/admin/v1/nodes/{id}/drain", s.handleDrain)).Methods(http.MethodGet, http.MethodPost, http.MethodDelete)
 	rt.HandleFunc("/admin/v1/leases", admin("/admin/v1/leases", s.handleLeases)).Methods(http.MethodGet, http.MethodHead)
 	rt.HandleFunc("/admin/v1/links", admin("/admin/v1/links", s.handleLocalLinks)).Methods(http.MethodGet, http.MethodHead)
 	rt.HandleFunc("/admin/v1/digest", admin("/admin/v1/digest", s.handleDigest)).Methods(http.MethodGet, http.MethodHead)
@@ -123,6 +124,39 @@ func (s *Server) handleRemoveNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleDrain serves /admin/v1/nodes/{id}/drain: POST starts draining
+// the node (its replicas move to other nodes, one at a time), DELETE calls
+// it off, GET reads its progress. Each answers 200 with {"node",
+// "draining", "replicas"} (replicas: those the placement still puts on
+// the node); 404 for an unknown node, 409 when the other nodes are too
+// few to take its replicas.
+func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	var err error
+	switch r.Method {
+	case http.MethodPost:
+		err = s.admin.DrainNode(r.Context(), id, true)
+	case http.MethodDelete:
+		err = s.admin.DrainNode(r.Context(), id, false)
+	}
+	var draining bool
+	var replicas int
+	if err == nil {
+		draining, replicas, err = s.admin.DrainStatus(id)
+	}
+	switch {
+	case errors.Is(err, status.ErrUnknownNode):
+		s.problem(w, r, http.StatusNotFound, "unknown-node", "Not Found", "no node has this ID")
+	case errors.Is(err, status.ErrCannotDrain):
+		s.problem(w, r, http.StatusConflict, "cannot-drain", "Conflict", err.Error())
+	case err != nil:
+		s.Error(w, r, err)
+	default:
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, r, http.StatusOK, map[string]any{"node": id, "draining": draining, "replicas": replicas})
+	}
 }
 
 // handleHealthz serves GET /healthz: 200 while the process runs.

@@ -243,9 +243,13 @@ func (a fakeAdmin) Status() status.Cluster {
 }
 func (a fakeAdmin) Ready(context.Context) error              { return nil }
 func (a fakeAdmin) RemoveNode(context.Context, string) error { return status.ErrUnknownNode }
-func (a fakeAdmin) Leases() ([]status.Lease, error)          { return nil, nil }
-func (a fakeAdmin) Digests() ([]status.Digest, error)        { return nil, nil }
-func (a fakeAdmin) LiveNodes() int                           { return 1 }
+func (a fakeAdmin) DrainNode(context.Context, string, bool) error {
+	return status.ErrUnknownNode
+}
+func (a fakeAdmin) DrainStatus(string) (bool, int, error) { return false, 0, status.ErrUnknownNode }
+func (a fakeAdmin) Leases() ([]status.Lease, error)       { return nil, nil }
+func (a fakeAdmin) Digests() ([]status.Digest, error)     { return nil, nil }
+func (a fakeAdmin) LiveNodes() int                        { return 1 }
 func (a fakeAdmin) Backup(context.Context, io.Writer) (*backup.Manifest, error) {
 	return nil, errors.New("the fake keeps no backups")
 }

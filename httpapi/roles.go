@@ -18,9 +18,13 @@ var errNoRole = fmt.Errorf("%w: not served by this node", link.ErrUnavailable)
 // noAdmin stands in for a missing Admin role: a node of one, always ready.
 type noAdmin struct{}
 
-func (noAdmin) Status() status.Cluster                    { return status.Cluster{} }
-func (noAdmin) Ready(context.Context) error               { return nil }
-func (noAdmin) RemoveNode(context.Context, string) error  { return status.ErrUnknownNode }
+func (noAdmin) Status() status.Cluster                   { return status.Cluster{} }
+func (noAdmin) Ready(context.Context) error              { return nil }
+func (noAdmin) RemoveNode(context.Context, string) error { return status.ErrUnknownNode }
+func (noAdmin) DrainNode(context.Context, string, bool) error {
+	return status.ErrUnknownNode
+}
+func (noAdmin) DrainStatus(string) (bool, int, error)     { return false, 0, status.ErrUnknownNode }
 func (noAdmin) Leases() ([]status.Lease, error)           { return nil, errNoRole }
 func (noAdmin) Digests() ([]status.Digest, error)         { return nil, errNoRole }
 func (noAdmin) ForEachLink(func(l *link.Link) bool) error { return errNoRole }

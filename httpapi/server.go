@@ -73,6 +73,11 @@ type Admin interface {
 	Ready(ctx context.Context) error
 	// RemoveNode removes a member; status.ErrUnknownNode for a stranger.
 	RemoveNode(ctx context.Context, id string) error
+	// DrainNode starts (on) or calls off moving a member's replicas away;
+	// status.ErrCannotDrain when no node could take them. DrainStatus
+	// reports a drain's progress.
+	DrainNode(ctx context.Context, id string, on bool) error
+	DrainStatus(id string) (draining bool, replicas int, err error)
 	Leases() ([]status.Lease, error)
 	Digests() ([]status.Digest, error)
 	// ForEachLink walks the links stored on this node (its replicas).

@@ -3,6 +3,7 @@ package meta
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,23 +28,107 @@ func TestHostOf(t *testing.T) {
 }
 
 func TestPlanPlacement(t *testing.T) {
-	p := PlanPlacement(nil, []string{"a", "b", "c", "d"}, 4, 3)
+	p := PlanPlacement(nil, PlanInput{Nodes: []string{"a", "b", "c", "d"}, Shards: 4, Replicas: 3})
 	want := [][]string{{"a", "b", "c"}, {"b", "c", "d"}, {"c", "d", "a"}, {"d", "a", "b"}}
 	if p.Version != 1 || fmt.Sprint(p.Shards) != fmt.Sprint(want) {
 		t.Fatalf("first placement %+v", p)
 	}
-	if PlanPlacement(p, []string{"a", "b", "c", "d"}, 4, 3) != nil {
+	if PlanPlacement(p, PlanInput{Nodes: []string{"a", "b", "c", "d"}, Shards: 4, Replicas: 3, Moves: true}) != nil {
 		t.Fatal("a complete placement was changed")
 	}
 	// Two nodes, three wanted: each shard gets both; a third node then
 	// joins every shard.
-	p = PlanPlacement(nil, []string{"a", "b"}, 2, 3)
+	p = PlanPlacement(nil, PlanInput{Nodes: []string{"a", "b"}, Shards: 2, Replicas: 3})
 	if fmt.Sprint(p.Shards) != "[[a b] [b a]]" {
 		t.Fatalf("two-node placement %v", p.Shards)
 	}
-	p2 := PlanPlacement(p, []string{"a", "b", "c"}, 2, 3)
+	p2 := PlanPlacement(p, PlanInput{Nodes: []string{"a", "b", "c"}, Shards: 2, Replicas: 3})
 	if p2.Version != 2 || fmt.Sprint(p2.Shards) != "[[a b c] [b a c]]" {
 		t.Fatalf("after a join: %+v", p2)
+	}
+}
+
+// TestPlanPlacementMoves runs the planner as the meta leader and the
+// shard leaders would (each move finished as soon as it is planned) and
+// checks that it ends balanced, one move at a time, with every shard at
+// its replication factor throughout.
+func TestPlanPlacementMoves(t *testing.T) {
+	nodes := []string{"a", "b", "c"}
+	p := PlanPlacement(nil, PlanInput{Nodes: nodes, Shards: 8, Replicas: 3})
+	run := func(in PlanInput) (steps int) {
+		t.Helper()
+		for ; steps < 100; steps++ {
+			next := PlanPlacement(p, in)
+			if next == nil {
+				return steps
+			}
+			if next.Version != p.Version+1 || len(next.Moves) > 1 {
+				t.Fatalf("step %d: %+v after %+v", steps, next, p)
+			}
+			p = next
+			if len(p.Moves) == 1 {
+				m := p.Moves[0]
+				if len(p.Shards[m.Shard]) != in.Replicas+1 || !slices.Contains(p.Shards[m.Shard], m.From) || p.Shards[m.Shard][in.Replicas] != m.To {
+					t.Fatalf("move %+v in %v", m, p.Shards)
+				}
+				if PlanPlacement(p, in) != nil {
+					t.Fatalf("a second move planned beside %+v", m)
+				}
+				p = FinishMove(p, m.Shard)
+			}
+			for i, reps := range p.Shards {
+				if len(reps) != in.Replicas || len(slices.Compact(slices.Sorted(slices.Values(reps)))) != len(reps) {
+					t.Fatalf("shard %d: %v", i, reps)
+				}
+			}
+		}
+		t.Fatalf("no end after %d steps: %+v", steps, p)
+		return steps
+	}
+	// Two nodes join: 24 replicas over 5 nodes is 4 or 5 each.
+	nodes = append(nodes, "d", "e")
+	if steps := run(PlanInput{Nodes: nodes, Shards: 8, Replicas: 3, Moves: true}); steps == 0 {
+		t.Fatal("nothing moved to the new nodes")
+	}
+	for id, n := range loads(p, nodes) {
+		if n < 4 || n > 5 {
+			t.Fatalf("%s hosts %d replicas: %v", id, n, p.Shards)
+		}
+	}
+	// Without moves allowed (an older member), nothing moves.
+	p = PlanPlacement(nil, PlanInput{Nodes: nodes[:3], Shards: 8, Replicas: 3})
+	if next := PlanPlacement(p, PlanInput{Nodes: nodes, Shards: 8, Replicas: 3}); next != nil {
+		t.Fatalf("moves planned in a cluster that cannot take them: %+v", next)
+	}
+	// Drain e: its replicas go elsewhere, and none come back.
+	run(PlanInput{Nodes: nodes, Shards: 8, Replicas: 3, Moves: true})
+	p.Draining = []string{"e"}
+	run(PlanInput{Nodes: nodes, Shards: 8, Replicas: 3, Moves: true})
+	if Placed(p, "e") {
+		t.Fatalf("e still hosts replicas after its drain: %v", p.Shards)
+	}
+	// A move whose target died is called off; none goes to a dead node.
+	alive := map[string]bool{"a": true, "b": true, "c": true, "d": true}
+	p = PlanPlacement(nil, PlanInput{Nodes: nodes[:3], Shards: 8, Replicas: 3})
+	p = PlanPlacement(p, PlanInput{Nodes: nodes, Shards: 8, Replicas: 3, Moves: true})
+	m := p.Moves[0]
+	alive[m.To] = false
+	next := PlanPlacement(p, PlanInput{Nodes: nodes, Alive: alive, Shards: 8, Replicas: 3, Moves: true})
+	if next == nil || len(next.Moves) != 0 || slices.Contains(next.Shards[m.Shard], m.To) {
+		t.Fatalf("the move to a dead node: %+v", next)
+	}
+	p = next
+	run(PlanInput{Nodes: nodes, Alive: alive, Shards: 8, Replicas: 3, Moves: true})
+	if Placed(p, m.To) {
+		t.Fatalf("a replica was moved to the dead %s: %v", m.To, p.Shards)
+	}
+	// Removing a move's source keeps its target as a replica.
+	p = PlanPlacement(nil, PlanInput{Nodes: nodes[:3], Shards: 8, Replicas: 3})
+	p = PlanPlacement(p, PlanInput{Nodes: nodes, Shards: 8, Replicas: 3, Moves: true})
+	m = p.Moves[0]
+	p = Without(p, m.From)
+	if len(p.Moves) != 0 || !slices.Contains(p.Shards[m.Shard], m.To) || Placed(p, m.From) || !slices.Contains(p.Removed, m.From) {
+		t.Fatalf("after removing %s: %+v", m.From, p)
 	}
 }
 

@@ -78,6 +78,7 @@ func samples() []sample {
 		opSamples(OpPromise, &PromiseRequest{Proposer: "n1"}, &PromiseResponse{Answer: PromiseRefused, Holder: "n0"}),
 		opSamples(OpRelease, &ReleaseRequest{Promiser: "n3"}, &ReleaseResponse{Released: true}),
 		opSamples(OpReadIndex, &ReadIndexRequest{Group: 4}, &ReadIndexResponse{Index: 981}),
+		opSamples(OpApplied, &AppliedRequest{Group: 3}, &AppliedResponse{Index: 977}),
 		opSamples(OpDump, &DumpRequest{Shard: 3, After: "abc", Hops: 1}, &DumpResponse{More: true, ReadAt: 77, Links: []command.RestoredLink{
 			{Code: "abd", Record: command.EncodeRecord(lk), Clicks: command.ClickStats{Totals: command.ClickTotals{Humans: command.Counts{Total: 2}}}}}}),
 	} {

@@ -444,6 +444,29 @@ func (c *Client) ReadIndex(ctx context.Context, addr string, group command.Group
 	return r.Index, nil
 }
 
+// AppliedRequest asks a node how far its replica of Group has applied.
+type AppliedRequest struct{ Group command.GroupID }
+
+// AppliedResponse is the replica's applied index.
+type AppliedResponse struct{ Index uint64 }
+
+// OpApplied asks a node how far its replica of a group has applied: a
+// shard's leader asks a replica joining as a non-voter, and promotes it
+// once it has caught up.
+var OpApplied = Op[AppliedRequest, AppliedResponse]{ID: 12, Name: "applied",
+	req:  wire.NewCodec(nil, wire.Uint(1, func(r *AppliedRequest) *command.GroupID { return &r.Group })),
+	resp: wire.NewCodec(nil, wire.Uint(1, func(r *AppliedResponse) *uint64 { return &r.Index })),
+}
+
+// Applied asks the node at addr how far its replica of group has applied.
+func (c *Client) Applied(ctx context.Context, addr string, group command.GroupID) (uint64, error) {
+	r, err := Call(ctx, c, addr, OpApplied, &AppliedRequest{Group: group})
+	if err != nil {
+		return 0, err
+	}
+	return r.Index, nil
+}
+
 // Field kinds of the messages above.
 
 // coded is a message held by pointer (nil: absent) and written by a codec

@@ -99,6 +99,9 @@ func (g *Group) Info() Info {
 // group that has never been bootstrapped or joined.
 func (g *Group) LastIndex() uint64 { return g.raft.LastIndex() }
 
+// AppliedIndex is the index of the last entry this replica applied.
+func (g *Group) AppliedIndex() uint64 { return g.raft.AppliedIndex() }
+
 // Term is the replica's current Raft term.
 func (g *Group) Term() uint64 { return g.raft.CurrentTerm() }
 

@@ -32,6 +32,7 @@ var commandGroups = []struct {
 		{"members", "the nodes of the cluster and their gossip status"},
 		{"shards", "every shard: leader, replicas, Raft indexes, links"},
 		{"keys", "API keys: keys create -name N -owner O [-scopes S] | keys list | keys revoke ID"},
+		{"drain ID", "move a node's replicas to the other nodes before removing it (-cancel, -wait)"},
 		{"remove ID", "remove a node from the cluster for good"},
 		{"backup -o FILE", "the whole cluster (links, tombstones, clicks, keys, blocklist, ID leases) to one file"},
 		{"restore FILE", "a backup into a new cluster (-resume: finish one that was cut short)"},
@@ -172,6 +173,13 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		fs.StringVar(&keyScopes, "scopes", "links:read,links:write,stats:read", "keys create: comma-separated scopes (links:read, links:write, stats:read, admin)")
 		fs.UintVar(&keyRate, "rate-limit", 0, "keys create: the key's own limit in requests per second (0: the nodes' -rate-limit)")
 	}
+	var drainCancel, drainWait bool
+	var drainTimeout time.Duration
+	if name == "drain" {
+		fs.BoolVar(&drainCancel, "cancel", false, "call the drain off: the node takes replicas again")
+		fs.BoolVar(&drainWait, "wait", true, "wait until the node hosts no replica, showing how many are left")
+		fs.DurationVar(&drainTimeout, "timeout", 30*time.Minute, "with -wait: give up waiting after this long (the drain goes on)")
+	}
 	if code, done := parseArgs(fs, args); done {
 		return code
 	}
@@ -190,6 +198,13 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 		return a.keys(ctx, fs.Args(), cliKey{keyName, keyOwner, keyScopes, keyRate}, *output == "json", stdout, stderr)
 	}
 	adminCall := a.call
+	if name == "drain" {
+		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "usage: linknode drain [-addr A] [-cancel] [-wait=false] NODE-ID")
+			return 2
+		}
+		return a.drain(fs.Arg(0), drainCancel, drainWait, drainTimeout, stdout, stderr)
+	}
 	if name == "remove" {
 		if fs.NArg() != 1 {
 			fmt.Fprintln(stderr, "usage: linknode remove [-addr A] NODE-ID")
@@ -258,9 +273,13 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 }
 
 func printMembers(w io.Writer, st status.Cluster) {
-	fmt.Fprintln(w, "ID\tSTATUS\tHTTP\tRAFT\tGOSSIP")
+	fmt.Fprintln(w, "ID\tSTATUS\tREPLICAS\tHTTP\tRAFT\tGOSSIP")
 	for _, n := range st.Nodes {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cell(n.ID), cell(n.Status), cell(n.HTTPAddr), cell(n.RaftAddr), cell(n.GossipAddr))
+		state := cell(n.Status)
+		if n.Draining {
+			state += ",draining"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(n.ID), state, n.Replicas, cell(n.HTTPAddr), cell(n.RaftAddr), cell(n.GossipAddr))
 	}
 }
 
@@ -366,6 +385,79 @@ func (a admin) callBody(ctx context.Context, method, url string, body any) (int,
 	defer resp.Body.Close()
 	out, err := readBounded(resp.Body, maxAnswer)
 	return resp.StatusCode, out, err
+}
+
+// drainState is the answer of /admin/v1/nodes/{id}/drain.
+type drainState struct {
+	Draining bool `json:"draining"`
+	Replicas int  `json:"replicas"`
+}
+
+// drain starts (or with cancel calls off) a node's drain and, with wait,
+// polls until the node hosts no replica, printing each new count.
+func (a admin) drain(id string, cancel, wait bool, timeout time.Duration, stdout, stderr io.Writer) int {
+	ctx, stop := context.WithTimeout(context.Background(), timeout)
+	defer stop()
+	u := a.base + "/admin/v1/nodes/" + url.PathEscape(id) + "/drain"
+	method := http.MethodPost
+	if cancel {
+		method = http.MethodDelete
+	}
+	ask := func(method string) (drainState, bool) {
+		var st drainState
+		cctx, done := context.WithTimeout(ctx, 20*time.Second)
+		defer done()
+		code, body, err := a.call(cctx, method, u)
+		if err != nil {
+			fmt.Fprintln(stderr, "linknode:", err)
+			return st, false
+		}
+		if code != http.StatusOK {
+			fmt.Fprintf(stderr, "linknode: drain %s: %d %s\n", cell(id), code, termSafe(body))
+			return st, false
+		}
+		if err := json.Unmarshal(body, &st); err != nil {
+			fmt.Fprintln(stderr, "linknode: cannot read the answer:", err)
+			return st, false
+		}
+		return st, true
+	}
+	st, ok := ask(method)
+	if !ok {
+		return 1
+	}
+	if cancel {
+		fmt.Fprintf(stdout, "node %s no longer draining (%d replicas)\n", cell(id), st.Replicas)
+		return 0
+	}
+	fmt.Fprintf(stdout, "node %s draining: %d replicas to move\n", cell(id), st.Replicas)
+	if !wait {
+		return 0
+	}
+	last := st.Replicas
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for st.Replicas > 0 {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "linknode: %s still hosts %d replicas after %s; the drain goes on (linknode drain %s shows it)\n", cell(id), st.Replicas, timeout, cell(id))
+			return 1
+		case <-t.C:
+		}
+		if st, ok = ask(http.MethodGet); !ok {
+			return 1
+		}
+		if !st.Draining {
+			fmt.Fprintf(stderr, "linknode: the drain of %s was called off\n", cell(id))
+			return 1
+		}
+		if st.Replicas != last {
+			fmt.Fprintf(stdout, "%d replicas left\n", st.Replicas)
+			last = st.Replicas
+		}
+	}
+	fmt.Fprintf(stdout, "node %s is drained: linknode remove %s takes it out for good\n", cell(id), cell(id))
+	return 0
 }
 
 // cliKey is what keys create was given.

@@ -102,6 +102,8 @@ type Config struct {
 	Visits bool
 	// VisitRetention is how long visit records are kept.
 	VisitRetention time.Duration
+	// ReapAfter removes nodes gossip has seen dead for this long (0: never).
+	ReapAfter time.Duration
 	// RemoteCacheTTL bounds how long a node serves a cached link of a shard
 	// it does not host when no invalidation reaches it.
 	RemoteCacheTTL time.Duration
@@ -175,6 +177,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.BoolVar(&c.Visits, "visits", true, "keep raw visit records (anonymised IP, user agent, referrer, country) on each node")
 	fs.DurationVar(&c.VisitRetention, "visit-retention", 30*24*time.Hour, "how long raw visit records are kept")
 	fs.DurationVar(&c.RemoteCacheTTL, "remote-cache-ttl", 30*time.Second, "how long a node caches links of shards it does not host (the staleness bound after a missed invalidation)")
+	fs.DurationVar(&c.ReapAfter, "reap-after", 0, "remove a node dead for this long, as linknode remove would, while the live nodes are at least -replicas (0: never; dead nodes wait for an operator)")
 	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
 	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", raftgroup.DefaultSnapshots.Threshold, "log entries applied since the last snapshot that make a group snapshot (snapshots are markers: cheap)")
 	fs.Uint64Var(&c.TrailingLogs, "raft-trailing-logs", raftgroup.DefaultSnapshots.TrailingLogs, "log entries kept behind a snapshot; a follower further behind is sent the leader's state file")

@@ -62,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runProbe(args[1:], stderr)
 		case "completion":
 			return runCompletion(args[1:], stdout, stderr)
-		case "status", "members", "shards", "remove", "keys":
+		case "status", "members", "shards", "remove", "drain", "keys":
 			return runCLI(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		case "import", "export":
 			return runTransfer(args[0], args[1:], os.LookupEnv, stdout, stderr)

@@ -173,7 +173,7 @@ func (m *Main) nodeConfig(dataDir string) (cluster.Config, error) {
 		QuotaBytes: cfg.QuotaBytes, MinFreeBytes: cfg.MinFreeBytes,
 		FastGossip: cfg.FastRaft, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
-		RemoteCacheTTL: cfg.RemoteCacheTTL, Observer: m.metrics, Logger: m.log,
+		RemoteCacheTTL: cfg.RemoteCacheTTL, ReapAfter: cfg.ReapAfter, Observer: m.metrics, Logger: m.log,
 		AdminKey:     cfg.AdminKey,
 		Snapshots:    raftgroup.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
 		FeatureLevel: cfg.FeatureLevel,

@@ -16,6 +16,10 @@ var ErrNotReady = errors.New("not ready")
 // ErrUnknownNode is returned for a node ID that is not a member.
 var ErrUnknownNode = errors.New("unknown node")
 
+// ErrCannotDrain is returned for a drain that would leave shards without
+// a node to move their replicas to.
+var ErrCannotDrain = errors.New("cannot drain the node")
+
 // Cluster is the cluster as one node sees it (GET /admin/v1/cluster).
 type Cluster struct {
 	NodeID    string  `json:"node_id"`
@@ -36,13 +40,20 @@ type Node struct {
 	// Status is "alive", "failed" (gossip lost it) or "unknown" (a
 	// member of the meta group that gossip has not shown).
 	Status string `json:"status"`
+	// Replicas counts the shard replicas the placement puts on the node.
+	Replicas int `json:"replicas"`
+	// Draining is set while an operator drains the node.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Group describes one Raft group as one node sees it.
 type Group struct {
-	ID           string   `json:"id"`
-	Leader       string   `json:"leader"`
-	Replicas     []string `json:"replicas"`
+	ID       string   `json:"id"`
+	Leader   string   `json:"leader"`
+	Replicas []string `json:"replicas"`
+	// Nonvoters are the replicas still catching up (a replica moving
+	// here votes once it has).
+	Nonvoters    []string `json:"nonvoters,omitempty"`
 	State        string   `json:"state"`
 	Term         uint64   `json:"term"`
 	AppliedIndex uint64   `json:"applied_index"`

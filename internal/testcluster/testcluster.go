@@ -7,6 +7,10 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +83,10 @@ func New(tb testing.TB, opts Options) *Cluster {
 			GossipAddr: gossips[i], FastGossip: true, Join: gossips[:opts.Expect], BootstrapExpect: opts.Expect,
 			Shards: opts.Shards, ReplicationFactor: opts.Replicas, Timing: Timing, IDBlockSize: 64,
 			ReconcileInterval: 200 * time.Millisecond, ClusterKey: key,
+		}
+		if os.Getenv("LINKRAFT_TEST_LOG") != "" {
+			// Node logs on stderr, for a failing test's story.
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", cfg.NodeID)
 		}
 		if opts.Config != nil {
 			opts.Config(i, &cfg)
@@ -306,4 +314,54 @@ func (c *Cluster) WaitBalanced() {
 		}
 		return true
 	})
+}
+
+// WaitSpread waits until the replicas are spread evenly and settled: no
+// move under way, every live node placed on shards × replicas / nodes
+// shards (rounded either way) and hosting exactly those, and every shard
+// group's members the placed nodes, all voting. It returns the placement.
+func (c *Cluster) WaitSpread(replicas int, within time.Duration) *command.Placement {
+	c.tb.Helper()
+	var placed *command.Placement
+	testkit.Eventually(c.tb, within, func() error {
+		live := c.Live()
+		p, err := live[0].Admin().Placement()
+		if err != nil || p == nil {
+			return fmt.Errorf("no placement: %v", err)
+		}
+		if len(p.Moves) > 0 {
+			return fmt.Errorf("a move is under way: %+v", p.Moves)
+		}
+		lo := c.Shards * replicas / len(live)
+		hi := (c.Shards*replicas + len(live) - 1) / len(live)
+		for _, n := range live {
+			var want []string
+			for s, reps := range p.Shards {
+				if slices.Contains(reps, n.ID()) {
+					want = append(want, command.ShardID(s).String())
+				}
+			}
+			if len(want) < lo || len(want) > hi {
+				return fmt.Errorf("%s is placed on %d shards, not %d to %d: %v", n.ID(), len(want), lo, hi, p.Shards)
+			}
+			var have []string
+			for _, g := range n.Admin().Status().Shards {
+				have = append(have, g.ID)
+				s, err := strconv.Atoi(g.ID)
+				if err != nil || s >= len(p.Shards) {
+					return fmt.Errorf("%s: a shard %q", n.ID(), g.ID)
+				}
+				reps := slices.Sorted(slices.Values(p.Shards[s]))
+				if g.Leader == "" || fmt.Sprint(slices.Sorted(slices.Values(g.Replicas))) != fmt.Sprint(reps) || len(g.Nonvoters) > 0 {
+					return fmt.Errorf("%s: shard %s has members %v (non-voters %v), leader %q; placed on %v", n.ID(), g.ID, g.Replicas, g.Nonvoters, g.Leader, reps)
+				}
+			}
+			if fmt.Sprint(slices.Sorted(slices.Values(have))) != fmt.Sprint(slices.Sorted(slices.Values(want))) {
+				return fmt.Errorf("%s hosts %v, placed on %v", n.ID(), have, want)
+			}
+		}
+		placed = p
+		return nil
+	})
+	return placed
 }
