@@ -78,6 +78,7 @@ type gossip struct {
 	leadsSent int
 	leadsBusy atomic.Bool
 	leadsWG   sync.WaitGroup
+	closed    bool // under mu: no update starts after close
 }
 
 type gossipConfig struct {
@@ -197,10 +198,9 @@ func (g *gossip) updateMeta(change func(*memberMeta)) {
 // and the leader loop that calls this must not.
 func (g *gossip) setLeads(n int) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.meta.Leads = n
-	stale := g.leadsSent != n
-	g.mu.Unlock()
-	if !stale || !g.leadsBusy.CompareAndSwap(false, true) {
+	if g.closed || g.leadsSent == n || !g.leadsBusy.CompareAndSwap(false, true) {
 		return
 	}
 	g.leadsWG.Go(func() {
@@ -387,6 +387,9 @@ func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, true) }
 
 // close leaves the cluster politely and stops gossip.
 func (g *gossip) close() error {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
 	g.leadsWG.Wait()
 	_ = g.ml.Leave(2 * time.Second)
 	return g.ml.Shutdown()

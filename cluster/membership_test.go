@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"runtime/pprof"
 	"errors"
 	"fmt"
 	"os"
@@ -87,11 +86,7 @@ func TestJoinsMoveReplicasUnderWrites(t *testing.T) {
 	tc.Start(3)
 	tc.Start(4)
 	p := tc.WaitSpread(3, 90*time.Second)
-	t.Log("spread", time.Now().Format("05.000"))
-	tm := time.AfterFunc(5*time.Second, func() { pprof.Lookup("goroutine").WriteTo(os.Stderr, 1) })
 	w.halt()
-	tm.Stop()
-	t.Log("halted", time.Now().Format("05.000"))
 	// 4 shards × 3 replicas over 5 nodes: 2 or 3 each, so the new nodes
 	// got replicas they were not given at the join (every shard was full).
 	for _, id := range []string{"n4", "n5"} {
@@ -108,7 +103,6 @@ func TestJoinsMoveReplicasUnderWrites(t *testing.T) {
 		}
 	}
 	tc.WaitBalanced()
-	t.Log("balanced", time.Now().Format("05.000"))
 	t.Logf("%d links acknowledged during the moves, placement version %d", w.check(t, tc.Live()), p.Version)
 }
 

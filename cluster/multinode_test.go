@@ -259,7 +259,7 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc.Start(3) // joins through the first three; replicas = 3, so it hosts no shard
+	tc.Start(3) // joins through the first three; replicas move to it
 	late := tc.Nodes[3]
 	testkit.WaitFor(t, 20*time.Second, "late node in the meta group", func() bool {
 		return len(tc.Nodes[0].Admin().Status().Meta.Replicas) == 4
@@ -277,9 +277,23 @@ func TestLateNodeJoinsAndServes(t *testing.T) {
 		}
 	}
 	// The late node caches links of shards it does not host; an update or a
-	// delete reaches it by gossip well before the cache TTL (30 s).
-	if len(late.LocalShards()) != 0 {
-		t.Fatalf("late node hosts %d shards", len(late.LocalShards()))
+	// delete reaches it by gossip well before the cache TTL (30 s). With
+	// four nodes and three replicas it hosts three of the four shards once
+	// the replicas have spread: take a link of the fourth.
+	tc.WaitSpread(3, 60*time.Second)
+	if k := len(late.LocalShards()); k != 3 {
+		t.Fatalf("late node hosts %d shards", k)
+	}
+	for i := 0; late.LocalShard(late.Locate(l.Code)) != nil; i++ {
+		if i == 200 {
+			t.Fatal("no link on a shard the late node lacks")
+		}
+		if l, err = tc.Nodes[0].Links().Create(ctx(t), link.CreateRequest{URL: "https://early.example"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := late.Links().Resolve(ctx(t), l.Code); err != nil || got.URL != "https://early.example" {
+		t.Fatalf("late node resolve: %+v, %v", got, err)
 	}
 	if _, ok := late.CachedRemote(l.Code); !ok {
 		t.Fatal("the late node did not cache the remote link")
