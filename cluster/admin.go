@@ -25,7 +25,8 @@ func (a *Admin) Status() status.Cluster {
 	st := status.Cluster{
 		NodeID: n.cfg.NodeID, ClusterID: n.host.settings.ClusterID, CodeMode: n.host.settings.CodeMode,
 		Nodes: a.nodes(), Storage: n.storage.get(),
-		Meta: groupStatus("meta", n.meta.Group(), n.meta.Health()),
+		Meta:         groupStatus("meta", n.meta.Group(), n.meta.Health()),
+		FeatureLevel: n.cfg.FeatureLevel, ClusterLevel: n.ClusterLevel(),
 	}
 	for _, s := range n.host.localShards() {
 		info := groupStatus(s.ID().String(), s.Group(), s.Health())
@@ -124,7 +125,7 @@ func (a *Admin) nodes() []status.Node {
 			st = "failed"
 		}
 		seen[m.ID] = true
-		out = append(out, status.Node{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, Status: st})
+		out = append(out, status.Node{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, Status: st, Level: m.Level})
 	}
 	if addrs, err := n.meta.Addresses(); err == nil {
 		for id, addr := range addrs {

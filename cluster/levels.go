@@ -21,19 +21,6 @@ import (
 // peer protocol needs no level: an older peer is found at the hello, and
 // spoken to in its own protocol (package peer).
 
-// FeatureLevel is what this version can apply. 1: the member registry
-// (implied by an incarnation). 2: API keys and the blocklist. 3: a link's
-// forward_query: false (DropQuery), title and description, and listings.
-// 4: a link's password and redirect rules (a level-3 node would skip
-// them, and redirect without asking for the password or without the
-// rules), and Idempotency-Key claims (an entry it cannot apply). 5: the
-// registry records each node's level (AdmitNode), and passwords and rules
-// wait for every registered node, not only the live ones; listings by
-// clicks. 6: a link's note (command.LevelLinkNote), and backup and
-// restore (the peer operations dump and read-index, RestoreLinks entries).
-// 7: replica moves and drains (a placement's Moves and Draining, which an
-// older meta replica would drop; the peer operation applied).
-const FeatureLevel = 7
 
 // Feature levels of what the cluster does besides link fields (those are
 // in command's field table: command.LevelLinkMeta, ...).
@@ -87,6 +74,26 @@ func (n *Node) supports(level int) error {
 			link.ErrUpgradeNeeded, id, at, level, id)
 	}
 	return nil
+}
+
+// ClusterLevel is the feature level the whole cluster runs at, as this
+// node knows it: the lowest of its own, every live member's (gossip) and
+// every registered member's that was not removed (the levels the meta
+// leader admitted them at, in the meta group). What needs a higher level
+// waits (link.ErrUpgradeNeeded).
+func (n *Node) ClusterLevel() int {
+	level := n.cfg.FeatureLevel
+	if n.gossip != nil {
+		for _, m := range n.gossip.members() {
+			if m.Alive {
+				level = min(level, m.Level)
+			}
+		}
+		if lowest, ok, err := n.meta.LowestLevel(); err == nil && ok {
+			level = min(level, lowest)
+		}
+	}
+	return level
 }
 
 // clusterAt reports whether every live member runs at least level.

@@ -22,6 +22,7 @@ import (
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/internal/peertls"
+	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/meta"
 	"github.com/linkraft/linkraft/peer"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -284,9 +285,20 @@ func (n *Node) join(ctx context.Context) error {
 	}
 	n.loop(n.host.loop)
 	n.startup.set("waiting for a leader in every group hosted here")
+	// A shard moved away meanwhile (the placement changes while a node
+	// opens) is not waited for: it left this node.
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
 	for _, s := range n.host.localShards() {
-		if err := s.Group().WaitLeader(ctx); err != nil {
-			return fmt.Errorf("cluster: shard %d has no leader: %w", s.ID(), err)
+		for {
+			if addr, _ := s.Group().Leader(); addr != "" || n.host.local(s.ID()) != s {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("cluster: shard %d has no leader: %w: %w", s.ID(), link.ErrUnavailable, ctx.Err())
+			case <-t.C:
+			}
 		}
 	}
 	return nil

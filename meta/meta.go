@@ -216,17 +216,44 @@ func (m *Meta) Incarnation(id string) (string, bool, error) {
 // whose recorded feature level is below level (0 if none was recorded),
 // or "" if there is none.
 func (m *Meta) Behind(level int) (string, int, error) {
-	members, err := m.fsm.Members()
+	levels, err := m.levels()
 	if err != nil {
 		return "", 0, err
+	}
+	for _, id := range slices.Sorted(maps.Keys(levels)) {
+		if levels[id] < level {
+			return id, levels[id], nil
+		}
+	}
+	return "", 0, nil
+}
+
+// LowestLevel returns the lowest feature level recorded for a node of the
+// registry or the meta group that was not removed (0 for one with none),
+// and false if there is no such node.
+func (m *Meta) LowestLevel() (int, bool, error) {
+	levels, err := m.levels()
+	if err != nil || len(levels) == 0 {
+		return 0, false, err
+	}
+	return slices.Min(slices.Collect(maps.Values(levels))), true, nil
+}
+
+// levels maps every node of the registry or the meta group that was not
+// removed to its recorded feature level (0: none recorded, older than
+// the registry).
+func (m *Meta) levels() (map[string]int, error) {
+	members, err := m.fsm.Members()
+	if err != nil {
+		return nil, err
 	}
 	servers, err := m.group.Servers()
 	if err != nil {
-		return "", 0, err
+		return nil, err
 	}
 	removed, err := m.Removed()
 	if err != nil {
-		return "", 0, err
+		return nil, err
 	}
 	levels := make(map[string]int, len(members)+len(servers))
 	for _, s := range servers {
@@ -235,12 +262,10 @@ func (m *Meta) Behind(level int) (string, int, error) {
 	for _, r := range members {
 		levels[r.ID] = r.Level
 	}
-	for _, id := range slices.Sorted(maps.Keys(levels)) {
-		if !removed[id] && levels[id] < level {
-			return id, levels[id], nil
-		}
+	for id := range removed {
+		delete(levels, id)
 	}
-	return "", 0, nil
+	return levels, nil
 }
 
 // NextID returns the first ID no lease has covered, as this replica knows

@@ -263,8 +263,8 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 	case "shards":
 		printShards(tw, st)
 	default:
-		fmt.Fprintf(tw, "node\t%s\ncluster\t%s\ncode mode\t%s\nmembers\t%d\nmeta leader\t%s\nmeta voters+followers\t%s\n\n",
-			cell(st.NodeID), cell(st.ClusterID), cell(st.CodeMode), len(st.Nodes), cell(st.Meta.Leader), cell(strings.Join(st.Meta.Replicas, ",")))
+		fmt.Fprintf(tw, "node\t%s\ncluster\t%s\ncode mode\t%s\nfeature level\t%d (this node), %d (the cluster)\nmembers\t%d\nmeta leader\t%s\nmeta voters+followers\t%s\n\n",
+			cell(st.NodeID), cell(st.ClusterID), cell(st.CodeMode), st.FeatureLevel, st.ClusterLevel, len(st.Nodes), cell(st.Meta.Leader), cell(strings.Join(st.Meta.Replicas, ",")))
 		printMembers(tw, st)
 		fmt.Fprintln(tw)
 		printShards(tw, st)
@@ -273,13 +273,13 @@ func runCLI(name string, args []string, lookupEnv func(string) (string, bool), s
 }
 
 func printMembers(w io.Writer, st status.Cluster) {
-	fmt.Fprintln(w, "ID\tSTATUS\tREPLICAS\tHTTP\tRAFT\tGOSSIP")
+	fmt.Fprintln(w, "ID\tSTATUS\tLEVEL\tREPLICAS\tHTTP\tRAFT\tGOSSIP")
 	for _, n := range st.Nodes {
 		state := cell(n.Status)
 		if n.Draining {
 			state += ",draining"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(n.ID), state, n.Replicas, cell(n.HTTPAddr), cell(n.RaftAddr), cell(n.GossipAddr))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(n.ID), state, n.Level, n.Replicas, cell(n.HTTPAddr), cell(n.RaftAddr), cell(n.GossipAddr))
 	}
 }
 

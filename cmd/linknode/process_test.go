@@ -122,6 +122,12 @@ func launchProc(tb testing.TB, dataDir string, a procAddrs, extra ...string) *pr
 // launchProcEnv is launchProc with env added to the test's environment.
 func launchProcEnv(tb testing.TB, env []string, dataDir string, a procAddrs, extra ...string) *proc {
 	tb.Helper()
+	return launchBin(tb, binary(tb), env, dataDir, a, extra...)
+}
+
+// launchBin is launchProcEnv with the linknode binary at bin.
+func launchBin(tb testing.TB, bin string, env []string, dataDir string, a procAddrs, extra ...string) *proc {
+	tb.Helper()
 	logPath := filepath.Join(tb.TempDir(), "linknode.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -132,7 +138,7 @@ func launchProcEnv(tb testing.TB, env []string, dataDir string, a procAddrs, ext
 	}
 	args := append([]string{"-data-dir", dataDir, "-http-addr", a.http, "-raft-addr", a.raft,
 		"-gossip-addr", a.gossip, "-admin-addr", a.admin, "-fast-raft", "-log-level", "info"}, extra...)
-	cmd := exec.Command(binary(tb), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

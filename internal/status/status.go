@@ -29,6 +29,10 @@ type Cluster struct {
 	Meta      Group   `json:"meta"`
 	Shards    []Group `json:"shards"`
 	Storage   Storage `json:"storage"`
+	// FeatureLevel is this node's feature level; ClusterLevel the one the
+	// whole cluster runs at (what needs more waits for an upgrade).
+	FeatureLevel int `json:"feature_level"`
+	ClusterLevel int `json:"cluster_level"`
 }
 
 // Node describes one member of the cluster.
@@ -44,6 +48,8 @@ type Node struct {
 	Replicas int `json:"replicas"`
 	// Draining is set while an operator drains the node.
 	Draining bool `json:"draining,omitempty"`
+	// Level is the feature level the node gossips (0: not known).
+	Level int `json:"feature_level,omitempty"`
 }
 
 // Group describes one Raft group as one node sees it.
