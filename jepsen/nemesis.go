@@ -70,8 +70,9 @@ var (
 	diskFaults      = []string{"disk-full"}
 	faultGroups     = map[string][]string{
 		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults, "hostile": hostileFaults,
-		"disk": diskFaults,
-		"all":  slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults, diskFaults),
+		"disk": diskFaults, "membership": membershipFaults, "restart": restartFaults, "meta": metaFaults, "composed": composedFaults,
+		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults, diskFaults,
+			membershipFaults, restartFaults, metaFaults, composedFaults),
 	}
 )
 
@@ -87,7 +88,7 @@ func parseNemesis(s string) ([]string, error) {
 		names, ok := faultGroups[f]
 		if !ok {
 			if !slices.Contains(all, f) {
-				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, disk, all, none; faults: %s)", f, strings.Join(all, ", "))
+				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, disk, membership, restart, meta, composed, all, none; faults: %s)", f, strings.Join(all, ", "))
 			}
 			names = []string{f}
 		}
@@ -337,6 +338,32 @@ func (n *nemesis) buildFaults(names []string) {
 				}
 				return n.pause(ctx, []int{l})
 			}
+		case "membership":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.membership(ctx) }
+		case "rolling-restart":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.rollingRestart(ctx) }
+		case "partition-meta-leader":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
+				l, err := n.metaLeader(ctx)
+				if err != nil {
+					return nil, err
+				}
+				inj, err := n.cut(ctx, []int{l}, n.others(l))
+				if inj != nil {
+					inj.detail = "meta leader " + inj.detail
+				}
+				return inj, err
+			}
+		case "kill-meta-leader":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) {
+				l, err := n.metaLeader(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return n.kill(ctx, []int{l})
+			}
+		case "partition-then-kill-leader":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.partitionThenKillLeader(ctx) }
 		case "loss":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				if err := n.env.Loss(ctx, n.indexes(), n.lossPct); err != nil {

@@ -15,6 +15,9 @@ const (
 	// CauseStopTimeout: the process outlived the grace period after
 	// SIGTERM, and the harness sent SIGKILL.
 	CauseStopTimeout = "stop-timeout"
+	// CauseRestart: the nemesis sent SIGTERM to restart the node (the
+	// rolling-restart fault); the process must exit with status 0.
+	CauseRestart = "restart"
 )
 
 // NodeRun is one start of a node's process and how it ended.
@@ -75,7 +78,9 @@ func CheckNodes(runs []NodeRun) Result {
 					res.Stats["stops-over-10s"]++ // linknode's default budget
 				}
 			}
-		case r.Cause == CauseStop:
+		case r.Cause == CauseRestart && r.Signal == "" && r.ExitCode == 0:
+			res.Stats["restarted-cleanly"]++
+		case r.Cause == CauseStop || r.Cause == CauseRestart:
 			res.add(Anomaly{Kind: "unclean-shutdown", Detail: fmt.Sprintf("%s ended with %s after SIGTERM", name, r.How())})
 		case r.Cause == CauseStopTimeout:
 			res.add(Anomaly{Kind: "shutdown-hung", Detail: fmt.Sprintf("%s did not exit within the grace period after SIGTERM and was killed (SIGQUIT first: its log ends with every goroutine's stack)", name)})
@@ -92,8 +97,8 @@ func CheckNodes(runs []NodeRun) Result {
 		res.Valid = Unknown
 		res.Summary = "no node process was started"
 	default:
-		res.Summary = fmt.Sprintf("%d starts: %d killed by the nemesis, %d stopped cleanly at the end (the slowest in %.1fs; %d over 10s), none died on its own",
-			res.Stats["starts"], res.Stats["killed-by-nemesis"], res.Stats["stopped-cleanly"], float64(res.Stats["slowest-stop-ms"])/1000, res.Stats["stops-over-10s"])
+		res.Summary = fmt.Sprintf("%d starts: %d killed by the nemesis, %d restarted cleanly by it, %d stopped cleanly at the end (the slowest in %.1fs; %d over 10s), none died on its own",
+			res.Stats["starts"], res.Stats["killed-by-nemesis"], res.Stats["restarted-cleanly"], res.Stats["stopped-cleanly"], float64(res.Stats["slowest-stop-ms"])/1000, res.Stats["stops-over-10s"])
 	}
 	return res
 }

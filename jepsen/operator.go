@@ -1,0 +1,188 @@
+package jepsen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/linkraft/linkraft/jepsen/checker"
+)
+
+// The operator's actions as faults, and faults aimed at the meta leader or
+// composed of two: the things an operator does to a running cluster
+// (drains, rolling restarts) must keep every guarantee too.
+var (
+	membershipFaults = []string{"membership"}
+	restartFaults    = []string{"rolling-restart"}
+	metaFaults       = []string{"partition-meta-leader", "kill-meta-leader"}
+	composedFaults   = []string{"partition-then-kill-leader"}
+)
+
+// metaLeader is the node that says it leads the meta group (errNoTarget if
+// none does).
+func (n *nemesis) metaLeader(ctx context.Context) (int, error) {
+	for i, node := range n.db.nodes {
+		st, err := n.cl.status(ctx, node.Admin())
+		if err == nil && st.Meta.State == "Leader" {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: no node reports leading the meta group", errNoTarget)
+}
+
+// drainState is a node's GET /admin/v1/nodes/{id}/drain.
+type drainState struct {
+	Draining bool `json:"draining"`
+	Replicas int  `json:"replicas"`
+}
+
+// drainCall sends method to node id's drain route through the admin
+// listener of node via.
+func (n *nemesis) drainCall(ctx context.Context, via *dbNode, method, id string) (drainState, error) {
+	var st drainState
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, b, err := n.cl.do(ctx, method, via.Admin()+"/admin/v1/nodes/"+id+"/drain", nil)
+	if err != nil {
+		return st, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("drain %s %s: %d %s", method, id, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+// membership drains a random node while clients run: the meta leader
+// moves its replicas to the others one at a time. The heal calls the
+// drain off, and the balancer moves replicas back. Effective if the node
+// hosted fewer replicas by the heal than at the start.
+func (n *nemesis) membership(ctx context.Context) (*injection, error) {
+	ix := n.shuffled()
+	target, via := n.db.nodes[ix[0]], n.db.nodes[ix[len(ix)-1]]
+	before, err := n.drainCall(ctx, via, http.MethodPost, target.id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoTarget, err)
+	}
+	return &injection{
+		detail: fmt.Sprintf("drain %s (%d replicas) through %s", target.id, before.Replicas, via.id),
+		measure: func(ctx context.Context) (string, bool, error) {
+			now, err := n.drainCall(ctx, via, http.MethodGet, target.id)
+			if err != nil {
+				return "", false, err
+			}
+			return fmt.Sprintf("%s hosts %d of its %d replicas", target.id, now.Replicas, before.Replicas), now.Replicas < before.Replicas, nil
+		},
+		heal: func(ctx context.Context) error {
+			var err error
+			for try := 0; try < 10; try++ { // the meta leader may be moving
+				if _, err = n.drainCall(ctx, via, http.MethodDelete, target.id); err == nil {
+					return nil
+				}
+				time.Sleep(500 * time.Millisecond) // pacing the retries of an admin call, not a synchronisation
+			}
+			return err
+		},
+	}, nil
+}
+
+// rollingRestart stops every node gracefully (SIGTERM) and starts it
+// again, one at a time, each back to ready before the next: an operator's
+// upgrade. Effective if every node exited cleanly and came back.
+func (n *nemesis) rollingRestart(ctx context.Context) (*injection, error) {
+	inj := &injection{detail: "SIGTERM and start, one at a time: " + n.names(n.indexes()), effective: true, heal: func(context.Context) error { return nil }}
+	var effects []string
+	for _, i := range n.indexes() {
+		t := n.db.nodes[i]
+		effect, ok, err := n.db.restart(ctx, t, n.cl)
+		if errors.Is(err, errNotRunning) {
+			effects = append(effects, t.id+" was not running")
+			inj.effective = false
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		effects = append(effects, effect)
+		inj.effective = inj.effective && ok
+	}
+	inj.effect = strings.Join(effects, "; ")
+	return inj, nil
+}
+
+// restartGrace bounds a graceful stop and the start after it.
+const restartGrace = 30 * time.Second
+
+// restart stops node t with SIGTERM (expecting a clean exit), starts it
+// again and waits until it is ready.
+func (d *db) restart(ctx context.Context, t *dbNode, cl *client) (string, bool, error) {
+	_, done, err := t.signal(syscall.SIGTERM, checker.CauseRestart, stopped)
+	if err != nil {
+		return "", false, err
+	}
+	t.mu.Lock()
+	t.runs[len(t.runs)-1].Stopping = d.rec.Now()
+	t.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(restartGrace):
+		return fmt.Sprintf("%s did not exit within %s of SIGTERM", t.id, restartGrace), false, nil
+	}
+	t.mu.Lock()
+	r := t.runs[len(t.runs)-1]
+	t.mu.Unlock()
+	if r.Signal != "" || r.ExitCode != 0 {
+		return fmt.Sprintf("%s ended with %s after SIGTERM", t.id, r.How()), false, nil
+	}
+	if err := d.start(t); err != nil {
+		return err.Error(), false, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, restartGrace)
+	defer cancel()
+	for !d.ready(rctx, cl.http, t) {
+		select {
+		case <-rctx.Done():
+			return fmt.Sprintf("%s restarted but not ready within %s", t.id, restartGrace), false, nil
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return t.id + " stopped cleanly and is ready again", true, nil
+}
+
+// partitionThenKillLeader is two faults composed: the node leading the
+// most shards is cut off from the others, and then killed while cut off.
+// The heal starts it and heals the network.
+func (n *nemesis) partitionThenKillLeader(ctx context.Context) (*injection, error) {
+	l, err := n.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cut, err := n.cut(ctx, []int{l}, n.others(l))
+	if err != nil {
+		return nil, err
+	}
+	killed, err := n.kill(ctx, []int{l})
+	if err != nil || killed == nil {
+		_ = cut.heal(ctx)
+		if err == nil {
+			err = errNotRunning
+		}
+		return nil, err
+	}
+	return &injection{
+		detail:    "leader " + cut.detail + ", then SIGKILL " + n.db.nodes[l].id,
+		effect:    killed.effect,
+		effective: killed.effective,
+		measure: func(ctx context.Context) (string, bool, error) {
+			effect, ok, err := cut.measure(ctx)
+			return killed.effect + "; " + effect, ok && killed.effective, err
+		},
+		heal: func(ctx context.Context) error {
+			return errors.Join(killed.heal(ctx), cut.heal(ctx))
+		},
+	}, nil
+}
