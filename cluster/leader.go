@@ -31,6 +31,9 @@ type leaderLoop struct {
 	// deadSince is when this node, as the meta leader, first saw each
 	// member dead (Config.ReapAfter); reset when it stops leading.
 	deadSince map[string]time.Time
+	// allBorn: every shard's group has started (born); reset when this
+	// node stops leading the meta group.
+	allBorn bool
 }
 
 // run reconciles until the node's background loops stop.
@@ -64,7 +67,7 @@ func (ll *leaderLoop) reconcile() {
 			}
 		}
 	} else {
-		ll.deadSince = nil
+		ll.deadSince, ll.allBorn = nil, false
 	}
 	for _, s := range n.host.localShards() {
 		if !s.Group().IsLeader() {
@@ -378,7 +381,8 @@ func (ll *leaderLoop) reconcilePlacement(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in := meta.PlanInput{Shards: int(s.Shards), Replicas: int(s.ReplicationFactor), Moves: n.supports(levelMoves) == nil}
+	in := meta.PlanInput{Shards: int(s.Shards), Replicas: int(s.ReplicationFactor)}
+	in.Moves = n.supports(levelMoves) == nil && ll.born(ctx, cur, addrs)
 	for id := range addrs {
 		if cur == nil || !slices.Contains(cur.Removed, id) {
 			in.Nodes = append(in.Nodes, id)
@@ -414,6 +418,44 @@ func (ll *leaderLoop) reconcilePlacement(ctx context.Context) error {
 		n.log.Info("placement written", "version", r.Placement.Version)
 	}
 	return nil
+}
+
+// born reports whether every shard's group has started: some replica the
+// placement names has applied an entry. Until then nothing moves: the
+// nodes of the first placement bootstrap each group only when they open it
+// under that placement (a node opening a shard under a later one waits to
+// be added), so a move planned before they have would leave a group that
+// nobody starts. Once true it stays true, and is remembered while this
+// node leads the meta group.
+func (ll *leaderLoop) born(ctx context.Context, p *command.Placement, addrs map[string]string) bool {
+	if ll.allBorn || p == nil {
+		return ll.allBorn
+	}
+	n := ll.n
+	for i, reps := range p.Shards {
+		id := command.ShardID(i)
+		started := false
+		for _, r := range reps {
+			var applied uint64
+			if r == n.cfg.NodeID {
+				if g := n.host.group(id.Group()); g != nil {
+					applied = g.AppliedIndex()
+				}
+			} else if addr, ok := addrs[r]; ok {
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				applied, _ = n.peers.Applied(cctx, addr, id.Group())
+				cancel()
+			}
+			if started = applied > 0; started {
+				break
+			}
+		}
+		if !started {
+			return false
+		}
+	}
+	ll.allBorn = true
+	return true
 }
 
 // catchUpSlack is how far behind its leader's commit index a joining

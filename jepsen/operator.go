@@ -174,7 +174,8 @@ func (n *nemesis) partitionThenKillLeader(ctx context.Context) (*injection, erro
 		return nil, err
 	}
 	return &injection{
-		detail:    "leader " + cut.detail + ", then SIGKILL " + n.db.nodes[l].id,
+		// The counter checker reads kills from details that start so.
+		detail:    "SIGKILL " + n.db.nodes[l].id + " (the leader, cut off first: " + cut.detail + ")",
 		effect:    killed.effect,
 		effective: killed.effective,
 		measure: func(ctx context.Context) (string, bool, error) {

@@ -42,11 +42,15 @@ func CheckCounter(ops []history.Op, final Final, opt CounterOptions) Result {
 		res.Valid, res.Summary = Unknown, err.Error()
 		return res
 	}
-	// Kill times per node, from the nemesis's "SIGKILL n1 n3" entries.
+	// Kill times per node, from the nemesis's "SIGKILL n1 n3" entries (a
+	// composed fault says more after the names, in parentheses).
 	kills := map[string][]int64{}
 	for _, op := range ops {
 		if op.Process == history.NemesisProcess && op.F == "start" && op.Type == history.OK && strings.HasPrefix(op.Value, "SIGKILL ") {
 			for _, n := range strings.Fields(strings.TrimPrefix(op.Value, "SIGKILL ")) {
+				if strings.HasPrefix(n, "(") {
+					break
+				}
 				kills[n] = append(kills[n], op.Time)
 			}
 		}
