@@ -195,8 +195,12 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	if envErr != nil {
 		return c, envErr
 	}
-	if err := fs.Parse(args); err != nil {
+	switch err := quietParse(fs, args); {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
 		return c, err
+	case err != nil:
+		return c, fmt.Errorf("%w%s (linknode -h lists every flag)", err, suggestFlag(fs, err))
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q: not a subcommand (linknode help lists them)", fs.Arg(0))

@@ -94,6 +94,10 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-peer-tls-ca", "ca.pem"}, want: "go together"},
 		{args: []string{"-gossip-key", "abc"}, want: "not defined"},
 		{args: []string{"-pprof-addr", "127.0.0.1:6060"}, want: "not defined"},
+		// An unknown flag names the closest defined one.
+		{args: []string{"-htp-addr", ":9000"}, want: "did you mean -http-addr?"},
+		{args: []string{"-reap", "1m"}, want: "did you mean -reap-after?"},
+		{args: []string{"-zzzzzz"}, want: "lists every flag"},
 		{args: []string{"-rate-limit", "fast"}, want: "-rate-limit"},
 		{args: []string{"-rate-limit", "50/h"}, want: "-rate-limit"},
 		{args: []string{"-anonymous-rate-limit", "-1/m"}, want: "-anonymous-rate-limit"},
@@ -109,6 +113,20 @@ func TestFlagErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseFlags(%v, %v) = %v, want an error mentioning %q", tc.args, tc.env, err, tc.want)
 		}
+	}
+}
+
+// TestSubcommandFlagSuggestion: a subcommand's unknown flag is refused
+// with exit 2, naming the closest of its flags.
+func TestSubcommandFlagSuggestion(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	if code := runCLI("keys", []string{"-nme", "x", "list"}, env(nil), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "did you mean -name?") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := runCLI("drain", []string{"-cancl", "n3"}, env(nil), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "did you mean -cancel?") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -66,6 +67,64 @@ func runProbe(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// quietParse is fs.Parse without the flag package's own error message and
+// usage dump: the caller says what went wrong, and shows the usage for -h.
+func quietParse(fs *flag.FlagSet, args []string) error {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	return err
+}
+
+// suggestFlag returns ", did you mean -X?" for an unknown flag with a
+// defined one close to it (a prefix, or at most two edits away), else "".
+func suggestFlag(fs *flag.FlagSet, err error) string {
+	const unknown = "flag provided but not defined: -"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, unknown) {
+		return ""
+	}
+	name := strings.TrimLeft(strings.TrimPrefix(msg, unknown), "-")
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(name, f.Name)
+		if len(name) >= 3 && strings.HasPrefix(f.Name, name) {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return ", did you mean -" + best + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // fileExists reports whether path names something.
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
@@ -80,11 +139,13 @@ func fileExists(path string) bool {
 func parseArgs(fs *flag.FlagSet, args []string) (code int, done bool) {
 	var words []string
 	for {
-		err := fs.Parse(args)
+		err := quietParse(fs, args)
 		switch {
 		case errors.Is(err, flag.ErrHelp):
+			fs.Usage()
 			return 0, true
 		case err != nil:
+			fmt.Fprintf(fs.Output(), "%s: %v%s (%s -h lists its flags)\n", fs.Name(), err, suggestFlag(fs, err), fs.Name())
 			return 2, true
 		}
 		rest := fs.Args()
