@@ -273,3 +273,17 @@ COMP_WORDS=(linknode completion f); COMP_CWORD=2; _linknode; echo "${COMPREPLY[*
 		t.Fatalf("completion tcsh: %d", code)
 	}
 }
+
+// TestLoopbackOnly: the -public-url warning is for listeners other
+// machines can reach.
+func TestLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "[::1]:8080": true, "127.0.0.9:80": true,
+		"0.0.0.0:8080": false, "[::]:8080": false, "10.0.0.1:8080": false, "bad": false,
+	} {
+		if got := loopbackOnly(addr); got != want {
+			t.Errorf("loopbackOnly(%q) = %v", addr, got)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,7 +157,23 @@ func (m *Main) publicURL(tls bool) string {
 	if tls {
 		scheme = "https"
 	}
-	return scheme + "://localhost:" + port
+	u := scheme + "://localhost:" + port
+	if !loopbackOnly(m.httpLn.Addr().String()) {
+		m.log.Warn("-public-url is not set: short URLs name localhost, which other machines cannot open; set -public-url to the address clients use",
+			"http_addr", m.httpLn.Addr().String(), "short_url_base", u)
+	}
+	return u
+}
+
+// loopbackOnly reports whether a listener bound to addr is reachable from
+// this machine alone.
+func loopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // nodeConfig is the cluster node's configuration from the flags.
