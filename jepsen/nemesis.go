@@ -35,6 +35,9 @@ type injection struct {
 	// answer: the trust boundary failed.
 	breach func() bool
 	heal   func(context.Context) error
+	// after, if set, reads the evidence once the heal is done (what a
+	// fault causes only then, as a snapshot install).
+	after func(context.Context) (string, bool, error)
 }
 
 // errNoTarget is returned by a fault that cannot find its target (no node
@@ -71,8 +74,9 @@ var (
 	faultGroups     = map[string][]string{
 		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults, "hostile": hostileFaults,
 		"disk": diskFaults, "membership": membershipFaults, "restart": restartFaults, "meta": metaFaults, "composed": composedFaults,
+		"snapshot": snapshotFaults,
 		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults, diskFaults,
-			membershipFaults, restartFaults, metaFaults, composedFaults),
+			membershipFaults, restartFaults, metaFaults, composedFaults, snapshotFaults),
 	}
 )
 
@@ -88,7 +92,7 @@ func parseNemesis(s string) ([]string, error) {
 		names, ok := faultGroups[f]
 		if !ok {
 			if !slices.Contains(all, f) {
-				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, disk, membership, restart, meta, composed, all, none; faults: %s)", f, strings.Join(all, ", "))
+				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, disk, membership, restart, meta, composed, snapshot, all, none; faults: %s)", f, strings.Join(all, ", "))
 			}
 			names = []string{f}
 		}
@@ -362,6 +366,8 @@ func (n *nemesis) buildFaults(names []string) {
 				}
 				return n.kill(ctx, []int{l})
 			}
+		case "snapshot-install":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.snapshotInstall(ctx) }
 		case "partition-then-kill-leader":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.partitionThenKillLeader(ctx) }
 		case "loss":
@@ -511,6 +517,13 @@ func (n *nemesis) heal(ctx context.Context) error {
 	}
 	inv := n.rec.Invoke(history.Op{Process: history.NemesisProcess, F: "stop", Workload: rec.Fault})
 	err := inj.heal(ctx)
+	if err == nil && inj.after != nil {
+		effect, ok, aerr := inj.after(ctx)
+		if aerr != nil {
+			effect = "unmeasured: " + aerr.Error()
+		}
+		rec.Effect, rec.Effective = effect, ok
+	}
 	rec.End = seconds(n.rec.Now())
 	n.mu.Lock()
 	n.records = append(n.records, *rec)

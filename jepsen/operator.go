@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,45 @@ var (
 	restartFaults    = []string{"rolling-restart"}
 	metaFaults       = []string{"partition-meta-leader", "kill-meta-leader"}
 	composedFaults   = []string{"partition-then-kill-leader"}
+	snapshotFaults   = []string{"snapshot-install"}
 )
+
+// installedLine is what hashicorp/raft logs on a follower that installed
+// a snapshot its leader sent.
+const installedLine = "Installed remote snapshot"
+
+// snapshotInstall cuts one node off until its leaders have compacted
+// their logs past it, so that after the heal it can only catch up from a
+// snapshot (an InstallSnapshot of the leader's state file). It needs
+// snapshots taken often and few trailing entries kept — the snapshot
+// profile, -node-args "-raft-snapshot-threshold 32 -raft-trailing-logs 16
+// -raft-snapshot-interval 100ms" — or it shows no effect. The evidence is
+// read after the heal: the snapshots the node installed, counted in its
+// log.
+func (n *nemesis) snapshotInstall(ctx context.Context) (*injection, error) {
+	ix := n.shuffled()
+	t := n.db.nodes[ix[0]]
+	before := strings.Count(t.logs(), installedLine)
+	cut, err := n.cut(ctx, ix[:1], ix[1:])
+	if err != nil {
+		return nil, err
+	}
+	cut.detail = "cut off " + t.id + " until its leaders compact past it: " + cut.detail
+	cut.measure = nil
+	cut.after = func(ctx context.Context) (string, bool, error) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if k := strings.Count(t.logs(), installedLine) - before; k > 0 {
+				return fmt.Sprintf("%s installed %d snapshot(s) after the heal", t.id, k), true, nil
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return t.id + " installed no snapshot within 20 s of the heal (the logs it missed were still there)", false, nil
+			}
+			time.Sleep(250 * time.Millisecond) // polling the node's log file
+		}
+	}
+	return cut, nil
+}
 
 // metaLeader is the node that says it leads the meta group (errNoTarget if
 // none does).
@@ -186,4 +225,14 @@ func (n *nemesis) partitionThenKillLeader(ctx context.Context) (*injection, erro
 			return errors.Join(killed.heal(ctx), cut.heal(ctx))
 		},
 	}, nil
+}
+
+// logs returns the node's log file (every run of it) as text; "" if it
+// cannot be read.
+func (n *dbNode) logs() string {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
