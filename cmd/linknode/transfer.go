@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // linknode import FILE and linknode export: the public API's
@@ -62,16 +63,18 @@ func runTransfer(name string, args []string, lookupEnv func(string) (string, boo
 }
 
 // start connects a transfer (see endpoint.connect) and returns the
-// context that SIGINT and SIGTERM end and where its progress bar goes.
+// context that SIGINT and SIGTERM end and where its progress bar goes:
+// stderr when it is a terminal and quiet is not set, else nowhere (a bar
+// redrawn with carriage returns is noise in a file or a pipe).
 func (e endpoint) start(lookupEnv func(string) (string, bool), quiet bool, stderr io.Writer) (context.Context, context.CancelFunc, transfer, io.Writer, bool) {
 	base, key, ok := e.connect(lookupEnv, stderr)
 	if !ok {
 		return nil, nil, transfer{}, nil, false
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	progress := stderr
-	if quiet {
-		progress = io.Discard
+	progress := io.Discard
+	if f, isFile := stderr.(*os.File); isFile && !quiet && term.IsTerminal(int(f.Fd())) {
+		progress = stderr
 	}
 	return ctx, stop, transfer{base: base, key: key, client: cliClient()}, progress, true
 }
