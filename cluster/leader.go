@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"context"
-	"fmt"
-	"maps"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"

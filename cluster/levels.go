@@ -21,7 +21,6 @@ import (
 // peer protocol needs no level: an older peer is found at the hello, and
 // spoken to in its own protocol (package peer).
 
-
 // Feature levels of what the cluster does besides link fields (those are
 // in command's field table: command.LevelLinkMeta, ...).
 const (

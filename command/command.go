@@ -215,8 +215,8 @@ const (
 	fLeaseNode = 1
 	fLeaseN    = 2
 
-	fPlaceVersion = 1
-	fPlaceShard   = 2
+	fPlaceVersion  = 1
+	fPlaceShard    = 2
 	fPlaceRemoved  = 3
 	fPlaceMove     = 4
 	fPlaceDraining = 5
