@@ -295,17 +295,7 @@ func (n *nemesis) buildFaults(names []string) {
 				return n.cut(ctx, ix[:1], ix[1:])
 			}
 		case "partition-leader":
-			start = func(ctx context.Context, n *nemesis) (*injection, error) {
-				l, err := n.leader(ctx)
-				if err != nil {
-					return nil, err
-				}
-				inj, err := n.cut(ctx, []int{l}, n.others(l))
-				if inj != nil {
-					inj.detail = "leader " + inj.detail
-				}
-				return inj, err
-			}
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.cutOff(ctx, "leader", n.leader) }
 		case "partition-majorities-ring":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.majoritiesRing(ctx, majority) }
 		case "partition-bridge":
@@ -348,15 +338,7 @@ func (n *nemesis) buildFaults(names []string) {
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.rollingRestart(ctx) }
 		case "partition-meta-leader":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) {
-				l, err := n.metaLeader(ctx)
-				if err != nil {
-					return nil, err
-				}
-				inj, err := n.cut(ctx, []int{l}, n.others(l))
-				if inj != nil {
-					inj.detail = "meta leader " + inj.detail
-				}
-				return inj, err
+				return n.cutOff(ctx, "meta leader", n.metaLeader)
 			}
 		case "kill-meta-leader":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) {
@@ -381,6 +363,20 @@ func (n *nemesis) buildFaults(names []string) {
 		}
 		n.faults = append(n.faults, fault{name: name, start: start})
 	}
+}
+
+// cutOff partitions the node find names (a leader) from the others; what
+// it is prefixes the detail.
+func (n *nemesis) cutOff(ctx context.Context, what string, find func(context.Context) (int, error)) (*injection, error) {
+	l, err := find(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inj, err := n.cut(ctx, []int{l}, n.others(l))
+	if inj != nil {
+		inj.detail = what + " " + inj.detail
+	}
+	return inj, err
 }
 
 // majoritiesRing is Jepsen's majorities-ring: each node sees a window of
