@@ -1,14 +1,17 @@
 package cluster_test
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -46,17 +49,26 @@ func TestListingPagesAcrossShards(t *testing.T) {
 			t.Fatal(err)
 		}
 		live[l.Code] = l
+		// A change whose outcome is unknown (a leader lost mid-commit
+		// under load) is sent again: both are the same either way.
 		switch rng.IntN(8) {
 		case 0:
-			if err := tc.Nodes[rng.IntN(3)].Links().Delete(ctx(t), l.Code); err != nil {
-				t.Fatal(err)
-			}
+			via, tries := tc.Nodes[rng.IntN(3)], 0
+			testkit.Eventually(t, 20*time.Second, func() error {
+				err := via.Links().Delete(ctx(t), l.Code)
+				if tries++; tries > 1 && errors.Is(err, link.ErrDeleted) {
+					return nil
+				}
+				return err
+			})
 			delete(live, l.Code)
 		case 1:
 			tags := []string{"green"}
-			if l, err = tc.Nodes[rng.IntN(3)].Links().Update(ctx(t), l.Code, link.Patch{Tags: &tags}); err != nil {
-				t.Fatal(err)
-			}
+			via := tc.Nodes[rng.IntN(3)]
+			testkit.Eventually(t, 20*time.Second, func() error {
+				l, err = via.Links().Update(ctx(t), l.Code, link.Patch{Tags: &tags})
+				return err
+			})
 			live[l.Code] = l
 		}
 	}
