@@ -155,7 +155,17 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 	t.Logf("%d links of the concurrent writers were acknowledged before the backup began", duringBefore)
 	for _, node := range dst.Nodes {
 		for _, l := range before {
-			got, err := node.Links().Get(ctx(t), l.Code, true)
+			var got *link.Link
+			var err error
+			// A read that finds no leader (elections on a loaded machine)
+			// is asked again.
+			testkit.Eventually(t, time.Minute, func() error {
+				got, err = node.Links().Get(ctx(t), l.Code, true)
+				if errors.Is(err, link.ErrUnavailable) {
+					return err
+				}
+				return nil
+			})
 			if l.Code == gone.Code {
 				if !errors.Is(err, link.ErrDeleted) && (err != nil || !got.Deleted) {
 					t.Fatalf("%s: the deleted %s: %+v, %v", node.ID(), l.Code, got, err)
