@@ -39,6 +39,9 @@ type host struct {
 	// from; closed and their files deleted once they do not lead their
 	// group (a leader hands over first). Under mu.
 	leaving map[command.ShardID]*leavingShard
+	// nLeaving is len(leaving), read without mu by group: the write
+	// path of a node without a replica asks it for every forwarded write.
+	nLeaving atomic.Int32
 }
 
 // leavingShard is a replica on its way out.
@@ -146,6 +149,7 @@ func (h *host) leave(id command.ShardID, s *shard.Shard) {
 		h.leaving = map[command.ShardID]*leavingShard{}
 	}
 	h.leaving[id] = &leavingShard{s: s, since: time.Now()}
+	h.nLeaving.Store(int32(len(h.leaving)))
 	h.mu.Unlock()
 	h.n.log.Info("shard no longer placed here; leaving its group", "shard", id)
 }
@@ -166,6 +170,7 @@ func (h *host) retire() error {
 		err := ls.s.Close()
 		h.mu.Lock()
 		delete(h.leaving, id)
+		h.nLeaving.Store(int32(len(h.leaving)))
 		h.mu.Unlock()
 		if err != nil {
 			n.log.Warn("closing a shard that left", "shard", id, "err", err)
@@ -180,6 +185,9 @@ func (h *host) retire() error {
 
 // leavingShard returns shard id if it is leaving this node, else nil.
 func (h *host) leavingShard(id command.ShardID) *shard.Shard {
+	if h.nLeaving.Load() == 0 {
+		return nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ls := h.leaving[id]; ls != nil {

@@ -199,6 +199,12 @@ func TestOperatorEndpoints(t *testing.T) {
 	if r := tn.do(t, "DELETE", "/admin/v1/nodes/nobody", "", nil); r.status != 404 || r.json(t)["type"] != "/problems/not-found" {
 		t.Fatalf("public remove node = %d %s", r.status, r.body)
 	}
+	if r := tn.do(t, "POST", "/admin/v1/nodes/nobody/drain", "", nil); r.status != 404 || r.json(t)["type"] != "/problems/not-found" {
+		t.Fatalf("public drain = %d %s", r.status, r.body)
+	}
+	if r := tn.adminDo(t, "PUT", "/admin/v1/nodes/n1/drain", `{"x":1}`, nil); r.status != 405 {
+		t.Fatalf("PUT drain = %d %s", r.status, r.body)
+	}
 	r := tn.adminDo(t, "GET", "/metrics", "", nil, "Authorization", "")
 	body := string(r.body)
 	for _, want := range []string{
@@ -214,6 +220,11 @@ func TestOperatorEndpoints(t *testing.T) {
 	}
 	if r := tn.adminDo(t, "DELETE", "/admin/v1/nodes/nobody", "", nil); r.status != 404 || r.json(t)["type"] != "/problems/unknown-node" {
 		t.Fatalf("remove unknown node = %d %s", r.status, r.body)
+	}
+	for _, m := range []string{"GET", "POST", "DELETE"} {
+		if r := tn.adminDo(t, m, "/admin/v1/nodes/n1%0d%0aSet-Cookie:x/drain", "", nil); r.status != 404 || r.json(t)["type"] != "/problems/unknown-node" {
+			t.Fatalf("%s drain of a hostile ID = %d %s", m, r.status, r.body)
+		}
 	}
 	r = tn.adminDo(t, "GET", "/admin/v1/cluster", "", nil)
 	st := r.json(t)

@@ -90,6 +90,9 @@ func TestEveryRouteRefusesWhoMayNot(t *testing.T) {
 		{"GET", "/admin/v1/links", "", true, aliceRW, wantAdminOnly},
 		{"GET", "/admin/v1/digest", "", true, aliceRW, wantAdminOnly},
 		{"DELETE", "/admin/v1/nodes/nobody", "", true, aliceRW, [6]int{401, 401, 401, 403, 403, 404}},
+		{"POST", "/admin/v1/nodes/nobody/drain", "", true, aliceRW, [6]int{401, 401, 401, 403, 403, 404}},
+		{"GET", "/admin/v1/nodes/nobody/drain", "", true, aliceRW, [6]int{401, 401, 401, 403, 403, 404}},
+		{"DELETE", "/admin/v1/nodes/nobody/drain", "", true, aliceRW, [6]int{401, 401, 401, 403, 403, 404}},
 	}
 	adminWant := map[string]int{"POST /api/v1/keys": 201, "DELETE /api/v1/keys/" + victimID: 204, "POST /api/v1/blocklist": 201,
 		"DELETE /api/v1/blocklist/bad.example": 204}
