@@ -46,6 +46,8 @@ var commandGroups = []struct {
 		{"recover -peers IDS", "after a majority is lost for good: rewrite every group to the survivors"},
 	}},
 	{"Other", [][2]string{
+		{"serve", "run a node, as linknode [flags] does"},
+		{"config print", "every node flag's effective value and its source: flag, env, -config file or default (-format toml)"},
 		{"keygen", "a new cluster key (-o FILE, mode 0600)"},
 		{"probe", "exit 0 if a node's /readyz answers 200 (-url)"},
 		{"version", "the version, commit and Go version"},
@@ -61,7 +63,7 @@ func printHelp(w io.Writer) {
 shortener on :8080, its data in ./linknode-data.
 
 Usage:
-  linknode [flags]               run a node (linknode -h lists every flag)
+  linknode [serve] [flags]       run a node (linknode -h lists every flag)
   linknode COMMAND [args]        an operator command (linknode COMMAND -h: its flags)
 
 Running a node, the flags that matter first:
@@ -78,7 +80,8 @@ Running a node, the flags that matter first:
 		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(w, "Every flag also reads LINKNODE_<FLAG> from the environment (flag > environment > default).")
+	fmt.Fprintln(w, "Every flag also reads LINKNODE_<FLAG> from the environment, and -config FILE reads flag values from a")
+	fmt.Fprintln(w, "TOML or YAML file keyed by flag name (flag > environment > file > default; linknode config print shows them).")
 }
 
 // admin is a CLI's connection to a node's admin listener.

@@ -119,24 +119,29 @@ func envName(flagName string) string {
 	return "LINKNODE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// ParseFlags parses args, with lookupEnv supplying LINKNODE_* defaults.
-func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
-	var c Config
+// lists are the node flags that hold comma-separated lists (a config
+// file may give them as arrays).
+type lists struct{ join, proxies, origins string }
+
+// listFlags names the flags a config file may give as an array.
+var listFlags = map[string]bool{"join": true, "trusted-proxies": true, "cors-origins": true}
+
+// nodeFlags defines a node's flags on a new flag set, writing into c and l.
+func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("linknode", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		printHelp(out)
-		fmt.Fprintln(out, "\nFlags of a node (linknode [flags]):")
+		fmt.Fprintln(out, "\nUsage of linknode serve (or linknode [flags]), a node's flags:")
 		fs.PrintDefaults()
 	}
-	var join string
 	fs.StringVar(&c.NodeID, "node-id", "", "stable node ID (default: generated once and kept in the data dir)")
 	fs.StringVar(&c.DataDir, "data-dir", "linknode-data", "directory for all of the node's data")
 	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "HTTP listen address (redirects, API, metrics)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", "", "peer listen address, all Raft groups and internal RPC (default :7000 with -join or -bootstrap-expect > 1, else 127.0.0.1:7000)")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", "", "gossip (memberlist) listen address (default :7946 with -join or -bootstrap-expect > 1, else 127.0.0.1:7946)")
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "host peers use to reach this node (default: the bind host, or 127.0.0.1)")
-	fs.StringVar(&join, "join", "", "comma-separated gossip addresses of existing nodes")
+	fs.StringVar(&l.join, "join", "", "comma-separated gossip addresses of existing nodes")
 	fs.StringVar(&c.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key (make one with linknode keygen); the same on every node. LINKNODE_CLUSTER_KEY may hold the key itself")
 	fs.StringVar(&c.PeerTLSCA, "peer-tls-ca", "", "PEM CA bundle for the peer port, instead of the CA derived from the cluster key (with -peer-tls-cert and -peer-tls-key)")
 	fs.StringVar(&c.PeerTLSCert, "peer-tls-cert", "", "PEM certificate of this node for the peer port; its Common Name must be the node ID")
@@ -164,9 +169,8 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.StringVar(&c.RateLimit, "rate-limit", "50/s", "requests per key on /api/v1, as N/s (bursts of 2N) or N/m (bursts of N); 0: none. Per node; admin keys are not limited")
 	fs.StringVar(&c.AnonymousRateLimit, "anonymous-rate-limit", "10/m", "anonymous creates per client address (IPv6: per /64), as N/s or N/m; per node")
 	fs.StringVar(&c.RedirectRateLimit, "redirect-rate-limit", "0", "GET/HEAD /{code} per client address (IPv6: per /64), as N/s or N/m; 0: none (the default). Per node; with a limit the fast path is off")
-	var proxies, origins string
-	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose Forwarded / X-Forwarded-For name the client (nobody else's are read)")
-	fs.StringVar(&origins, "cors-origins", "", "comma-separated browser origins (https://app.example) allowed to call /api/v1 from their pages; * for any")
+	fs.StringVar(&l.proxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose Forwarded / X-Forwarded-For name the client (nobody else's are read)")
+	fs.StringVar(&l.origins, "cors-origins", "", "comma-separated browser origins (https://app.example) allowed to call /api/v1 from their pages; * for any")
 	fs.BoolVar(&c.AllowPrivateTargets, "allow-private-targets", false, "accept destinations on private, link-local and metadata addresses (10/8, 192.168/16, 169.254/16, fc00::/7, ...)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS with HTTP/2 on -http-addr; reloaded when the file changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of -tls-cert")
@@ -178,32 +182,46 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	fs.DurationVar(&c.VisitRetention, "visit-retention", 30*24*time.Hour, "how long raw visit records are kept")
 	fs.DurationVar(&c.RemoteCacheTTL, "remote-cache-ttl", 30*time.Second, "how long a node caches links of shards it does not host (the staleness bound after a missed invalidation)")
 	fs.DurationVar(&c.ReapAfter, "reap-after", 0, "remove a node dead for this long, as linknode remove would, while the live nodes are at least -replicas (0: never; dead nodes wait for an operator)")
+	fs.String("config", "", "a TOML (.toml) or YAML (.yaml, .yml) file of flag values, keyed by flag name (flag > environment > file > default); linknode config print shows the result")
 	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
 	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", raftgroup.DefaultSnapshots.Threshold, "log entries applied since the last snapshot that make a group snapshot (snapshots are markers: cheap)")
 	fs.Uint64Var(&c.TrailingLogs, "raft-trailing-logs", raftgroup.DefaultSnapshots.TrailingLogs, "log entries kept behind a snapshot; a follower further behind is sent the leader's state file")
 	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", raftgroup.DefaultSnapshots.Interval, "how often each group checks whether to snapshot (raft adds up to as much again in jitter)")
+	return fs
+}
 
-	// Environment first, as defaults; explicit flags override below.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := lookupEnv(envName(f.Name)); ok && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return c, envErr
+// ParseFlags parses args, with lookupEnv supplying LINKNODE_* values and
+// -config (or LINKNODE_CONFIG) a file of them: flag > environment > file >
+// default.
+func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
+	c, _, err := parseNode(args, lookupEnv, out)
+	return c, err
+}
+
+// parseNode is ParseFlags that also says where each flag's value came
+// from.
+func parseNode(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, *origins, error) {
+	var c Config
+	var l lists
+	fs := nodeFlags(&c, &l, out)
+	fs.Usage = func() {
+		printHelp(out)
+		fmt.Fprintln(out, "\nUsage of linknode serve (or linknode [flags]), a node's flags:")
+		fs.PrintDefaults()
 	}
 	switch err := quietParse(fs, args); {
 	case errors.Is(err, flag.ErrHelp):
 		fs.Usage()
-		return c, err
+		return c, nil, err
 	case err != nil:
-		return c, fmt.Errorf("%w%s (linknode -h lists every flag)", err, suggestFlag(fs, err))
+		return c, nil, fmt.Errorf("%w%s (linknode -h lists every flag)", err, suggestFlag(fs, err))
+	}
+	o, err := layer(fs, lookupEnv)
+	if err != nil {
+		return c, o, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q: not a subcommand (linknode help lists them)", fs.Arg(0))
+		return c, o, fmt.Errorf("unexpected argument %q: not a subcommand (linknode help lists them)", fs.Arg(0))
 	}
 	if v, ok := lookupEnv("LINKNODE_CLUSTER_KEY"); ok {
 		c.ClusterKey = v
@@ -211,19 +229,19 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	if v, ok := lookupEnv("LINKNODE_ADMIN_KEY"); ok {
 		c.AdminKey = strings.TrimSpace(v)
 	}
-	for _, p := range splitList(proxies) {
+	for _, p := range splitList(l.proxies) {
 		pfx, err := netip.ParsePrefix(p)
 		if err != nil {
 			a, aerr := netip.ParseAddr(p)
 			if aerr != nil {
-				return c, fmt.Errorf("-trusted-proxies %q: want CIDRs such as 10.0.0.0/8", p)
+				return c, o, o.blame(fmt.Errorf("-trusted-proxies %q: want CIDRs such as 10.0.0.0/8", p))
 			}
 			pfx = netip.PrefixFrom(a, a.BitLen())
 		}
 		c.TrustedProxies = append(c.TrustedProxies, pfx.Masked())
 	}
-	c.CORSOrigins = splitList(origins)
-	if j := strings.TrimSpace(join); j != "" {
+	c.CORSOrigins = splitList(l.origins)
+	if j := strings.TrimSpace(l.join); j != "" {
 		for _, a := range strings.Split(j, ",") {
 			if a = strings.TrimSpace(a); a != "" {
 				c.Join = append(c.Join, a)
@@ -236,7 +254,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), out io.Wri
 	if c.GossipAddr == "" {
 		c.GossipAddr = c.defaultBind("7946")
 	}
-	return c, c.validate()
+	return c, o, o.blame(c.validate())
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -285,5 +286,185 @@ func TestLoopbackOnly(t *testing.T) {
 		if got := loopbackOnly(addr); got != want {
 			t.Errorf("loopbackOnly(%q) = %v", addr, got)
 		}
+	}
+}
+
+// TestConfigFile: -config reads flag values from TOML or YAML, under the
+// environment and the command line (flag > environment > file > default),
+// and refuses a file's mistakes naming the file, the key and the fix.
+func TestConfigFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tomlFile := write("linknode.toml", `# a node of three
+http-addr = "127.0.0.1:9090"
+shards = 16
+replicas = 2
+join = ["10.0.0.1:7946", "10.0.0.2:7946"]
+insecure = true
+shutdown-timeout = "20s"
+analytics = false
+public-url = "https://sho.rt"
+`)
+	yamlFile := write("linknode.yaml", `http-addr: "127.0.0.1:9090"
+shards: 16
+replicas: 2
+join: ["10.0.0.1:7946", "10.0.0.2:7946"]
+insecure: true
+shutdown-timeout: 20s
+analytics: false
+public-url: https://sho.rt
+`)
+	for _, path := range []string{tomlFile, yamlFile} {
+		c, err := ParseFlags([]string{"-config", path, "-replicas", "5"}, env(map[string]string{"LINKNODE_SHARDS": "32"}), io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		// The file over defaults, the environment over the file, the
+		// command line over both.
+		if c.HTTPAddr != "127.0.0.1:9090" || c.Shards != 32 || c.Replicas != 5 || !slices.Equal(c.Join, []string{"10.0.0.1:7946", "10.0.0.2:7946"}) ||
+			!c.Insecure || c.ShutdownTimeout != 20*time.Second || c.Analytics || c.PublicURL != "https://sho.rt" || c.RaftAddr != ":7000" {
+			t.Fatalf("%s: %+v", path, c)
+		}
+		// LINKNODE_CONFIG names the file when -config does not.
+		c, err = ParseFlags(nil, env(map[string]string{"LINKNODE_CONFIG": path}), io.Discard)
+		if err != nil || c.Shards != 16 || c.Replicas != 2 {
+			t.Fatalf("LINKNODE_CONFIG=%s: %+v, %v", path, c, err)
+		}
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"typo.toml", `htp-addr = ":1"`, `unknown key "htp-addr", did you mean http-addr?`},
+		{"secret.toml", `cluster-key = "abc"`, "secrets stay out of config files"},
+		{"nested.toml", "config = \"other.toml\"", "cannot name another"},
+		{"table.toml", "[shards]\ncount = 1", "not map"},
+		{"unknown-table.toml", "[raft]\nsnapshot = 1", `unknown key "raft"`},
+		{"syntax.toml", "shards = ", "line 1"},
+		{"dup.toml", "shards = 1\nshards = 2", "shards"},
+		{"list.yaml", "shards: [1, 2]", "takes one value, not a list"},
+		{"null.yaml", "public-url:", "has no value"},
+		{"seq.yaml", "- http-addr", "want a mapping"},
+		{"dup.yaml", "shards: 1\nshards: 2", "already defined"},
+		{"badvalue.yaml", "shards: many", `shards = "many"`},
+		{"duration.toml", "shutdown-timeout = 20", `want a duration such as "10s"`},
+		{"invalid.toml", `http-addr = "8080"`, "-http-addr is set by file"},
+		{"config.json", `{}`, "name a .toml, .yaml or .yml file"},
+		{"huge.toml", "# " + strings.Repeat("x", maxConfigFile), "larger than"},
+	} {
+		p := write(tc.name, tc.body)
+		_, err := ParseFlags([]string{"-config", p}, env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s: %v, want an error naming the file and mentioning %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := ParseFlags([]string{"-config", filepath.Join(dir, "missing.toml")}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "missing.toml") {
+		t.Errorf("a missing file: %v", err)
+	}
+	// A value from the environment that fails names the variable, even
+	// with a file.
+	if _, err := ParseFlags([]string{"-config", tomlFile}, env(map[string]string{"LINKNODE_HTTP_ADDR": "9000"}), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "LINKNODE_HTTP_ADDR") {
+		t.Errorf("a bad environment value under a file: %v", err)
+	}
+}
+
+// TestConfigPrint: linknode config print shows each flag's value and its
+// source, and its TOML form is a config file that gives the same node.
+func TestConfigPrint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "linknode.toml")
+	if err := os.WriteFile(path, []byte("shards = 16\njoin = [\"10.0.0.1:7946\"]\ninsecure = true\nrate-limit = \"20/m\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lookup := env(map[string]string{"LINKNODE_REPLICAS": "2", "LINKNODE_ADMIN_KEY": strings.Repeat("s", 40)})
+	var out, errOut strings.Builder
+	if code := runConfig([]string{"print", "-config", path, "-http-addr", "127.0.0.1:9999"}, lookup, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range [][]string{
+		{"shards", "16", "file " + path},
+		{"replicas", "2", "env LINKNODE_REPLICAS"},
+		{"http-addr", "127.0.0.1:9999", "flag"},
+		{"data-dir", "linknode-data", "default"},
+		{"raft-addr", ":7000", "default"},
+		{"LINKNODE_ADMIN_KEY", "(set,", "not"},
+	} {
+		found := false
+		for _, line := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == want[0] && f[1] == want[1] && strings.Contains(line, want[2]) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("config print has no line %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), strings.Repeat("s", 40)) {
+		t.Error("config print shows the admin key")
+	}
+	// Its TOML is a config file for the same node.
+	out.Reset()
+	if code := runConfig([]string{"print", "-format", "toml", "-config", path, "-http-addr", "127.0.0.1:9999"}, lookup, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	again := filepath.Join(dir, "printed.toml")
+	if err := os.WriteFile(again, []byte(out.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ParseFlags([]string{"-config", path, "-http-addr", "127.0.0.1:9999"}, lookup, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseFlags([]string{"-config", again}, env(map[string]string{"LINKNODE_ADMIN_KEY": strings.Repeat("s", 40)}), io.Discard)
+	if err != nil {
+		t.Fatalf("the printed TOML:\n%s\n%v", out.String(), err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the printed TOML gives\n%+v\nwant\n%+v", got, want)
+	}
+	// A configuration the node would refuse exits 1 and says why.
+	errOut.Reset()
+	if code := runConfig([]string{"print", "-shards", "x"}, env(nil), io.Discard, &errOut); code != 2 {
+		t.Errorf("a bad flag: exit %d", code)
+	}
+	errOut.Reset()
+	if code := runConfig([]string{"print", "-bootstrap-expect", "3"}, env(nil), io.Discard, &errOut); code != 1 || !strings.Contains(errOut.String(), "would not start") {
+		t.Errorf("a refused configuration: exit %d, %q", code, errOut.String())
+	}
+	if code := runConfig([]string{"show"}, env(nil), io.Discard, io.Discard); code != 2 {
+		t.Errorf("config show: exit %d", code)
+	}
+}
+
+// TestReadmeConfigFile: README's sample config file is one the node takes,
+// with the values it shows.
+func TestReadmeConfigFile(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "\n### A config file\n")
+	_, rest, ok2 := strings.Cut(rest, "```toml\n")
+	sample, _, ok3 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README has no toml block under ### A config file")
+	}
+	path := filepath.Join(t.TempDir(), "linknode.toml")
+	if err := os.WriteFile(path, []byte(sample), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseFlags([]string{"-config", path}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/var/lib/linknode" || len(c.Join) != 3 || c.ClusterKeyFile != "/etc/linknode/cluster.key" || c.ShutdownTimeout != 20*time.Second {
+		t.Fatalf("README's config file gives %+v", c)
 	}
 }

@@ -2,7 +2,8 @@
 // complete single-node link shortener on :8080 with its data in
 // ./linknode-data.
 //
-//	linknode [flags]        run a node
+//	linknode [serve] [flags] run a node (-config FILE: flag values from a TOML or YAML file)
+//	linknode config print   every flag's effective value and where it came from
 //	linknode version        print the version
 //	linknode keygen         print a new cluster key (-o FILE writes it, mode 0600; -keep keeps an existing one)
 //	linknode probe          exit 0 if a node's /readyz answers 200 (the image's HEALTHCHECK)
@@ -68,6 +69,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runTransfer(args[0], args[1:], os.LookupEnv, stdout, stderr)
 		case "backup", "restore":
 			return runBackup(args[0], args[1:], os.LookupEnv, stdout, stderr)
+		case "config":
+			return runConfig(args[1:], os.LookupEnv, stdout, stderr)
+		case "serve":
+			args = args[1:]
 		}
 	}
 	cfg, err := ParseFlags(args, os.LookupEnv, stderr)
