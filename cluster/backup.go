@@ -67,6 +67,21 @@ func (a *Admin) Backup(ctx context.Context, w io.Writer) (*backup.Manifest, erro
 			return nil, fmt.Errorf("shard %d: %w", s, err)
 		}
 	}
+	// A link written while the shards were read may hold an ID leased
+	// after the meta part was: the next free ID read again, after a read
+	// point, is past every ID in the file, and the restore leases past it
+	// (else the new cluster could hand such an ID out again).
+	stepCtx, cancel = context.WithTimeout(ctx, transferStep)
+	err = a.n.metaReadPoint(stepCtx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("meta group, after the shards: %w", err)
+	}
+	next, err := n.meta.NextID()
+	if err != nil {
+		return nil, err
+	}
+	bw.SetNextID(max(next, m.NextID))
 	if err := bw.Close(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,7 +99,7 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 	for _, s := range man.Shards {
 		records += s.Records
 	}
-	if len(man.Shards) != 4 || records < uint64(len(before)) || man.Keys < 2 || man.Blocked != 1 {
+	if len(man.Shards) != 4 || records < uint64(len(before)) || man.Keys < 2 || man.Blocked != 1 || man.NextID < srcNext {
 		t.Fatalf("manifest: %+v", man)
 	}
 
@@ -126,6 +127,27 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 	}
 	if _, err := d.Admin().Restore(transfer(t), bytes.NewReader(hostile.Bytes()), false); !errors.Is(err, backup.ErrDamaged) {
 		t.Fatalf("a file with a javascript: link: %v", err)
+	}
+	// A next free ID no cluster reaches would have the restore lease for
+	// hours: refused, in the meta part or the manifest.
+	for _, meta := range []bool{true, false} {
+		var huge bytes.Buffer
+		hw, err := backup.NewWriter(&huge, backup.Header{ClusterID: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if meta {
+			_ = hw.Meta(backup.Meta{NextID: 1 << 50})
+		} else {
+			_ = hw.Meta(backup.Meta{})
+			hw.SetNextID(1 << 50)
+		}
+		if err := hw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Admin().Restore(transfer(t), bytes.NewReader(huge.Bytes()), false); !errors.Is(err, backup.ErrDamaged) || !strings.Contains(err.Error(), "next free ID") {
+			t.Fatalf("a next free ID of 2^50 (in the meta part: %v): %v", meta, err)
+		}
 	}
 	if _, err := d.Links().Get(ctx(t), "good-one", true); !errors.Is(err, link.ErrNotFound) {
 		t.Fatalf("a refused file wrote good-one: %v", err)
@@ -203,7 +225,7 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 			t.Fatalf("code %s handed out again", l.Code)
 		}
 	}
-	if rep.NextID < srcNext {
+	if rep.NextID < srcNext || rep.NextID < man.NextID {
 		t.Fatalf("IDs from %d on are free in the new cluster; the old one had handed out up to %d", rep.NextID, srcNext)
 	}
 

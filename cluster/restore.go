@@ -66,6 +66,9 @@ func (a *Admin) Restore(ctx context.Context, r io.Reader, resume bool) (*backup.
 	if err != nil {
 		return nil, err
 	}
+	if man.NextID > maxRestoreID {
+		return nil, fmt.Errorf("%w: its next free ID %d is beyond any real cluster's (%d)", backup.ErrDamaged, man.NextID, uint64(maxRestoreID))
+	}
 	if !resume {
 		if err := a.checkEmpty(ctx); err != nil {
 			return nil, err
@@ -125,8 +128,11 @@ func (rs *restorer) meta(ctx context.Context, m *backup.Meta) error {
 	if err != nil {
 		return err
 	}
-	for next < m.NextID {
-		lease := command.LeaseRange{Node: restoreLeaseNode, N: min(m.NextID-next, command.MaxLease)}
+	// The manifest's next free ID was read after every shard: IDs the
+	// records hold may lie past the meta part's.
+	want := max(m.NextID, rs.rep.Manifest.NextID)
+	for next < want {
+		lease := command.LeaseRange{Node: restoreLeaseNode, N: min(want-next, command.MaxLease)}
 		stepCtx, cancel := context.WithTimeout(ctx, transferStep)
 		res, err := n.router.retryUnknown(stepCtx, command.MetaGroup, lease.Encode())
 		cancel()
@@ -135,7 +141,7 @@ func (rs *restorer) meta(ctx context.Context, m *backup.Meta) error {
 		}
 		next = res.LeaseEnd
 	}
-	rs.rep.NextID = max(next, m.NextID)
+	rs.rep.NextID = max(next, want)
 	for _, cmd := range m.Keys {
 		if err := rs.metaEntry(ctx, cmd, command.TypeCreateKey, &rs.rep.Keys); err != nil {
 			return fmt.Errorf("key: %w", err)
@@ -168,6 +174,9 @@ func (rs *restorer) metaEntry(ctx context.Context, cmd []byte, typ command.Type,
 // checkMeta checks the backup's meta part as its commands would be
 // checked: keys that are not the first key, blocked domains.
 func checkMeta(m *backup.Meta) error {
+	if m.NextID > maxRestoreID {
+		return fmt.Errorf("%w: its next free ID %d is beyond any real cluster's (%d)", backup.ErrDamaged, m.NextID, uint64(maxRestoreID))
+	}
 	for _, part := range []struct {
 		cmds [][]byte
 		typ  command.Type
@@ -183,6 +192,11 @@ func checkMeta(m *backup.Meta) error {
 	}
 	return nil
 }
+
+// maxRestoreID bounds the next free ID a backup may carry: 2^40 IDs (a
+// trillion links) take 65,536 lease entries to carry over, and a file
+// claiming more is made, not taken (the restore would lease for hours).
+const maxRestoreID = 1 << 40
 
 // toRestored is r as a RestoreLinks entry's link (its record unchecked:
 // the first read of the file checked it).

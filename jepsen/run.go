@@ -85,6 +85,9 @@ type Options struct {
 	Subnet netip.Prefix
 	// KeepData keeps the nodes' data folders even when the run is valid.
 	KeepData bool
+	// Backup takes a backup halfway through the run and restores it into
+	// a fresh node after it (the backup checker).
+	Backup bool
 	// Log receives progress lines (default os.Stderr).
 	Log io.Writer
 }
@@ -230,6 +233,7 @@ type trial struct {
 	renv      *runEnv
 	nem       *nemesis
 	keys      []string // the counter workload's codes
+	bk        *backupTaker
 	out       *Outcome
 }
 
@@ -341,6 +345,10 @@ func (tr *trial) operate(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var nemErr error
 	wg.Go(func() { nemErr = tr.nem.run(ctx, tr.renv.deadline) })
+	if opt.Backup {
+		tr.bk = &backupTaker{bin: tr.bin, dir: tr.dir, key: tr.d.adminKey, nodes: tr.d.nodes, rec: tr.rec, logf: opt.logf}
+		wg.Go(func() { tr.bk.run(ctx, time.Now().Add(opt.TimeLimit/2), tr.renv.deadline) })
+	}
 	runWorkloads(ctx, tr.renv, tr.workloads, opt.Concurrency, tr.keys)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -401,6 +409,9 @@ func (tr *trial) finish(ctx context.Context) (checker.Final, error) {
 	}
 	opt.logf("comparing replicas")
 	finalDigests(ctx, tr.cl, d, &final, 30*time.Second)
+	if tr.bk != nil {
+		final.Backup = tr.bk.restoreCheck(ctx, tr.cl, backupCodes(tr.rec.Ops(), final.Links), d.adminKeyFile)
+	}
 	tr.rec.Add(history.Op{Process: history.NemesisProcess, Type: history.OK, F: "final-reads-done"})
 	return final, nil
 }
@@ -508,6 +519,9 @@ func check(ops []history.Op, final checker.Final, prefix string, workloads, faul
 		case "counter":
 			results = append(results, checker.CheckCounter(ops, final, checker.CounterOptions{LossWindow: clickLossWindow, Recovery: faultRecovery}))
 		}
+	}
+	if final.Backup != nil {
+		results = append(results, checker.CheckBackup(ops, final.Backup))
 	}
 	logs := map[string]string{}
 	for _, n := range d.nodes {

@@ -119,6 +119,11 @@ type Manifest struct {
 	Keys, Blocked uint64
 	// SHA256 is the digest of every byte before the manifest's frame.
 	SHA256 []byte
+	// NextID is the meta group's next free ID read again after every
+	// shard (0 in a file from before it was written): a link created while
+	// the backup ran may hold an ID leased after the meta part was read, so
+	// a restore leases past the larger of the two.
+	NextID uint64
 }
 
 // records is the body of a records frame.
@@ -191,6 +196,7 @@ var manifestCodec = wire.NewCodec(nil,
 	wire.Uint(2, func(m *Manifest) *uint64 { return &m.Keys }),
 	wire.Uint(3, func(m *Manifest) *uint64 { return &m.Blocked }),
 	wire.Bytes(4, func(m *Manifest) *[]byte { return &m.SHA256 }),
+	wire.Uint(5, func(m *Manifest) *uint64 { return &m.NextID }),
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -262,6 +268,10 @@ func (w *Writer) Close() error {
 	}
 	return w.err
 }
+
+// SetNextID records in the manifest the next free ID read after the
+// records (before Close).
+func (w *Writer) SetNextID(next uint64) { w.manifest.NextID = next }
 
 // Manifest returns what Close wrote (after Close).
 func (w *Writer) Manifest() Manifest { return w.manifest }

@@ -131,6 +131,9 @@ type Final struct {
 	Recovered bool `json:"recovered"`
 	// ReadErrors are the final reads that failed as a whole (a listing).
 	ReadErrors []string `json:"read_errors,omitempty"`
+	// Backup is the backup taken during the run, restored into a fresh
+	// node (nil: the run took none).
+	Backup *BackupState `json:"backup,omitempty"`
 }
 
 // Read is one final resolve.

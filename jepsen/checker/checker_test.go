@@ -388,3 +388,68 @@ func TestCounterWindowStartsWhenTheNodeCanCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestBackup: the backup checker finds a create acknowledged before the
+// backup missing or changed on the restored node, a code made again, a
+// backup that does not restore; a create acknowledged after the backup
+// began may be missing, and its code made again.
+func TestBackup(t *testing.T) {
+	t.Parallel()
+	nem := history.NemesisProcess
+	ops := build(
+		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/set/1", wl: "set"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "a", value: "P/set/1", status: 201, wl: "set"},
+		row{p: 1, typ: history.Invoke, f: FCreate, value: "P/ryw/1", wl: "ryw"},
+		row{p: 1, typ: history.OK, f: FCreate, key: "b", value: "P/ryw/1", status: 201, wl: "ryw"},
+		row{p: nem, typ: history.OK, f: FBackupStart, node: "n1"},
+		row{p: nem, typ: history.Fail, f: FBackupDone, node: "n1"},
+		row{p: nem, typ: history.OK, f: FBackupStart, node: "n2"},
+		row{p: 2, typ: history.Invoke, f: FCreate, value: "P/set/2", wl: "set"},
+		row{p: 2, typ: history.OK, f: FCreate, key: "c", value: "P/set/2", status: 201, wl: "set"},
+		row{p: nem, typ: history.OK, f: FBackupDone, node: "n2"},
+		row{p: 0, typ: history.Invoke, f: FCreate, value: "P/set/3", wl: "set"},
+		row{p: 0, typ: history.OK, f: FCreate, key: "d", value: "P/set/3", status: 201, wl: "set"},
+	)
+	good := func() *BackupState {
+		return &BackupState{File: "backup.lrbk", Errors: []string{"n1: no leader"}, Restore: "restored",
+			Resolves: map[string]Read{"a": {Status: 302, Location: "P/set/1"}, "b": {Status: 302, Location: "P/ryw/1"},
+				"c": {Status: 404}, "d": {Status: 404}},
+			Issued: []string{"d", "e"}}
+	}
+	if r := CheckBackup(ops, good()); r.Valid != Valid || r.Stats["acknowledged_before"] != 2 {
+		t.Fatalf("good judged %v: %+v", r.Valid, r)
+	}
+	for _, tc := range []struct {
+		name string
+		bend func(*BackupState)
+		want string
+	}{
+		{"lost", func(b *BackupState) { b.Resolves["a"] = Read{Status: 404} }, "lost-in-backup"},
+		{"changed", func(b *BackupState) { b.Resolves["b"] = Read{Status: 302, Location: "P/other"} }, "wrong-url-in-backup"},
+		{"reissued-held", func(b *BackupState) {
+			b.Resolves["c"] = Read{Status: 302, Location: "P/set/2"}
+			b.Issued = []string{"c"}
+		}, "reissued"},
+		{"reissued-acknowledged", func(b *BackupState) { b.Issued = []string{"a"} }, "reissued"},
+		{"refused", func(b *BackupState) { b.IssueErrors = 3 }, "restored-refuses-creates"},
+	} {
+		b := good()
+		tc.bend(b)
+		if r := CheckBackup(ops, b); r.Valid != Invalid || r.Anomalies[0].Kind != tc.want {
+			t.Errorf("%s judged %v: %+v", tc.name, r.Valid, r)
+		}
+	}
+	b := good()
+	b.RestoreError = "linknode restore: exit status 1: damaged"
+	if r := CheckBackup(ops, b); r.Valid != Invalid {
+		t.Errorf("a backup that does not restore judged %v", r.Valid)
+	}
+	if r := CheckBackup(ops, &BackupState{Errors: []string{"n1: x", "n2: y"}}); r.Valid != Unknown {
+		t.Errorf("no backup taken judged %v", r.Valid)
+	}
+	b = good()
+	delete(b.Resolves, "a")
+	if r := CheckBackup(ops, b); r.Valid != Unknown {
+		t.Errorf("an unread code judged %v", r.Valid)
+	}
+}

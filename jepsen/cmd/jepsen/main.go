@@ -124,6 +124,7 @@ func test(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return err
 	})
 	fs.BoolVar(&opt.KeepData, "keep-data", false, "keep node data folders of valid runs too")
+	fs.BoolVar(&opt.Backup, "backup", true, "take a backup (linknode backup) halfway through the run and restore it into a fresh node after it (the backup checker)")
 	if err := fs.Parse(args); err != nil {
 		return exitBadArgs
 	}
