@@ -127,7 +127,7 @@ func startGossipOn(cfg gossipConfig) (*gossip, error) {
 		// A host name (a container's, say): memberlist wants its address.
 		ips, err := net.LookupIP(adv)
 		if err != nil || len(ips) == 0 {
-			return nil, fmt.Errorf("advertise host %q: no address for it: %v", adv, err)
+			return nil, fmt.Errorf("-advertise-host %q: no address for it: %v: give a name this machine resolves, or an IP", adv, err)
 		}
 		adv = ips[0].String()
 	}
@@ -150,7 +150,7 @@ func startGossipOn(cfg gossipConfig) (*gossip, error) {
 	}}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
-		return nil, fmt.Errorf("start gossip: %w", err)
+		return nil, fmt.Errorf("gossip: -gossip-addr %s: %w: the port must be free for both TCP and UDP; stop what uses it (another linknode?) or choose another -gossip-addr", cfg.BindAddr, err)
 	}
 	started.Store(ml)
 	g.ml = ml

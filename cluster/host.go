@@ -84,10 +84,10 @@ func (h *host) waitSettings(ctx context.Context) error {
 func (h *host) setSettings(s *command.Settings) error {
 	n := h.n
 	if int(s.Shards) != n.cfg.Shards {
-		n.log.Warn("shard count is fixed at bootstrap; flag ignored", "stored", s.Shards, "flag", n.cfg.Shards)
+		n.log.Warn(fmt.Sprintf("-shards %d ignored: this cluster was made with %d, fixed at bootstrap; give -shards %d or drop it", n.cfg.Shards, s.Shards, s.Shards))
 	}
 	if s.CodeMode != string(n.cfg.CodeMode) {
-		n.log.Warn("code mode is fixed at bootstrap; flag ignored", "stored", s.CodeMode, "flag", n.cfg.CodeMode)
+		n.log.Warn(fmt.Sprintf("-code-mode %s ignored: this cluster was made with %s, fixed at bootstrap; give -code-mode %s or drop it", n.cfg.CodeMode, s.CodeMode, s.CodeMode))
 	}
 	ring, err := shard.NewRing(shard.RingConfig{
 		Shards: int(s.Shards), PartitionCount: int(s.PartitionCount), Load: s.Load,

@@ -155,7 +155,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 // formation state from it.
 func (n *Node) openDataDir() error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
-		return err
+		return fmt.Errorf("cluster: -data-dir: %w", err)
 	}
 	if err := recordDataLevel(n.cfg.DataDir, n.cfg.FeatureLevel); err != nil {
 		return err
@@ -181,7 +181,7 @@ func (n *Node) openDataDir() error {
 func (n *Node) openPeerPort() (string, error) {
 	ln, err := net.Listen("tcp", n.cfg.RaftAddr)
 	if err != nil {
-		return "", fmt.Errorf("cluster: listen on raft address: %w", err)
+		return "", fmt.Errorf("cluster: -raft-addr %s: %w: stop what listens there (another linknode?) or choose another -raft-addr", n.cfg.RaftAddr, err)
 	}
 	advertise, err := AdvertiseAddr(ln.Addr().String(), n.cfg.AdvertiseHost)
 	if err != nil {
@@ -347,7 +347,7 @@ func loadNodeID(dataDir, want string) (string, error) {
 	switch {
 	case err == nil:
 		if want != "" && want != id {
-			return "", fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", dataDir, id, want)
+			return "", fmt.Errorf("cluster: -node-id %q: -data-dir %s belongs to node %q: give -node-id %q (or none), or give this node its own -data-dir", want, dataDir, id, id)
 		}
 		return id, nil
 	case !errors.Is(err, os.ErrNotExist):

@@ -312,8 +312,25 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%s %q: %w", name, addr, err)
 		}
 	}
-	if c.BootstrapExpect < 1 {
-		return errors.New("-bootstrap-expect must be at least 1")
+	if c.BootstrapExpect < 1 || c.BootstrapExpect > 64 {
+		return fmt.Errorf("-bootstrap-expect %d: must be 1 to 64", c.BootstrapExpect)
+	}
+	if c.Shards < 1 || c.Shards > 256 {
+		return fmt.Errorf("-shards %d: must be 1 to 256", c.Shards)
+	}
+	if c.Replicas < 1 || c.Replicas > 7 {
+		return fmt.Errorf("-replicas %d: must be 1 to 7", c.Replicas)
+	}
+	if _, err := idrange.NewCoder(idrange.Mode(c.CodeMode), make([]byte, idrange.KeySize)); err != nil {
+		return fmt.Errorf("-code-mode %q: want permuted or sequential", c.CodeMode)
+	}
+	if c.FeatureLevel < 0 || c.FeatureLevel > cluster.FeatureLevel {
+		return fmt.Errorf("-feature-level %d: must be 1 to %d (this version's), or 0 for this version's", c.FeatureLevel, cluster.FeatureLevel)
+	}
+	for _, r := range c.NodeID {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("-node-id %q: only A-Z a-z 0-9 - _ . may be used", c.NodeID)
+		}
 	}
 	if c.ClusterKeyFile != "" && c.ClusterKey != "" {
 		return errors.New("give the cluster key once: -cluster-key-file or LINKNODE_CLUSTER_KEY, not both")

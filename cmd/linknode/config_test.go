@@ -80,6 +80,13 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-shards", "x"}, want: "invalid value"},
 		{env: map[string]string{"LINKNODE_SHARDS": "many"}, want: "LINKNODE_SHARDS"},
 		{args: []string{"-bootstrap-expect", "0"}, want: "-bootstrap-expect"},
+		{args: []string{"-bootstrap-expect", "100"}, want: "-bootstrap-expect 100: must be 1 to 64"},
+		{args: []string{"-shards", "0"}, want: "-shards 0: must be 1 to 256"},
+		{args: []string{"-shards", "300"}, want: "-shards 300"},
+		{args: []string{"-replicas", "9"}, want: "-replicas 9: must be 1 to 7"},
+		{args: []string{"-code-mode", "bogus"}, want: `-code-mode "bogus": want permuted or sequential`},
+		{args: []string{"-feature-level", "99"}, want: "-feature-level 99"},
+		{args: []string{"-node-id", "bad id"}, want: `-node-id "bad id"`},
 		{args: []string{"-http-addr", "8080"}, want: "-http-addr"},
 		{args: []string{"-log-format", "xml"}, want: "-log-format"},
 		{args: []string{"-log-level", "loud"}, want: "-log-level"},
@@ -286,6 +293,31 @@ func TestLoopbackOnly(t *testing.T) {
 		if got := loopbackOnly(addr); got != want {
 			t.Errorf("loopbackOnly(%q) = %v", addr, got)
 		}
+	}
+}
+
+// TestDataDirLock: a second node on a data dir is refused at once, naming
+// the dir and the holder; once the first lets go, the dir is free. (A
+// second node used to fail after bbolt's open timeout with advice to run
+// repair-shard.)
+func TestDataDirLock(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	first, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockDataDir(dir); err == nil || !strings.Contains(err.Error(), "-data-dir "+dir+" is in use by another linknode (pid ") {
+		t.Fatalf("a second lock: %v", err)
+	}
+	first.unlock()
+	again, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	again.unlock()
+	if _, err := lockDataDir(filepath.Join(dir, lockName, "x")); err == nil || !strings.Contains(err.Error(), "-data-dir") {
+		t.Fatalf("a data dir under a file: %v", err)
 	}
 }
 

@@ -47,6 +47,8 @@ type Main struct {
 	httpFast  *fastpath.Listener // nil with -fast-redirect=false
 	httpDone  chan struct{}
 
+	lock *dataDirLock
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -83,22 +85,27 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("-data-dir %s: %w", cfg.DataDir, err)
+	}
+	// One node a data dir: a second is refused before it binds or opens
+	// anything.
+	if m.lock, err = lockDataDir(dataDir); err != nil {
+		return err
+	}
 	// Bind HTTP first so a port clash fails before any Raft state is made.
 	if m.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return fmt.Errorf("listen on http address: %w", err)
+		return listenError("-http-addr", cfg.HTTPAddr, err)
 	}
 	if m.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
-		return fmt.Errorf("listen on admin address: %w", err)
+		return listenError("-admin-addr", cfg.AdminAddr, err)
 	}
 	var certs *certfile.Reloader
 	if cfg.TLSCert != "" {
 		if certs, err = certfile.New(certfile.Config{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, Logger: m.log}); err != nil {
-			return err
+			return fmt.Errorf("-tls-cert %s, -tls-key %s: %w: give a PEM certificate and the private key it was issued for, both readable by this user", cfg.TLSCert, cfg.TLSKey, err)
 		}
-	}
-	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return err
 	}
 	ncfg, err := m.nodeConfig(dataDir)
 	if err != nil {
@@ -136,12 +143,12 @@ func (m *Main) loadBlocklist() (map[string]struct{}, error) {
 	}
 	f, err := os.Open(m.cfg.Blocklist)
 	if err != nil {
-		return nil, fmt.Errorf("blocklist: %w", err)
+		return nil, fmt.Errorf("-blocklist: %w: give a readable file of domains, one a line, or drop -blocklist", err)
 	}
 	defer f.Close()
 	blocklist, err := link.ReadBlocklist(f)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("-blocklist %s: %w: fix or remove that line", m.cfg.Blocklist, err)
 	}
 	m.log.Info("blocklist loaded", "domains", len(blocklist))
 	return blocklist, nil
@@ -204,13 +211,21 @@ func (m *Main) nodeConfig(dataDir string) (cluster.Config, error) {
 			FlushInterval: cfg.ClickFlush, CloseTimeout: cfg.ShutdownTimeout / 4, Observer: m.metrics,
 		}
 	}
-	if ncfg.ClusterKey, err = m.clusterKey(dataDir); err != nil {
-		return cluster.Config{}, err
-	}
+	// The admin key first: a bad one is refused before a fresh data dir
+	// gets its cluster key.
 	if cfg.AdminKeyFile != "" {
-		if ncfg.AdminKey, err = apikey.LoadSecret(cfg.AdminKeyFile); err != nil {
+		ncfg.AdminKey, err = apikey.LoadSecret(cfg.AdminKeyFile)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return cluster.Config{}, fmt.Errorf("-admin-key-file %s: no such file: make one with linknode keygen -o cluster.key -keep -admin-o %s, or drop -admin-key-file (the node then makes one in the data dir)", cfg.AdminKeyFile, cfg.AdminKeyFile)
+		case errors.Is(err, os.ErrPermission):
+			return cluster.Config{}, fmt.Errorf("-admin-key-file %s: permission denied: make it readable by the user linknode runs as (uid %d), keeping mode 600", cfg.AdminKeyFile, os.Getuid())
+		case err != nil:
 			return cluster.Config{}, fmt.Errorf("-admin-key-file: %w", err)
 		}
+	}
+	if ncfg.ClusterKey, err = m.clusterKey(dataDir); err != nil {
+		return cluster.Config{}, err
 	}
 	return ncfg, nil
 }
@@ -231,6 +246,10 @@ func (m *Main) openNode(ctx context.Context, node *cluster.Node, limited net.Lis
 	err := node.Open(openCtx)
 	stopEarly()
 	stopEarlyAdmin()
+	if err != nil && m.cfg.StartTimeout > 0 && errors.Is(openCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		return fmt.Errorf("gave up after -start-timeout %s while %s: %w (check -join and the other nodes' -gossip-addr, or raise -start-timeout)",
+			m.cfg.StartTimeout, admin.Starting(), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -360,6 +379,7 @@ func (m *Main) Close() error {
 		if m.node != nil {
 			errs = append(errs, m.node.Close())
 		}
+		m.lock.unlock()
 		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
@@ -374,8 +394,13 @@ func (m *Main) clusterKey(dataDir string) (*clusterkey.Key, error) {
 	switch {
 	case cfg.ClusterKeyFile != "":
 		k, err := clusterkey.Load(cfg.ClusterKeyFile)
-		if err != nil {
-			return nil, err
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("-cluster-key-file %s: no such file: copy the cluster's key there from another node (a new cluster: linknode keygen -o %s)", cfg.ClusterKeyFile, cfg.ClusterKeyFile)
+		case errors.Is(err, os.ErrPermission):
+			return nil, fmt.Errorf("-cluster-key-file %s: permission denied: make it readable by the user linknode runs as (uid %d), keeping mode 600", cfg.ClusterKeyFile, os.Getuid())
+		case err != nil:
+			return nil, fmt.Errorf("-cluster-key-file: %w", err)
 		}
 		m.log.Info("cluster key loaded", "file", cfg.ClusterKeyFile, "key_id", k.ID())
 		return &k, nil
@@ -393,11 +418,11 @@ func (m *Main) clusterKey(dataDir string) (*clusterkey.Key, error) {
 	case cfg.MultiNode():
 		return nil, errors.New("a multi-node cluster needs -cluster-key-file (linknode keygen)")
 	}
-	if err := os.MkdirAll(dataDir, 0o750); err != nil {
-		return nil, err
-	}
 	p := filepath.Join(dataDir, "cluster.key")
 	k, err := clusterkey.Load(p)
+	if errors.Is(err, os.ErrPermission) {
+		return nil, fmt.Errorf("-data-dir %s: cannot read %s: the data dir belongs to another user: chown -R it to the user linknode runs as (uid %d)", dataDir, p, os.Getuid())
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		if k, err = clusterkey.Generate(); err != nil {
 			return nil, err
@@ -412,6 +437,15 @@ func (m *Main) clusterKey(dataDir string) (*clusterkey.Key, error) {
 		return nil, err
 	}
 	return &k, nil
+}
+
+// listenError says which flag's address could not be bound, and what to
+// do about it.
+func listenError(flagName, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: the address is in use (another linknode?): stop what listens there or choose another %s", flagName, addr, flagName)
+	}
+	return fmt.Errorf("%s %s: %w", flagName, addr, err)
 }
 
 // defaultMaxConns is half the process's open-file limit, between 64 and

@@ -147,7 +147,7 @@ func NewSecret() (string, error) {
 // 256 printable ASCII characters.
 func ValidSecret(s string) error {
 	if len(s) < 32 || len(s) > 256 {
-		return fmt.Errorf("%w: a key must be 32 to 256 characters (linknode keys create makes one)", ErrInvalid)
+		return fmt.Errorf("%w: a key must be 32 to 256 characters (linknode keygen -admin-o FILE makes a first admin key, linknode keys create any other)", ErrInvalid)
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] <= ' ' || s[i] > '~' {

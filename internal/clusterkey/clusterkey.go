@@ -80,6 +80,9 @@ func Load(path string) (Key, error) {
 	if err != nil {
 		return Key{}, fmt.Errorf("cluster key file: %w", err)
 	}
+	if st.IsDir() {
+		return Key{}, fmt.Errorf("cluster key file %s is a directory, not a key file", path)
+	}
 	if st.Mode().Perm()&0o007 != 0 {
 		return Key{}, fmt.Errorf("cluster key file %s: mode %v lets every local user read it; chmod 600 it", path, st.Mode().Perm())
 	}
