@@ -37,10 +37,7 @@ func (a *Admin) Backup(ctx context.Context, w io.Writer) (*backup.Manifest, erro
 	if err := n.supports(levelBackup); err != nil {
 		return nil, err
 	}
-	stepCtx, cancel := context.WithTimeout(ctx, transferStep)
-	err := a.n.metaReadPoint(stepCtx)
-	cancel()
-	if err != nil {
+	if err := n.metaReadPointStep(ctx); err != nil {
 		return nil, fmt.Errorf("meta group: %w", err)
 	}
 	settings, err := n.meta.Settings()
@@ -71,10 +68,7 @@ func (a *Admin) Backup(ctx context.Context, w io.Writer) (*backup.Manifest, erro
 	// after the meta part was: the next free ID read again, after a read
 	// point, is past every ID in the file, and the restore leases past it
 	// (else the new cluster could hand such an ID out again).
-	stepCtx, cancel = context.WithTimeout(ctx, transferStep)
-	err = a.n.metaReadPoint(stepCtx)
-	cancel()
-	if err != nil {
+	if err := n.metaReadPointStep(ctx); err != nil {
 		return nil, fmt.Errorf("meta group, after the shards: %w", err)
 	}
 	next, err := n.meta.NextID()
@@ -113,6 +107,13 @@ func (a *Admin) metaPart() (*backup.Meta, error) {
 		m.Blocked = append(m.Blocked, (&command.SetBlocked{Domain: d, Blocked: true, At: blocked[d]}).Encode())
 	}
 	return m, nil
+}
+
+// metaReadPointStep is metaReadPoint within one transfer step.
+func (n *Node) metaReadPointStep(ctx context.Context) error {
+	stepCtx, cancel := context.WithTimeout(ctx, transferStep)
+	defer cancel()
+	return n.metaReadPoint(stepCtx)
 }
 
 // metaReadPoint makes this node's meta replica hold every meta write

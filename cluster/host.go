@@ -42,6 +42,9 @@ type host struct {
 	// nLeaving is len(leaving), read without mu by group: the write
 	// path of a node without a replica asks it for every forwarded write.
 	nLeaving atomic.Int32
+	// swept is the placement version whose unplaced shards' leftover
+	// files were last looked for.
+	swept atomic.Uint64
 }
 
 // leavingShard is a replica on its way out.
@@ -120,6 +123,7 @@ func (h *host) sync() error {
 	if err != nil || p == nil {
 		return err
 	}
+	sweep := h.swept.Load() != p.Version
 	for i, nodes := range p.Shards {
 		id := command.ShardID(i)
 		if i >= int(h.settings.Shards) {
@@ -133,9 +137,33 @@ func (h *host) sync() error {
 			}
 		case !placed && s != nil:
 			h.leave(id, s)
+		case !placed && s == nil && sweep && h.leavingShard(id) == nil:
+			if err := h.sweep(id); err != nil {
+				return err
+			}
 		}
 	}
+	if sweep {
+		h.swept.Store(p.Version)
+	}
 	return h.retire()
+}
+
+// sweep deletes the files of shard id, which is not placed here and not
+// open: a replica that moved away while this node was down (its group took
+// it out before the placement stopped naming it, so it is no member), found
+// when the node starts with a placement that no longer names it.
+func (h *host) sweep(id command.ShardID) error {
+	n := h.n
+	dir := n.groupDir("shards", id.String())
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("cluster: deleting shard %d, which moved away while this node was down: %w", id, err)
+	}
+	n.log.Info("shard moved away while this node was down; its files are deleted", "shard", id)
+	return nil
 }
 
 // leave stops reading shard id here (lookups go to its replicas) and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,5 +194,72 @@ func TestDeadNodeReapedAndReplaced(t *testing.T) {
 	}
 	if _, err := tc.Nodes[3].Links().Create(ctx(t), link.CreateRequest{URL: "https://after-reap.example"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestShardFilesSweptAfterMovingAwayWhileDown: a node drained while it is
+// down deletes its replicas' files once it is up again and has learnt that
+// the placement no longer names it; and files of a shard not placed on a
+// node that it finds at start (a crash between closing a replica that left
+// and deleting its files; a replica that moved away while the node was
+// down, when the node's meta replica has caught up before its shards are
+// opened) are deleted too, where they used to stay for good.
+func TestShardFilesSweptAfterMovingAwayWhileDown(t *testing.T) {
+	t.Parallel()
+	tc := testcluster.New(t, testcluster.Options{Size: 4, Shards: 2})
+	tc.StartAll(0, 1, 2, 3)
+	n1 := tc.Nodes[0]
+	tc.WaitSpread(3, 60*time.Second)
+	shardsDir := filepath.Join(tc.Cfgs[3].DataDir, "shards")
+	held, err := os.ReadDir(shardsDir)
+	if err != nil || len(held) == 0 {
+		t.Fatalf("n4 holds no shard files to begin with: %v, %v", held, err)
+	}
+	tc.Stop(3)
+	// A copy of one replica's files, as a crash in the middle of deleting
+	// them would leave them.
+	leftover := filepath.Join(shardsDir, held[0].Name())
+	saved := filepath.Join(t.TempDir(), "saved")
+	if err := os.CopyFS(saved, os.DirFS(leftover)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error { return n1.Admin().DrainNode(ctx(t), "n4", true) })
+	testkit.Eventually(t, 90*time.Second, func() error {
+		if draining, left, err := n1.Admin().DrainStatus("n4"); err != nil || !draining || left != 0 {
+			return fmt.Errorf("n4 (down): draining %v, %d replicas left, %v", draining, left, err)
+		}
+		return nil
+	})
+	gone := func() error {
+		entries, err := os.ReadDir(shardsDir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if len(entries) != 0 {
+			return fmt.Errorf("n4's shard files are still there: %v", entries)
+		}
+		return nil
+	}
+	tc.Start(3)
+	testkit.Eventually(t, 30*time.Second, gone)
+	// n4's meta replica now knows it hosts nothing: files of a shard it
+	// finds at its next start are not opened, only deleted.
+	tc.Stop(3)
+	if err := os.CopyFS(leftover, os.DirFS(saved)); err != nil {
+		t.Fatal(err)
+	}
+	tc.Start(3)
+	testkit.Eventually(t, 30*time.Second, gone)
+	if k := len(tc.Nodes[3].LocalShards()); k != 0 {
+		t.Fatalf("n4 hosts %d shards after its drain", k)
+	}
+	p, err := n1.Admin().Placement()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, nodes := range p.Shards {
+		if len(nodes) != 3 || slices.Contains(nodes, "n4") {
+			t.Fatalf("shard %d placed on %v", i, nodes)
+		}
 	}
 }
