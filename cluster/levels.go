@@ -133,7 +133,7 @@ func recordDataLevel(dataDir string, level int) error {
 	case err == nil:
 		was, perr := strconv.Atoi(strings.TrimSpace(string(b)))
 		if perr != nil {
-			return fmt.Errorf("cluster: %s holds %q, not a feature level", p, b)
+			return fmt.Errorf("cluster: %s holds %q, not a feature level: write the level this data dir last ran at there (this version's is %d), or restore the data dir from a backup", p, b, FeatureLevel)
 		}
 		if was > FeatureLevel {
 			return fmt.Errorf("%w: %s was last run at feature level %d, and this version knows up to %d. Run the newer version; to go back to this one, start the newer one on it once with -feature-level %d first",

@@ -170,7 +170,7 @@ func (n *Node) openDataDir() error {
 		return err
 	}
 	if err := n.formation.load(formationPath(n.cfg.DataDir)); err != nil {
-		return fmt.Errorf("cluster: formation state: %w", err)
+		return fmt.Errorf("cluster: %s is damaged (%w): it records how this node formed or joined its cluster; restore the data dir from a copy, or, if the other nodes are healthy, replace the node: linknode remove it, then start a new one on an empty -data-dir", formationPath(n.cfg.DataDir), err)
 	}
 	return nil
 }

@@ -99,14 +99,14 @@ func New(cfg Config) (*Identity, error) {
 		}
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("peertls: CA file: %w", err)
+			return nil, fmt.Errorf("peertls: -peer-tls-ca: %w", err)
 		}
 		if !id.roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("peertls: CA file %s holds no PEM certificate", cfg.CAFile)
+			return nil, fmt.Errorf("peertls: -peer-tls-ca %s holds no PEM certificate", cfg.CAFile)
 		}
 		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("peertls: certificate: %w", err)
+			return nil, fmt.Errorf("peertls: -peer-tls-cert %s, -peer-tls-key %s: %w: give this node's PEM certificate and the key it was issued for", cfg.CertFile, cfg.KeyFile, err)
 		}
 		if cert.Leaf == nil {
 			if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
