@@ -57,7 +57,11 @@ type Member struct {
 // gossip wraps memberlist: discovery, failure detection and the node
 // metadata above.
 type gossip struct {
-	ml     *memberlist.Memberlist
+	ml *memberlist.Memberlist
+	// addr is the gossip address others can join, read once at start:
+	// memberlist's LocalNode hands out its own node record, which
+	// UpdateNode rewrites (a data race the detector found in CI).
+	addr   string
 	log    *slog.Logger
 	events chan struct{} // coalesced "membership changed" signal
 
@@ -154,6 +158,8 @@ func startGossipOn(cfg gossipConfig) (*gossip, error) {
 	}
 	started.Store(ml)
 	g.ml = ml
+	local := ml.LocalNode()
+	g.addr = net.JoinHostPort(local.Addr.String(), strconv.Itoa(int(local.Port)))
 	return g, nil
 }
 
@@ -168,10 +174,7 @@ func (g *gossip) raftAddr(id string) string {
 }
 
 // Addr returns the gossip address others can join.
-func (g *gossip) Addr() string {
-	n := g.ml.LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-}
+func (g *gossip) Addr() string { return g.addr }
 
 // setBootstrapped updates the node's metadata and gossips it.
 func (g *gossip) setBootstrapped() {
