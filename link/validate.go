@@ -87,15 +87,19 @@ type URLPolicy struct {
 	// Blocked, if set, is a second blocklist asked at each check (the
 	// cluster's replicated one).
 	Blocked func(host string) bool
-	// AllowPrivate accepts literal private, link-local, shared and
-	// metadata addresses (10/8, 172.16/12, 192.168/16, 169.254/16,
-	// 100.64/10, fc00::/7, fe80::/10) as destinations; loopback is
-	// refused either way.
+	// AllowPrivate accepts as destinations literal private, link-local,
+	// shared, metadata and other special-purpose addresses (privateNets,
+	// and NAT64, 6to4 and IPv4-compatible forms of them), metadata names
+	// (internalNames) and single-label or private-use names (intranet,
+	// *.internal, *.local, *.home.arpa); loopback is refused either way.
 	AllowPrivate bool
 }
 
 // privateNets are the destinations refused unless AllowPrivate: a short
-// link must not be a way into the network the service runs in.
+// link must not be a way into the network the service runs in. They are
+// RFC 6890's special-purpose ranges that are not globally reachable, but
+// for the documentation ones (192.0.2/24, 198.51.100/24, 203.0.113/24,
+// 2001:db8::/32), which route nowhere.
 var privateNets = []netip.Prefix{
 	netip.MustParsePrefix("10.0.0.0/8"),
 	netip.MustParsePrefix("172.16.0.0/12"),
@@ -103,20 +107,69 @@ var privateNets = []netip.Prefix{
 	netip.MustParsePrefix("169.254.0.0/16"),
 	netip.MustParsePrefix("100.64.0.0/10"),
 	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments (192.0.0.192: Oracle Cloud metadata)
+	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
+	netip.MustParsePrefix("224.0.0.0/4"),   // multicast
+	netip.MustParsePrefix("240.0.0.0/4"),   // reserved, and the broadcast address
 	netip.MustParsePrefix("fc00::/7"),
 	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("fec0::/10"), // site-local (deprecated, still routed inside some networks)
+	netip.MustParsePrefix("ff00::/8"),  // multicast
+	netip.MustParsePrefix("100::/64"),  // discard-only
+	netip.MustParsePrefix("::/96"),     // IPv4-compatible (deprecated): ::a9fe:a9fe is 169.254.169.254
+}
+
+// embeddedV4 are IPv6 prefixes whose addresses carry an IPv4 address that
+// a gateway reaches for them: NAT64 (the last 32 bits) and 6to4 (bits 16
+// to 48).
+var embeddedV4 = []struct {
+	p      netip.Prefix
+	offset int
+}{
+	{netip.MustParsePrefix("64:ff9b::/96"), 12},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), 12},
+	{netip.MustParsePrefix("2002::/16"), 2},
 }
 
 // privateAddr reports an address in privateNets (an IPv4-mapped IPv6
-// address counts as its IPv4 address).
+// address counts as its IPv4 address, and a NAT64 or 6to4 address as the
+// IPv4 address it carries).
 func privateAddr(ip net.IP) bool {
 	a, ok := netip.AddrFromSlice(ip)
 	if !ok {
 		return false
 	}
 	a = a.Unmap()
+	for _, e := range embeddedV4 {
+		if e.p.Contains(a) {
+			b := a.As16()
+			v4 := netip.AddrFrom4([4]byte(b[e.offset : e.offset+4]))
+			if v4.IsLoopback() || v4.IsUnspecified() || privateAddr(v4.AsSlice()) {
+				return true
+			}
+		}
+	}
 	for _, p := range privateNets {
 		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// internalNames are the cloud metadata services' names (their addresses
+// are in privateNets, but a name is resolved where the link is followed).
+var internalNames = []string{"metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal"}
+
+// privateName reports a destination name that only means something inside
+// a network: a metadata service, a single label ("intranet"), or a name
+// under a private-use or link-local domain.
+func privateName(host string) bool {
+	if slices.Contains(internalNames, host) || !strings.Contains(host, ".") {
+		return true
+	}
+	for _, suffix := range []string{".internal", ".local", ".localdomain", ".home.arpa", ".intranet", ".lan", ".corp"} {
+		if strings.HasSuffix(host, suffix) {
 			return true
 		}
 	}
@@ -212,7 +265,10 @@ func (p URLPolicy) NormalizeURL(raw string) (string, error) {
 		return "", bad("may not point at a loopback address")
 	}
 	if ip != nil && !p.AllowPrivate && privateAddr(ip) {
-		return "", bad("may not point at a private, link-local or metadata address")
+		return "", bad("may not point at a private, link-local, metadata or other special-purpose address")
+	}
+	if ip == nil && !p.AllowPrivate && privateName(asciiHost) {
+		return "", bad("may not point at a name that only resolves inside a network (a single label, *.internal, *.local, a metadata service)")
 	}
 	if p.isOwnHost(asciiHost) {
 		return "", bad("may not point at this service")

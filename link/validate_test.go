@@ -148,6 +148,17 @@ func TestNormalizeURLRefusesPrivateTargets(t *testing.T) {
 		"http://10.0.0.1/", "http://172.16.5.4/", "http://172.31.255.255/", "http://192.168.1.1/admin",
 		"http://169.254.169.254/latest/meta-data/", "http://100.64.0.1/", "http://[fd00::1]/", "http://[fe80::1]/",
 		"http://[::ffff:10.1.2.3]/", "http://[::ffff:169.254.169.254]/",
+		// RFC 6890's other special-purpose ranges, and IPv6 forms that
+		// carry a private IPv4 address (issue 26).
+		"http://192.0.0.192/opc/v2/instance/", "http://198.18.0.1/", "http://198.19.255.1/", "http://224.0.0.1/",
+		"http://239.255.255.250:1900/", "http://255.255.255.255/", "http://240.0.0.1/",
+		"http://[64:ff9b::a9fe:a9fe]/latest/meta-data/", "http://[64:ff9b::10.0.0.1]/", "http://[64:ff9b:1::a00:1]/",
+		"http://[::a9fe:a9fe]/", "http://[2002:a9fe:a9fe::1]/", "http://[2002:7f00:1::]/", "http://[ff02::1]/",
+		"http://[fec0::1]/", "http://[100::1]/",
+		// Names that only resolve inside a network.
+		"http://metadata.google.internal/computeMetadata/v1/", "http://metadata/", "http://intranet/",
+		"http://instance-data.ec2.internal/", "http://db.internal/", "http://printer.local/", "http://nas.home.arpa/",
+		"http://wiki.corp/", "http://INTRANET./",
 	}
 	for _, in := range private {
 		if _, err := p.NormalizeURL(in); !errors.Is(err, ErrInvalidURL) {
@@ -164,7 +175,9 @@ func TestNormalizeURLRefusesPrivateTargets(t *testing.T) {
 			t.Errorf("NormalizeURL(%q) = %v; want ErrInvalidURL", in, err)
 		}
 	}
-	for _, in := range []string{"http://172.32.0.1/", "http://192.169.0.1/", "http://100.128.0.1/", "https://www.example.com/", "https://sho.rt.example/"} {
+	for _, in := range []string{"http://172.32.0.1/", "http://192.169.0.1/", "http://100.128.0.1/", "https://www.example.com/", "https://sho.rt.example/",
+		"http://198.20.0.1/", "http://223.255.255.1/", "http://[64:ff9b::808:808]/", "http://[2002:808:808::1]/", "http://[2606:4700::1111]/",
+		"https://internal.example/", "https://local.example.com/"} {
 		if _, err := p.NormalizeURL(in); err != nil {
 			t.Errorf("NormalizeURL(%q) = %v; want it accepted", in, err)
 		}

@@ -171,7 +171,7 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.RedirectRateLimit, "redirect-rate-limit", "0", "GET/HEAD /{code} per client address (IPv6: per /64), as N/s or N/m; 0: none (the default). Per node; with a limit the fast path is off")
 	fs.StringVar(&l.proxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose Forwarded / X-Forwarded-For name the client (nobody else's are read)")
 	fs.StringVar(&l.origins, "cors-origins", "", "comma-separated browser origins (https://app.example) allowed to call /api/v1 from their pages; * for any")
-	fs.BoolVar(&c.AllowPrivateTargets, "allow-private-targets", false, "accept destinations on private, link-local and metadata addresses (10/8, 192.168/16, 169.254/16, fc00::/7, ...)")
+	fs.BoolVar(&c.AllowPrivateTargets, "allow-private-targets", false, "accept destinations on private, link-local, metadata and other special-purpose addresses (10/8, 192.168/16, 169.254/16, fc00::/7, NAT64 forms, ...) and names that resolve only inside a network (intranet, *.internal, *.local)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS with HTTP/2 on -http-addr; reloaded when the file changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of -tls-cert")
 	fs.BoolVar(&c.FastRedirect, "fast-redirect", true, "answer plain GET/HEAD /{code} redirects before net/http (everything else is net/http's either way)")

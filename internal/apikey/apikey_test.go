@@ -79,6 +79,12 @@ func TestSecretFiles(t *testing.T) {
 	if _, err := LoadSecret(p); err == nil {
 		t.Fatal("a world-readable key file was accepted")
 	}
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSecret(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a group-readable key file: %v", err)
+	}
 	if err := os.Chmod(p, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ func LoadSecret(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("key file: %w", err)
 	}
-	if st.Mode().Perm()&0o007 != 0 {
-		return "", fmt.Errorf("key file %s: mode %v lets every local user read it; chmod 600 it", path, st.Mode().Perm())
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("key file %s: mode %v lets other users (its group or everyone) read it; chmod 600 it, owned by the user linknode runs as", path, st.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -83,8 +83,8 @@ func Load(path string) (Key, error) {
 	if st.IsDir() {
 		return Key{}, fmt.Errorf("cluster key file %s is a directory, not a key file", path)
 	}
-	if st.Mode().Perm()&0o007 != 0 {
-		return Key{}, fmt.Errorf("cluster key file %s: mode %v lets every local user read it; chmod 600 it", path, st.Mode().Perm())
+	if st.Mode().Perm()&0o077 != 0 {
+		return Key{}, fmt.Errorf("cluster key file %s: mode %v lets other users (its group or everyone) read it; chmod 600 it, owned by the user linknode runs as", path, st.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

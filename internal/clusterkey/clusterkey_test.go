@@ -93,6 +93,14 @@ func TestLoadAndSave(t *testing.T) {
 	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("world-readable key file: %v", err)
 	}
+	// Group-readable is refused too (issue 26): whoever reads the key is a
+	// member of the cluster.
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("group-readable key file: %v", err)
+	}
 	if _, err := Load(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("missing file loaded")
 	}
