@@ -70,7 +70,7 @@ func TestFastPathAnswersAsNetHTTPDoes(t *testing.T) {
 	c307 := code(`{"url":"https://example.com/307","redirect":307}`)
 	c308 := code(`{"url":"https://example.com/308","redirect":308}`)
 	limited := code(`{"url":"https://example.com/limited","max_visits":100}`)
-	locked := code(`{"url":"https://example.com/locked","password":"pw"}`)
+	locked := code(`{"url":"https://example.com/locked","password":"pw-pw-pw-pw"}`)
 	ruled := code(`{"url":"https://example.com/ruled","redirect":301,"rules":[{"device":"ios","url":"https://example.com/ios"},{"language":"fr","url":"https://example.com/fr?x=1"}]}`)
 	disabled := code(`{"url":"https://example.com/disabled"}`)
 	if r := tn.do(t, "PATCH", "/api/v1/links/"+disabled, "application/json", []byte(`{"disabled":true}`)); r.status != 200 {

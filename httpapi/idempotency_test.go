@@ -60,10 +60,10 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 
 	// A password's fingerprint would be a fast hash of it: refused.
-	if r := post("/api/v1/links", []byte(`{"url":"https://example.com/pw","password":"secret"}`), "pw-key"); r.status != 400 || r.json(t)["field"] != "Idempotency-Key" {
+	if r := post("/api/v1/links", []byte(`{"url":"https://example.com/pw","password":"secret-pw"}`), "pw-key"); r.status != 400 || r.json(t)["field"] != "Idempotency-Key" {
 		t.Fatalf("a password with a key: %d %s", r.status, r.body)
 	}
-	if r := post("/api/v1/links/bulk", []byte(`{"links":[{"url":"https://example.com/pw","password":"secret"}]}`), "pw-key-2"); r.status != 400 {
+	if r := post("/api/v1/links/bulk", []byte(`{"links":[{"url":"https://example.com/pw","password":"secret-pw"}]}`), "pw-key-2"); r.status != 400 {
 		t.Fatalf("a bulk password with a key: %d %s", r.status, r.body)
 	}
 	bulk := []byte(`{"links":[{"url":"https://example.com/b1"},{"url":"javascript:alert(1)"},{"url":"https://example.com/b3","alias":"b-three"}]}`)

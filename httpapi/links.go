@@ -209,7 +209,7 @@ func (s *Server) validateCreate(b *createBody) (link.CreateRequest, error) {
 		req.Note = *b.Note
 	}
 	if b.Password != nil {
-		if err := checkPasswordInput(*b.Password); err != nil {
+		if err := checkNewPassword(*b.Password); err != nil {
 			return req, err
 		}
 	}
@@ -402,7 +402,7 @@ func (s *Server) validatePatch(raw map[string]json.RawMessage) (link.Patch, *str
 			return p, nil, err
 		}
 		if pw != "" {
-			if err := checkPasswordInput(pw); err != nil {
+			if err := checkNewPassword(pw); err != nil {
 				return p, nil, err
 			}
 		}

@@ -62,10 +62,20 @@ func (s *Server) liveNodes() int { return max(s.admin.LiveNodes(), 1) }
 var errWrongPassword = &requestError{status: http.StatusForbidden, kind: "wrong-password", title: "Forbidden",
 	detail: "the password is not this link's", field: "password"}
 
-// checkPasswordInput checks a password as a client gives it.
+// checkPasswordInput checks a password as a visitor types it.
 func checkPasswordInput(pw string) error {
 	if pw == "" || len(pw) > password.MaxLength {
 		return field("password", "must be 1 to "+strconv.Itoa(password.MaxLength)+" bytes", link.ErrInvalidInput)
+	}
+	return nil
+}
+
+// checkNewPassword checks a password a link is given: at least MinLength
+// bytes, so that the guess limit is what stands between a visitor and the
+// destination (a 1-byte password fell to a few guesses).
+func checkNewPassword(pw string) error {
+	if len(pw) < password.MinLength || len(pw) > password.MaxLength {
+		return field("password", "must be "+strconv.Itoa(password.MinLength)+" to "+strconv.Itoa(password.MaxLength)+" bytes", link.ErrInvalidInput)
 	}
 	return nil
 }

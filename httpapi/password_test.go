@@ -130,12 +130,18 @@ func TestPasswordLinks(t *testing.T) {
 		`{"url":"https://example.com/","password":""}`:                                 "password",
 		`{"url":"https://example.com/","password":"` + strings.Repeat("p", 129) + `"}`: "password",
 		`{"url":"https://example.com/","password":7}`:                                  "password",
+		// Shorter than password.MinLength (issue 26): a few guesses found it.
+		`{"url":"https://example.com/","password":"1234567"}`: "password",
+		`{"url":"https://example.com/","password":"x"}`:       "password",
 	} {
 		if r := tn.postJSON(t, "/api/v1/links", body); r.status != 400 || r.json(t)["field"] != want {
 			t.Errorf("create %.60s: %d %s", body, r.status, r.body)
 		}
 	}
-	bulk := tn.postJSON(t, "/api/v1/links/bulk", `{"links":[{"url":"https://example.com/b","password":"pw"}]}`)
+	if r := tn.do(t, "PATCH", "/api/v1/links/locked", "application/merge-patch+json", []byte(`{"password":"short"}`)); r.status != 400 || r.json(t)["field"] != "password" {
+		t.Errorf("a patch to a 5-byte password: %d %s", r.status, r.body)
+	}
+	bulk := tn.postJSON(t, "/api/v1/links/bulk", `{"links":[{"url":"https://example.com/b","password":"pw-pw-pw-pw"}]}`)
 	if bulk.status != 200 || bulk.json(t)["failed"] != float64(1) || !strings.Contains(string(bulk.body), `"field":"password"`) {
 		t.Fatalf("a bulk create with a password: %d %s", bulk.status, bulk.body)
 	}
@@ -162,16 +168,16 @@ func TestPasswordLinks(t *testing.T) {
 
 	// A limited link's visit is used up by the right password, not by the
 	// page.
-	tn.create(t, `{"url":"https://example.com/once","alias":"once-locked","password":"pw","max_visits":1}`)
+	tn.create(t, `{"url":"https://example.com/once","alias":"once-locked","password":"pw-pw-pw-pw","max_visits":1}`)
 	for range 2 {
 		if r := tn.do(t, "GET", "/once-locked", "", nil, "Authorization", ""); r.status != 200 {
 			t.Fatalf("page of a limited link: %d", r.status)
 		}
 	}
-	if r := tn.do(t, "POST", "/once-locked", formType, form("pw"), "Authorization", ""); r.status != 303 {
+	if r := tn.do(t, "POST", "/once-locked", formType, form("pw-pw-pw-pw"), "Authorization", ""); r.status != 303 {
 		t.Fatalf("the one visit: %d %s", r.status, r.body)
 	}
-	if r := tn.do(t, "POST", "/once-locked", formType, form("pw"), "Authorization", ""); r.status != 410 {
+	if r := tn.do(t, "POST", "/once-locked", formType, form("pw-pw-pw-pw"), "Authorization", ""); r.status != 410 {
 		t.Fatalf("after the one visit: %d %s", r.status, r.body)
 	}
 }
@@ -188,8 +194,8 @@ func TestPasswordGuessesAreLimited(t *testing.T) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 		c.Now = func() time.Time { return stopped }
 	})
-	tn.create(t, `{"url":"https://example.com/a","alias":"guess-me","password":"right"}`)
-	tn.create(t, `{"url":"https://example.com/b","alias":"guess-too","password":"right"}`)
+	tn.create(t, `{"url":"https://example.com/a","alias":"guess-me","password":"right-one"}`)
+	tn.create(t, `{"url":"https://example.com/b","alias":"guess-too","password":"right-one"}`)
 	guess := func(code, ip, pw string) response {
 		return tn.do(t, "POST", "/"+code, formType, form(pw), "Authorization", "", "X-Forwarded-For", ip)
 	}
@@ -198,11 +204,11 @@ func TestPasswordGuessesAreLimited(t *testing.T) {
 			t.Fatalf("guess %d: %d %s", i, r.status, r.body)
 		}
 	}
-	r := guess("guess-me", "198.51.100.7", "right")
+	r := guess("guess-me", "198.51.100.7", "right-one")
 	if r.status != 429 || r.header.Get("Retry-After") == "" || r.json(t)["type"] != "/problems/rate-limited" {
 		t.Fatalf("the 6th guess from one network: %d %v %s", r.status, r.header, r.body)
 	}
-	if r := guess("guess-me", "198.51.100.8", "right"); r.status != 303 {
+	if r := guess("guess-me", "198.51.100.8", "right-one"); r.status != 303 {
 		t.Fatalf("another network: %d %s", r.status, r.body)
 	}
 	// Per link: 20 guesses (from 20 networks), then nobody.
@@ -211,10 +217,10 @@ func TestPasswordGuessesAreLimited(t *testing.T) {
 			t.Fatalf("guess %d at one link: %d %s", i, r.status, r.body)
 		}
 	}
-	if r := guess("guess-too", "192.0.2.200", "right"); r.status != 429 {
+	if r := guess("guess-too", "192.0.2.200", "right-one"); r.status != 429 {
 		t.Fatalf("the 21st guess at one link: %d %s", r.status, r.body)
 	}
-	if r := guess("guess-me", "192.0.2.201", "right"); r.status != 303 {
+	if r := guess("guess-me", "192.0.2.201", "right-one"); r.status != 303 {
 		t.Fatalf("another link stays open to its guessers: %d %s", r.status, r.body)
 	}
 }
@@ -234,7 +240,7 @@ func TestPasswordGuessesAreSharedByTheNodes(t *testing.T) {
 	for _, c := range []struct{ nodes, share int }{{3, 7}, {10, 5}} {
 		nodes.Store(int32(c.nodes))
 		code := fmt.Sprintf("shared-%d", c.nodes)
-		tn.create(t, `{"url":"https://example.com/a","alias":"`+code+`","password":"right"}`)
+		tn.create(t, `{"url":"https://example.com/a","alias":"`+code+`","password":"right-one"}`)
 		for i := range c.share {
 			r := tn.do(t, "POST", "/"+code, formType, form("wrong"), "Authorization", "", "X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i))
 			if r.status != 403 {
@@ -244,7 +250,7 @@ func TestPasswordGuessesAreSharedByTheNodes(t *testing.T) {
 				t.Fatalf("%d nodes: RateLimit-Policy %q", c.nodes, r.header.Values("RateLimit-Policy"))
 			}
 		}
-		r := tn.do(t, "POST", "/"+code, formType, form("right"), "Authorization", "", "X-Forwarded-For", "192.0.2.200")
+		r := tn.do(t, "POST", "/"+code, formType, form("right-one"), "Authorization", "", "X-Forwarded-For", "192.0.2.200")
 		if r.status != 429 {
 			t.Fatalf("%d nodes: guess %d at one link: %d %s", c.nodes, c.share+1, r.status, r.body)
 		}

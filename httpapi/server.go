@@ -312,7 +312,7 @@ func New(cfg Config) (*Server, error) {
 
 // Admin returns the handler of the admin listener: /admin/v1/* (an admin
 // key), /metrics (no key), /debug/pprof/* (when Config.Pprof), the keys and
-// blocklist API, /healthz and /readyz.
+// blocklist API (served on the public listener too), /healthz and /readyz.
 func (s *Server) Admin() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["X-Content-Type-Options"] = nosniff

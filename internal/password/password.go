@@ -41,6 +41,10 @@ const (
 	keyLen     = 32
 	// MaxLength bounds a password, in bytes.
 	MaxLength = 128
+	// MinLength is the shortest password a link may be given, in bytes
+	// (NIST SP 800-63B's floor for a memorized secret): a guess may be
+	// shorter, and is simply wrong.
+	MinLength = 8
 	// MaxHashLength bounds a PHC string Check accepts.
 	MaxHashLength = 160
 )
