@@ -280,3 +280,37 @@ func TestRedirectRateLimitIsOffByDefaultAndPerClient(t *testing.T) {
 		t.Fatalf("statuses %v, last %v", got, last.header)
 	}
 }
+
+// TestRenderRateLimitPerClient: QR codes and previews share a per-client
+// budget (issue 26: 52 renders/s from one client used 1.3 cores); past it,
+// 429 with Retry-After, while another client and plain redirects go on.
+func TestRenderRateLimitPerClient(t *testing.T) {
+	t.Parallel()
+	stopped := time.Now()
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
+		c.RenderRate = httpapi.Rate{PerSecond: 1, Burst: 4}
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		c.Now = func() time.Time { return stopped }
+	})
+	tn.create(t, `{"url":"https://example.com/r","alias":"drawn"}`)
+	got := map[int]int{}
+	var last response
+	for i := range 8 {
+		path := "/drawn/qr?format=svg"
+		if i%2 == 1 {
+			path = "/drawn+"
+		}
+		last = tn.do(t, "GET", path, "", nil, "X-Forwarded-For", "198.51.100.20")
+		got[last.status]++
+	}
+	if got[200] != 4 || got[429] != 4 || last.header.Get("Retry-After") == "" || last.header.Get("Content-Type") != "application/problem+json" ||
+		last.header.Get("RateLimit-Policy") != `"render";q=4;w=4` {
+		t.Fatalf("statuses %v, last %d %v", got, last.status, last.header)
+	}
+	if r := tn.do(t, "GET", "/drawn/qr", "", nil, "X-Forwarded-For", "198.51.100.21"); r.status != 200 {
+		t.Fatalf("another client's QR code: %d", r.status)
+	}
+	if r := tn.do(t, "GET", "/drawn", "", nil, "X-Forwarded-For", "198.51.100.20"); r.status != 302 {
+		t.Fatalf("the limited client's redirect: %d", r.status)
+	}
+}

@@ -35,7 +35,7 @@ func (s *Server) registerQRRoutes() {
 	// fixedRoute: POST /{code}+ is 405, not the password form of /{code}.
 	s.fixedRoute("/{code}+", s.handlePreview, http.MethodGet, http.MethodHead)
 	s.fixedRoute("/{code}/qr", func(w http.ResponseWriter, r *http.Request) {
-		if s.limitRedirect(w, r) {
+		if s.limitRedirect(w, r) && s.limitRender(w, r) {
 			s.handleQR(w, r)
 		}
 	}, http.MethodGet, http.MethodHead)

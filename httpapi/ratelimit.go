@@ -137,6 +137,16 @@ func (s *Server) limitRedirect(w http.ResponseWriter, r *http.Request) bool {
 	return s.spend(w, r, s.redirLimiter, "ip:"+clientNet(s.clientIP(r)), "redirect", s.redirRate, 1)
 }
 
+// limitRender is limit for the pages that cost a render (QR codes,
+// previews) when Config.RenderRate is set; it reports false having
+// answered 429.
+func (s *Server) limitRender(w http.ResponseWriter, r *http.Request) bool {
+	if s.renderRate.PerSecond <= 0 {
+		return true
+	}
+	return s.spend(w, r, s.renderLimiter, "ip:"+clientNet(s.clientIP(r)), "render", s.renderRate, 1)
+}
+
 // limit spends cost tokens for p and sets the RateLimit fields; it answers
 // 429 and reports false if the bucket lacks them.
 func (s *Server) limit(w http.ResponseWriter, r *http.Request, p *principal, cost int) bool {

@@ -168,6 +168,11 @@ type Config struct {
 	// RedirectRate limits GET and HEAD /{code} per client network (zero:
 	// no limit, the default): against scraping and code enumeration.
 	RedirectRate Rate
+	// RenderRate limits the pages that cost a render, /{code}/qr and the
+	// preview /{code}+, per client network (zero: no limit): a QR code
+	// takes milliseconds of CPU, so unlimited renders from one client take
+	// the cores the redirects need.
+	RenderRate Rate
 	// TrustedProxies are the networks whose Forwarded and X-Forwarded-For
 	// headers name the client (clientip.go); nobody else's are read.
 	TrustedProxies []netip.Prefix
@@ -208,6 +213,8 @@ type Server struct {
 	limiter         *limiter
 	redirRate       Rate
 	redirLimiter    *limiter
+	renderRate      Rate
+	renderLimiter   *limiter
 	proxies         trustedProxies
 	cors            map[string]bool
 	corsAny         bool
@@ -283,6 +290,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.limiter = newLimiter(s.now)
 	s.redirRate, s.redirLimiter = cfg.RedirectRate, newLimiter(s.now)
+	s.renderRate, s.renderLimiter = cfg.RenderRate, newLimiter(s.now)
 	s.passwords, s.guesses = cfg.Passwords, newLimiter(s.now)
 	if s.passwords == nil {
 		s.passwords = password.New(password.Config{})

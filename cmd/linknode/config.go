@@ -78,9 +78,9 @@ type Config struct {
 	Pprof bool
 	// AnonymousCreate lets POST /api/v1/links through without a key.
 	AnonymousCreate bool
-	// RateLimit, AnonymousRateLimit and RedirectRateLimit are "N/s" or
-	// "N/m" ("0": off).
-	RateLimit, AnonymousRateLimit, RedirectRateLimit string
+	// RateLimit, AnonymousRateLimit, RedirectRateLimit and
+	// RenderRateLimit are "N/s" or "N/m" ("0": off).
+	RateLimit, AnonymousRateLimit, RedirectRateLimit, RenderRateLimit string
 	// TrustedProxies are CIDRs whose forwarding headers are believed.
 	TrustedProxies []netip.Prefix
 	// CORSOrigins are the browser origins allowed to call /api/v1.
@@ -168,6 +168,7 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.AnonymousCreate, "anonymous-create", false, "let POST /api/v1/links through without a key (owner \"anonymous\", limited per client by -anonymous-rate-limit): for public shorteners")
 	fs.StringVar(&c.RateLimit, "rate-limit", "50/s", "requests per key on /api/v1, as N/s (bursts of 2N) or N/m (bursts of N); 0: none. Per node; admin keys are not limited")
 	fs.StringVar(&c.AnonymousRateLimit, "anonymous-rate-limit", "10/m", "anonymous creates per client address (IPv6: per /64), as N/s or N/m; per node")
+	fs.StringVar(&c.RenderRateLimit, "render-rate-limit", "5/s", "QR codes (/{code}/qr) and previews (/{code}+) per client address (IPv6: per /64), as N/s (bursts of 2N) or N/m; 0: none. Per node: a render costs milliseconds of CPU")
 	fs.StringVar(&c.RedirectRateLimit, "redirect-rate-limit", "0", "GET/HEAD /{code} per client address (IPv6: per /64), as N/s or N/m; 0: none (the default). Per node; with a limit the fast path is off")
 	fs.StringVar(&l.proxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose Forwarded / X-Forwarded-For name the client (nobody else's are read)")
 	fs.StringVar(&l.origins, "cors-origins", "", "comma-separated browser origins (https://app.example) allowed to call /api/v1 from their pages; * for any")
@@ -367,7 +368,7 @@ func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 		return fmt.Errorf("-admin-addr %q: %w", c.AdminAddr, err)
 	}
-	for name, v := range map[string]string{"-rate-limit": c.RateLimit, "-anonymous-rate-limit": c.AnonymousRateLimit, "-redirect-rate-limit": c.RedirectRateLimit} {
+	for name, v := range map[string]string{"-rate-limit": c.RateLimit, "-anonymous-rate-limit": c.AnonymousRateLimit, "-redirect-rate-limit": c.RedirectRateLimit, "-render-rate-limit": c.RenderRateLimit} {
 		if _, err := ParseRate(v); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

@@ -29,7 +29,8 @@ func TestFlagsEnvAndDefaults(t *testing.T) {
 	}
 	// A single node keeps its peer and gossip ports on loopback.
 	if c.HTTPAddr != ":8080" || c.RaftAddr != "127.0.0.1:7000" || c.GossipAddr != "127.0.0.1:7946" || c.DataDir != "linknode-data" ||
-		c.Shards != 8 || c.Replicas != 3 || c.BootstrapExpect != 1 || c.CodeMode != "permuted" || c.ShutdownTimeout != 10*time.Second {
+		c.Shards != 8 || c.Replicas != 3 || c.BootstrapExpect != 1 || c.CodeMode != "permuted" || c.ShutdownTimeout != 10*time.Second ||
+		c.RenderRateLimit != "5/s" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	// Environment over defaults, flags over environment.
@@ -110,6 +111,7 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-rate-limit", "50/h"}, want: "-rate-limit"},
 		{args: []string{"-anonymous-rate-limit", "-1/m"}, want: "-anonymous-rate-limit"},
 		{args: []string{"-redirect-rate-limit", "10"}, want: "-redirect-rate-limit"},
+		{args: []string{"-render-rate-limit", "fast"}, want: "-render-rate-limit"},
 		{args: []string{"-trusted-proxies", "10.0.0.0/33"}, want: "-trusted-proxies"},
 		{args: []string{"-trusted-proxies", "proxy.example"}, want: "-trusted-proxies"},
 		{args: []string{"-tls-cert", "c.pem"}, want: "go together"},

@@ -284,12 +284,16 @@ func (m *Main) newAPI(node *cluster.Node, publicURL string, blocklist map[string
 	if err != nil {
 		return nil, err
 	}
+	renderRate, err := ParseRate(cfg.RenderRateLimit)
+	if err != nil {
+		return nil, err
+	}
 	hcfg := httpapi.Config{
 		Links: node.Links(), Keys: node.Keys(), Admin: node.Admin(), Analytics: node.Analytics(), PublicURL: publicURL,
 		URLPolicy: link.URLPolicy{MaxLength: cfg.MaxURLLength, Blocklist: blocklist, AllowPrivate: cfg.AllowPrivateTargets},
 		Metrics:   m.metrics.Handler(), Recorder: m.metrics, Logger: m.log,
 		AnonymousCreate: cfg.AnonymousCreate, KeyRate: keyRate, AnonymousRate: anonRate, RedirectRate: redirRate,
-		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Pprof: cfg.Pprof,
+		RenderRate: renderRate, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Pprof: cfg.Pprof,
 	}
 	if clicks := node.Analytics().Recorder(); clicks != nil {
 		hcfg.Clicks = clicks
