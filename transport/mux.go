@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -76,7 +77,8 @@ type Config struct {
 	// is what Dial uses. Set both or neither.
 	ServerTLS, ClientTLS *tls.Config
 	// MaxPending bounds connections still in their handshake or header,
-	// in total (default 1024) and per source IP (MaxPendingPerSource,
+	// in total (default 1024) and per source (MaxPendingPerSource: an IPv4
+	// address, or an IPv6 /64, which one host can fill with addresses;
 	// default 256: a member opening RPC connections in a burst, each in a
 	// TLS handshake, must not hit it). Over either, a new connection is
 	// closed at once.
@@ -225,15 +227,25 @@ func (m *Mux) Serve(ctx context.Context) error {
 	}
 }
 
+// sourceIP is the pending-connection identity of a peer address: an IPv4
+// address as is, an IPv6 address by its /64 (one host or subscriber holds
+// a whole /64, so a cap per exact address would be moot).
 func sourceIP(a net.Addr) string {
+	host := a.String()
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
+		host = ta.IP.String()
+	} else if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	host, _, err := net.SplitHostPort(a.String())
+	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return a.String()
+		return host
 	}
-	return host
+	if ip = ip.Unmap(); ip.Is6() {
+		p, _ := ip.WithZone("").Prefix(64)
+		return p.String()
+	}
+	return ip.String()
 }
 
 func (m *Mux) route(raw net.Conn, source string) {

@@ -160,3 +160,28 @@ func TestCloseDoesNotWaitForSilentPeers(t *testing.T) {
 		t.Fatal("Close waited for a peer that never sent its header")
 	}
 }
+
+// TestSourceIPGroupsIPv6By64: the pending-connection cap counts an IPv6
+// peer by its /64 (issue 26: per exact address it was moot), an IPv4 one
+// (mapped or not) by its address.
+func TestSourceIPGroupsIPv6By64(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]string{
+		"192.0.2.7:7000":              "192.0.2.7",
+		"[::ffff:192.0.2.7]:7000":     "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:7000": "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::1]:9":    "2001:db8:1:2::/64",
+		"[fe80::1%eth0]:7000":         "fe80::/64",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sourceIP(a); got != want {
+			t.Errorf("sourceIP(%s) = %q, want %q", addr, got, want)
+		}
+	}
+	if got := sourceIP(&net.UnixAddr{Name: "@x", Net: "unix"}); got != "@x" {
+		t.Errorf("a unix address: %q", got)
+	}
+}
