@@ -130,7 +130,6 @@ func (b *backupTaker) restoreCheck(ctx context.Context, cl *client, codes []stri
 		"-http-addr", addr(0), "-admin-addr", addr(1), "-raft-addr", addr(2), "-gossip-addr", addr(3),
 		"-public-url", "http://"+addr(0), "-code-mode", "sequential", "-admin-key-file", adminKeyFile, "-fast-raft")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		st.RestoreError = err.Error()
 		return st
@@ -161,7 +160,7 @@ func (b *backupTaker) restoreCheck(ctx context.Context, cl *client, codes []stri
 		return st
 	}
 	b.logf("restored into a fresh node: %s; reading back %d codes", st.Restore, len(codes))
-	st.Resolves = resolveAll(rctx, cl, base, codes)
+	st.Resolves = resolveOn(rctx, cl, base, codes, 16)
 	for i := 0; i < restoredIssues && rctx.Err() == nil; i++ {
 		r := cl.create(rctx, base, fmt.Sprintf("https://example.com/restored/%d", i), "")
 		if r.typ == history.OK {
@@ -197,38 +196,6 @@ func backupCodes(ops []history.Op, listed map[string][]checker.Listed) []string 
 	}
 	slices.Sort(codes)
 	return codes
-}
-
-// resolveAll resolves codes on one node, 16 at a time, each asked again
-// up to 4 times while the answer is not definite.
-func resolveAll(ctx context.Context, cl *client, base string, codes []string) map[string]checker.Read {
-	out := make(map[string]checker.Read, len(codes))
-	var mu sync.Mutex
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for _, code := range codes {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			var rd checker.Read
-			for try := 0; try < 4; try++ {
-				r := cl.resolve(ctx, base, code)
-				if r.typ == history.OK {
-					rd = checker.Read{Status: r.op.Status, Location: r.op.Value}
-					break
-				}
-				rd = checker.Read{Status: r.op.Status, Error: r.op.Error}
-				if rd.Error == "" {
-					rd.Error = "no definite answer"
-				}
-			}
-			mu.Lock()
-			out[code] = rd
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return out
 }
 
 // awaitURL polls url until it answers 200, the process exits or ctx ends.

@@ -148,42 +148,50 @@ func finalListings(ctx context.Context, cl *client, d *db, final *checker.Final)
 // off after recovery) is asked again, up to 4 times: the final read is
 // the first definite answer, as Jepsen's final reads are.
 func resolveEverywhere(ctx context.Context, cl *client, d *db, codes []string, final *checker.Final) {
-	for _, n := range d.nodes {
-		final.Resolves[n.id] = map[string]checker.Read{} // before any reader starts
-	}
-	var mu sync.Mutex
+	reads := make([]map[string]checker.Read, len(d.nodes))
 	var wg sync.WaitGroup
-	for _, n := range d.nodes {
+	for i, n := range d.nodes {
+		wg.Go(func() { reads[i] = resolveOn(ctx, cl, n.HTTP(), codes, 32) })
+	}
+	wg.Wait()
+	for i, n := range d.nodes {
+		final.Resolves[n.id] = reads[i]
+	}
+}
+
+// resolveOn resolves every code through one node, par at a time. A read
+// that times out or meets a 503 is asked again 0.5 s later, up to 4 times:
+// the read is the first definite answer.
+func resolveOn(ctx context.Context, cl *client, base string, codes []string, par int) map[string]checker.Read {
+	out := make(map[string]checker.Read, len(codes))
+	var mu sync.Mutex
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for _, code := range codes {
+		sem <- struct{}{}
 		wg.Go(func() {
-			sem := make(chan struct{}, 32)
-			var rw sync.WaitGroup
-			for _, code := range codes {
-				sem <- struct{}{}
-				rw.Go(func() {
-					defer func() { <-sem }()
-					r := cl.resolve(ctx, n.HTTP(), code)
-					for try := 1; r.typ != history.OK && try < 4 && ctx.Err() == nil; try++ {
-						select {
-						case <-ctx.Done():
-						case <-time.After(500 * time.Millisecond):
-						}
-						r = cl.resolve(ctx, n.HTTP(), code)
-					}
-					rd := checker.Read{Status: r.op.Status, Error: r.op.Error}
-					if r.typ == history.OK {
-						rd.Location = r.op.Value
-					} else if rd.Error == "" {
-						rd.Error = "indeterminate"
-					}
-					mu.Lock()
-					final.Resolves[n.id][code] = rd
-					mu.Unlock()
-				})
+			defer func() { <-sem }()
+			r := cl.resolve(ctx, base, code)
+			for try := 1; r.typ != history.OK && try < 4 && ctx.Err() == nil; try++ {
+				select {
+				case <-ctx.Done():
+				case <-time.After(500 * time.Millisecond):
+				}
+				r = cl.resolve(ctx, base, code)
 			}
-			rw.Wait()
+			rd := checker.Read{Status: r.op.Status, Error: r.op.Error}
+			if r.typ == history.OK {
+				rd.Location = r.op.Value
+			} else if rd.Error == "" {
+				rd.Error = "indeterminate"
+			}
+			mu.Lock()
+			out[code] = rd
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	return out
 }
 
 // finalDigests polls every node's replica digests until every group's

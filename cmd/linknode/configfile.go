@@ -26,8 +26,6 @@ const maxConfigFile = 1 << 20
 // "env LINKNODE_X", "file PATH" or "default".
 type origins struct {
 	of map[string]string
-	// file is the config file read ("" for none).
-	file string
 	// fs is the node's flag set, holding the effective values.
 	fs *flag.FlagSet
 }
@@ -89,7 +87,6 @@ func layer(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) (*origins, e
 		if file, err = readConfigFile(fs, path); err != nil {
 			return o, err
 		}
-		o.file = path
 	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {

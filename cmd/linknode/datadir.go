@@ -23,7 +23,7 @@ type dataDirLock struct{ f *os.File }
 // files' open timeout with advice meant for a damaged file.
 func lockDataDir(dir string) (*dataDirLock, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("-data-dir %s: %w: create it, owned by the user linknode runs as (uid %d), or choose another -data-dir", dir, errors.Unwrap(err), os.Getuid())
+		return nil, fmt.Errorf("-data-dir %s: %w: create it, owned by the user linknode runs as (uid %d), or choose another -data-dir", dir, err, os.Getuid())
 	}
 	p := filepath.Join(dir, lockName)
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
