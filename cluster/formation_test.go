@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -72,12 +71,9 @@ func TestFormationIsOneClusterInAnyOrder(t *testing.T) {
 			addrs, err := tc.Nodes[0].Meta().Addresses()
 			return err == nil && len(addrs) == size
 		})
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := tc.Nodes[order[size-1]].Links().Create(c, link.CreateRequest{URL: "https://formed.example/"}); err != nil {
-			cancel()
+		if _, err := tc.Nodes[order[size-1]].Links().Create(ctx(t), link.CreateRequest{URL: "https://formed.example/"}); err != nil {
 			t.Fatalf("round %d: create: %v", round, err)
 		}
-		cancel()
 		tc.CloseAll()
 	}
 }

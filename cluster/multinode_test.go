@@ -206,9 +206,7 @@ func TestLeaderStopWritesResumeAndNodeCatchesUp(t *testing.T) {
 	// Writes resume on the survivors (after new elections).
 	var during []*link.Link
 	for i := 0; i < 20; i++ {
-		c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		l, err := survivor.Links().Create(c, link.CreateRequest{URL: fmt.Sprintf("https://during.example/%d", i)})
-		cancel()
+		l, err := survivor.Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://during.example/%d", i)})
 		if err != nil {
 			t.Fatalf("write %d with a node down: %v", i, err)
 		}
