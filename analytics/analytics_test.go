@@ -207,7 +207,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 
 func TestVisitStoreListAndPurge(t *testing.T) {
 	t.Parallel()
-	s, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
+	s, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"), VisitLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestVisitStoreListAndPurge(t *testing.T) {
 func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
 	t.Parallel()
 	sub := newFSM(t, "abc")
-	store, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
+	store, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"), VisitLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestPipelineKeepsAnonymisedVisitsAndOrphans(t *testing.T) {
 func TestPipelineWritesVisitsEarlyRatherThanDrop(t *testing.T) {
 	t.Parallel()
 	sub := newFSM(t, "abc")
-	store, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
+	store, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"), VisitLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func BenchmarkClickPath(b *testing.B) {
 	for _, mode := range []string{"flat", "zipf"} {
 		b.Run(mode, func(b *testing.B) {
 			sub := newFSM(b, codes...)
-			vs, err := OpenVisitStore(filepath.Join(b.TempDir(), "visits.db"))
+			vs, err := OpenVisitStore(filepath.Join(b.TempDir(), "visits.db"), VisitLimits{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package analytics
 
 import (
+	"errors"
 	"net/netip"
 	"sort"
 	"strings"
@@ -28,7 +29,15 @@ func (p *Pipeline) writeVisits() {
 	p.visitsAt = time.Now()
 	p.mu.Unlock()
 	if visits.Len() > 0 {
-		if err := p.cfg.Visits.AddBatch(visits); err != nil {
+		if shed, err := p.cfg.Visits.AddBatch(visits); errors.Is(err, ErrVisitsShed) {
+			// A flood sheds at every flush: one line a minute says so, and
+			// the shed visits are counted (linkraft_visits_shed_total).
+			if now := time.Now(); now.Sub(p.shedLogged) >= time.Minute {
+				p.shedLogged = now
+				p.cfg.Logger.Warn("raw visits shed: the visit file is at its budget or the disk at its floor; click counts are unaffected",
+					"shed", shed, "shed_since_start", p.cfg.Visits.Shed(), "live_bytes", p.cfg.Visits.UsedBytes(), "err", err)
+			}
+		} else if err != nil {
 			p.cfg.Logger.Warn("visits not stored", "count", visits.Len(), "err", err)
 		}
 	}

@@ -101,9 +101,12 @@ type Pipeline struct {
 	saltDay  time.Time
 	salt     []byte
 	visitsAt time.Time // last write of raw visits
-	refMemo  map[string]string
-	free     []*agg // aggs of past batches, for reuse
-	codes    []string
+	// shedLogged is when shed raw visits were last logged (under
+	// visitsMu).
+	shedLogged time.Time
+	refMemo    map[string]string
+	free       []*agg // aggs of past batches, for reuse
+	codes      []string
 
 	orphanMu    sync.Mutex
 	orphans     map[string]uint64
@@ -284,7 +287,10 @@ func (p *Pipeline) run() {
 		case <-t.C:
 			p.drain()
 			p.flush(false)
-			if time.Since(p.visitsAt) >= p.cfg.VisitFlushInterval {
+			p.mu.Lock()
+			due := time.Since(p.visitsAt) >= p.cfg.VisitFlushInterval
+			p.mu.Unlock()
+			if due {
 				p.writeVisits()
 			}
 		case <-p.stop:

@@ -9,7 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -33,13 +37,46 @@ var (
 
 // VisitStore keeps this node's raw visits in a local bbolt file. Nothing in
 // it is replicated; each node answers for the visits it served.
+//
+// The file has a budget (VisitLimits): raw visits are a record of what
+// anonymous clients did, so a flood must not grow them without end. Past
+// the budget, or near the file system's floor, new raw visits are shed
+// (counted, never stored); click counts and totals, which go through the
+// shards, are not touched. Live bytes are what the file's pages hold
+// minus its free pages, so once the purge drops old hours the space they
+// held is room again (bbolt reuses free pages; the file does not shrink).
 type VisitStore struct {
 	db  *bolt.DB
+	dir string
+	lim VisitLimits
 	seq uint32
+	// addMu serialises AddBatch (bbolt serialises the writes anyway); it
+	// guards scale, the live bytes a visit's raw bytes (visitRaw) took in
+	// the last write that grew the file.
+	addMu sync.Mutex
+	scale float64
+	used  atomic.Int64  // live bytes after the last commit or purge
+	shed  atomic.Uint64 // raw visits not stored since open
 }
 
+// VisitLimits bound a visit file. A zero field is no bound.
+type VisitLimits struct {
+	// MaxBytes bounds the file's live bytes (its free pages not counted).
+	MaxBytes int64
+	// MinFree is the free space of the file system below which no raw
+	// visit is written.
+	MinFree int64
+	// FreeSpace reports the free bytes of the file system holding dir
+	// (default: statfs); tests replace it.
+	FreeSpace func(dir string) (int64, error)
+}
+
+// ErrVisitsShed reports that AddBatch stored only part of a batch (or
+// none): the file is at its budget or the disk at its floor.
+var ErrVisitsShed = errors.New("analytics: raw visits shed")
+
 // OpenVisitStore opens (or creates) the visit file at path.
-func OpenVisitStore(path string) (*VisitStore, error) {
+func OpenVisitStore(path string, lim VisitLimits) (*VisitStore, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true,
 		// Address space, not memory: a file that grows from empty would
 		// otherwise be remapped (every node of the open transaction copied
@@ -54,7 +91,10 @@ func OpenVisitStore(path string) (*VisitStore, error) {
 	// (bbolt's NoSync) a power loss could leave a meta page on disk that
 	// points at pages that never got there: a file bbolt cannot open or,
 	// worse, panics on when it reads them.
-	s := &VisitStore{db: db}
+	if lim.FreeSpace == nil {
+		lim.FreeSpace = statfsFree
+	}
+	s := &VisitStore{db: db, dir: filepath.Dir(path), lim: lim}
 	err = db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucketVisits)
 		return err
@@ -66,8 +106,66 @@ func OpenVisitStore(path string) (*VisitStore, error) {
 		db.Close()
 		return nil, err
 	}
+	s.measure()
 	return s, nil
 }
+
+// statfsFree is the free space of dir's file system for an unprivileged
+// writer.
+func statfsFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// measure records the file's live bytes: its size in pages less its free
+// and pending pages.
+func (s *VisitStore) measure() {
+	var size int64
+	_ = s.db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil })
+	s.used.Store(max(size-int64(s.db.Stats().FreeAlloc), 0))
+}
+
+// UsedBytes returns the file's live bytes, as of the last write or purge.
+func (s *VisitStore) UsedBytes() int64 { return s.used.Load() }
+
+// Limits returns the store's bounds.
+func (s *VisitStore) Limits() VisitLimits { return s.lim }
+
+// Shed returns how many raw visits were not stored since open (budget or
+// floor).
+func (s *VisitStore) Shed() uint64 { return s.shed.Load() }
+
+// room returns how many bytes of visits may be written now (-1 for no
+// bound) and what bounds them.
+func (s *VisitStore) room() (room int64, why string) {
+	room = -1
+	if s.lim.MaxBytes > 0 {
+		room = max(s.lim.MaxBytes-s.used.Load(), 0)
+		why = fmt.Sprintf("%d live bytes, budget %d (-visits-max-bytes)", s.used.Load(), s.lim.MaxBytes)
+	}
+	if s.lim.MinFree > 0 {
+		if free, err := s.lim.FreeSpace(s.dir); err == nil {
+			if r := max(free-s.lim.MinFree, 0); room < 0 || r < room {
+				room = r
+				why = fmt.Sprintf("%d bytes free on the file system, raw visits stop at %d (twice -min-free-bytes)", free, s.lim.MinFree)
+			}
+		}
+	}
+	return room, why
+}
+
+// visitRaw is a visit record's raw cost: its value, its key (about as
+// long as the code in the value, plus 13 bytes) and bbolt's element
+// header. What it takes in the file is that times the store's scale
+// (pages are filled about half by inserts out of key order), learnt from
+// each write.
+func visitRaw(rec []byte) int64 { return int64(len(rec) + 16 + 16) }
+
+// initialScale is the scale before any write has been measured.
+const initialScale = 3
 
 // migrate moves visits from the layout before hour buckets, 10,000 per
 // transaction.
@@ -105,7 +203,7 @@ func (s *VisitStore) migrate() error {
 				}
 				return nil
 			}
-			return s.put(tx, &vs)
+			return s.put(tx, &vs, 0, vs.Len())
 		})
 		if err != nil || done {
 			return err
@@ -216,15 +314,63 @@ func (s *VisitStore) Add(visits []link.Visit) error {
 	for i := range visits {
 		b.Append(&visits[i])
 	}
-	return s.AddBatch(&b)
+	_, err := s.AddBatch(&b)
+	return err
 }
 
-// AddBatch stores a batch of visits in one transaction.
-func (s *VisitStore) AddBatch(b *VisitBatch) error {
+// AddBatch stores a batch of visits in one transaction: as many as the
+// budget has room for, in batch order. When some are shed it says so
+// with ErrVisitsShed (and how many); they are counted in Shed.
+func (s *VisitStore) AddBatch(b *VisitBatch) (shed int, err error) {
 	if b.Len() == 0 {
-		return nil
+		return 0, nil
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return s.put(tx, b) })
+	s.addMu.Lock()
+	defer s.addMu.Unlock()
+	if s.scale == 0 {
+		s.scale = initialScale
+	}
+	// Near the budget a batch goes in a few rounds, each taking at most
+	// half the room left by its estimate: an estimate off by half still
+	// cannot pass the budget, and the scale is learnt from each round.
+	next, why := 0, ""
+	for round := 0; next < b.Len() && round < 4 && err == nil; round++ {
+		var room int64
+		room, why = s.room()
+		from, raw := next, int64(0)
+		start := 0
+		if from > 0 {
+			start = b.ends[from-1]
+		}
+		for _, end := range b.ends[from:] {
+			r := visitRaw(b.buf[start:end])
+			if room >= 0 && float64(raw+r)*s.scale > float64(room)/2 {
+				break
+			}
+			raw += r
+			start = end
+			next++
+		}
+		if next == from {
+			break
+		}
+		before := s.used.Load()
+		err = s.db.Update(func(tx *bolt.Tx) error { return s.put(tx, b, from, next) })
+		s.measure()
+		if grew := s.used.Load() - before; err == nil && grew > 0 && raw >= 64<<10 {
+			// Learn from a write big enough to measure (pages are 4 KiB);
+			// a write into free pages left by a purge grows nothing.
+			s.scale = min(max(float64(grew)/float64(raw), 1), 8)
+		}
+	}
+	shed = b.Len() - next
+	if shed > 0 {
+		s.shed.Add(uint64(shed))
+		if err == nil {
+			err = fmt.Errorf("%w: %d of %d not stored: %s", ErrVisitsShed, shed, b.Len(), why)
+		}
+	}
+	return shed, err
 }
 
 // put writes a batch in key order: a bbolt node takes a put by moving the
@@ -232,7 +378,7 @@ func (s *VisitStore) AddBatch(b *VisitBatch) error {
 // arrival order cost a move of the node. The values are the batch's own
 // bytes (bbolt holds them until the commit, which comes before the batch
 // is reused).
-func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch) error {
+func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 	type entry struct {
 		hour int64
 		pre  uint64 // the code's first 8 bytes, zero-padded: most codes sort on it alone
@@ -241,9 +387,12 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch) error {
 		rec  []byte
 		code []byte
 	}
-	es := make([]entry, b.Len())
+	es := make([]entry, to-from)
 	size, start := 0, 0
-	for i, end := range b.ends {
+	if from > 0 {
+		start = b.ends[from-1]
+	}
+	for i, end := range b.ends[from:to] {
 		rec := b.buf[start:end:end]
 		start = end
 		if len(rec) < 10 || rec[0] != visitFormat {
@@ -415,6 +564,7 @@ func (s *VisitStore) Purge(before time.Time) (int, error) {
 		})
 		total += n
 		if err != nil || done {
+			s.measure()
 			return total, err
 		}
 	}

@@ -3,6 +3,9 @@ package analytics
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -48,7 +51,7 @@ func TestVisitStoreMigratesTheOldLayout(t *testing.T) {
 	}
 	db.Close()
 	slices.Reverse(want) // List is newest first
-	s, err := OpenVisitStore(path)
+	s, err := OpenVisitStore(path, VisitLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +75,7 @@ func TestVisitStoreMigratesTheOldLayout(t *testing.T) {
 // before the cut and keeps the hour the cut falls in.
 func TestVisitStorePurgesWholeHours(t *testing.T) {
 	t.Parallel()
-	s, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"))
+	s, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"), VisitLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,5 +95,71 @@ func TestVisitStorePurgesWholeHours(t *testing.T) {
 	}
 	if n, _ := s.Purge(h.Add(2 * time.Hour)); n != 3 {
 		t.Fatalf("second purge took %d, want 3", n)
+	}
+}
+
+// TestVisitBudgetSheds: past its byte budget a visit file stores no more
+// raw visits (each shed one is counted and AddBatch says so) and its live
+// bytes stay near the budget; once the purge drops the old hours, the
+// space is room again though the file did not shrink. A file system at
+// its floor sheds every visit.
+func TestVisitBudgetSheds(t *testing.T) {
+	t.Parallel()
+	const budget = 512 << 10
+	path := filepath.Join(t.TempDir(), "visits.db")
+	s, err := OpenVisitStore(path, VisitLimits{MaxBytes: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	batch := func(n, from int) *VisitBatch {
+		var b VisitBatch
+		for i := range n {
+			b.Append(&link.Visit{Code: fmt.Sprintf("c%d", (from+i)%97), Time: t0.Add(time.Duration(from+i) * time.Millisecond),
+				UserAgent: "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0", Referer: "https://news.example/item?id=12345", Network: "192.0.2.0/24"})
+		}
+		return &b
+	}
+	stored, shedTotal := 0, 0
+	for i := range 40 {
+		shed, err := s.AddBatch(batch(1000, i*1000))
+		if shed > 0 != errors.Is(err, ErrVisitsShed) || (err != nil && !errors.Is(err, ErrVisitsShed)) {
+			t.Fatalf("batch %d: shed %d, err %v", i, shed, err)
+		}
+		stored += 1000 - shed
+		shedTotal += shed
+	}
+	if shedTotal == 0 || s.Shed() != uint64(shedTotal) || stored == 0 {
+		t.Fatalf("stored %d, shed %d (store says %d): 40,000 visits of about 150 bytes in a %d-byte budget", stored, shedTotal, s.Shed(), budget)
+	}
+	if used := s.UsedBytes(); used > budget {
+		t.Fatalf("live bytes %d over the budget %d", used, budget)
+	}
+	if got, _ := s.List("c1", t0, t0.Add(time.Hour), 1_000_000); len(got) == 0 {
+		t.Fatal("no visit of c1 kept")
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Purge(t0.Add(2 * time.Hour)); err != nil || n != stored {
+		t.Fatalf("purge: %d, %v; want %d", n, err, stored)
+	}
+	if used := s.UsedBytes(); used >= fi.Size()/2 {
+		t.Fatalf("live bytes %d after the purge, file %d: free pages counted", used, fi.Size())
+	}
+	if shed, err := s.AddBatch(batch(1000, 0)); shed != 0 || err != nil {
+		t.Fatalf("after the purge: shed %d, %v", shed, err)
+	}
+
+	floor, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"), VisitLimits{MinFree: 64 << 20,
+		FreeSpace: func(string) (int64, error) { return 64<<20 + 100, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer floor.Close()
+	if shed, err := floor.AddBatch(batch(100, 0)); shed != 100 || !errors.Is(err, ErrVisitsShed) {
+		t.Fatalf("at the floor: shed %d, %v", shed, err)
 	}
 }

@@ -206,7 +206,11 @@ func (c *clickPipeline) open() error {
 		return nil
 	}
 	if cfg.Visits {
-		store, err := analytics.OpenVisitStore(filepath.Join(n.cfg.DataDir, "visits.db"))
+		lim := analytics.VisitLimits{MaxBytes: max(cfg.VisitMaxBytes, 0)}
+		if n.cfg.MinFreeBytes > 0 {
+			lim.MinFree = 2 * n.cfg.MinFreeBytes
+		}
+		store, err := analytics.OpenVisitStore(filepath.Join(n.cfg.DataDir, visitFile), lim)
 		if err != nil {
 			return err
 		}
@@ -229,6 +233,20 @@ func (c *clickPipeline) open() error {
 	}
 	c.pipeline = p
 	return nil
+}
+
+// visitUse returns the raw visit file's live bytes, its budget (-1: none)
+// and the visits shed since the node started; zeros without a file.
+func (c *clickPipeline) visitUse() (used, budget int64, shed uint64) {
+	s := c.store
+	if s == nil {
+		return 0, 0, 0
+	}
+	budget = s.Limits().MaxBytes
+	if budget == 0 {
+		budget = -1
+	}
+	return s.UsedBytes(), budget, s.Shed()
 }
 
 // close submits the last batches (the groups still run) and closes the

@@ -41,8 +41,10 @@ type Config struct {
 	// Insecure runs without a cluster key: the peer and gossip ports
 	// accept anyone who reaches them, in clear. Tests and demos only.
 	Insecure bool
-	// QuotaBytes bounds the data dir (default DefaultQuotaBytes; negative:
-	// no quota) and MinFreeBytes is the free-space floor of its file system
+	// QuotaBytes bounds the link data in the data dir: Raft logs,
+	// snapshots and state files, bbolt free pages not counted, raw visits
+	// not counted (AnalyticsConfig.VisitMaxBytes) (default
+	// DefaultQuotaBytes; negative: no quota) and MinFreeBytes is the free-space floor of its file system
 	// (default DefaultMinFreeBytes; negative: none). Past either, the node's
 	// storage alarm refuses writes that grow the state (storage.go).
 	QuotaBytes, MinFreeBytes int64
@@ -117,6 +119,13 @@ type AnalyticsConfig struct {
 	Visits bool
 	// VisitRetention is how long raw visits are kept (default 30 days).
 	VisitRetention time.Duration
+	// VisitMaxBytes bounds the raw visit file's live bytes; past it new
+	// raw visits are shed (click counts are not). 0: a quarter of the
+	// node's QuotaBytes (DefaultVisitMaxBytes without a quota); -1: no
+	// bound. Raw visits are also shed while the file system has less than
+	// twice MinFreeBytes free, so that they never bring on the storage
+	// alarm.
+	VisitMaxBytes int64
 	// Buffer bounds the clicks waiting for the pipeline (default 65536).
 	Buffer int
 	// FlushInterval is how often batches are submitted (default 1 s).
@@ -196,6 +205,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		a := *cfg.Analytics
 		defaultTo(&a.VisitRetention, 30*24*time.Hour)
 		defaultTo(&a.CloseTimeout, 5*time.Second)
+		if a.VisitMaxBytes == 0 {
+			a.VisitMaxBytes = DefaultVisitMaxBytes
+			if cfg.QuotaBytes > 0 {
+				a.VisitMaxBytes = cfg.QuotaBytes / 4
+			}
+		}
 		cfg.Analytics = &a
 	}
 	return cfg, nil

@@ -104,7 +104,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger, lifetime: lifetime, stopAll: stop, loops: loops, stopLoops: stopLoops, remote: remote}
 	n.host.n, n.router.n, n.admission.n, n.formation.n, n.leader.n, n.clicks.n = n, n, n, n, n, n
 	n.links.n, n.keys.n, n.admin.n, n.analytics.n = n, n, n, n
-	n.storage = storageAlarm{cfg: cfg, log: cfg.Logger}
+	n.storage = storageAlarm{cfg: cfg, log: cfg.Logger, freePages: n.freePages, visits: n.clicks.visitUse}
 	return n, nil
 }
 
@@ -452,6 +452,22 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
+}
+
+// freePages returns the free-page bytes of every bbolt file the node's
+// groups hold open, by path (the storage alarm does not count them).
+func (n *Node) freePages() map[string]int64 {
+	free := map[string]int64{}
+	for _, s := range n.host.localShards() {
+		s.Group().FreeBytes(free)
+	}
+	for _, l := range n.host.leavingShards() {
+		l.s.Group().FreeBytes(free)
+	}
+	if m := n.meta; m != nil {
+		m.Group().FreeBytes(free)
+	}
+	return free
 }
 
 // handOffLeadership moves the leadership of every group this node leads to

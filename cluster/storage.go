@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -26,6 +30,17 @@ import (
 // redirects are served, and writes resume by themselves once space returns.
 // If the disk fills anyway, apply retries the failed commit (fsm) until it
 // can.
+//
+// The alarm is for link data: the Raft logs, snapshots and state files.
+// It counts what they really hold (a bbolt file's free pages are reused by
+// later writes and do not count, so the alarm clears once compaction or
+// deletes free space) and, between two measurements, the commands this
+// node has let through since the last one (four times their size, for the
+// log entry, the state write and their pages), so that a burst cannot run
+// past the quota or the floor into ENOSPC before the next poll. Raw visits
+// (visits.db) are not counted: they have their own budget
+// (-visits-max-bytes) and are shed past it, so a redirect flood never
+// stops link writes.
 
 // Storage defaults.
 const (
@@ -34,7 +49,13 @@ const (
 	DefaultQuotaBytes = 8 << 30
 	// DefaultMinFreeBytes is the free space below which writes stop.
 	DefaultMinFreeBytes = 128 << 20
+	// DefaultVisitMaxBytes bounds raw visits on a node without a quota
+	// (with one, a quarter of it).
+	DefaultVisitMaxBytes = 2 << 30
 )
+
+// visitFile is the raw visit file's name in the data dir.
+const visitFile = "visits.db"
 
 // storageAlarm measures the node's storage and keeps the last
 // measurement.
@@ -42,7 +63,21 @@ type storageAlarm struct {
 	cfg  Config
 	log  *slog.Logger
 	last atomic.Pointer[status.Storage]
+	// written is the estimated bytes of the commands let through since
+	// the last measurement.
+	written atomic.Int64
+	// freePages returns the free-page bytes of the bbolt files the node
+	// holds open, by path (nil: none known).
+	freePages func() map[string]int64
+	// visits returns the raw visit file's live bytes, budget and shed
+	// count (nil: no visit file).
+	visits func() (used, budget int64, shed uint64)
 }
+
+// writeAmplification is how many bytes of disk a command's byte costs
+// until the next measurement sees them: its log entry, its state write,
+// and the pages around both.
+const writeAmplification = 4
 
 // get returns the last measurement.
 func (a *storageAlarm) get() status.Storage {
@@ -55,15 +90,30 @@ func (a *storageAlarm) get() status.Storage {
 // measure walks the data dir and reads the file system's free space.
 func (a *storageAlarm) measure() status.Storage {
 	st := status.Storage{QuotaBytes: a.cfg.QuotaBytes, MinFree: a.cfg.MinFreeBytes, CheckedAt: time.Now()}
-	_ = filepath.WalkDir(a.cfg.DataDir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	a.written.Store(0) // the walk sees what was written before it
+	var free map[string]int64
+	if a.freePages != nil {
+		free = a.freePages()
+	}
+	visits := filepath.Join(a.cfg.DataDir, visitFile)
+	_ = filepath.WalkDir(a.cfg.DataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path == visits {
 			return nil
 		}
 		if info, err := d.Info(); err == nil {
-			st.UsedBytes += info.Size()
+			size := info.Size()
+			if strings.HasSuffix(path, ".db") {
+				if hwm, ok := boltHighWater(path); ok && hwm < size {
+					size = hwm // bbolt grows its files ahead of use
+				}
+			}
+			st.UsedBytes += max(size-free[path], 0)
 		}
 		return nil
 	})
+	if a.visits != nil {
+		st.VisitBytes, st.VisitMaxBytes, st.VisitsShed = a.visits()
+	}
 	var sfs syscall.Statfs_t
 	if err := syscall.Statfs(a.cfg.DataDir, &sfs); err == nil {
 		st.FreeBytes = int64(sfs.Bavail) * int64(sfs.Bsize)
@@ -117,8 +167,23 @@ func (a *storageAlarm) refusal(n *Node, group command.GroupID, cmd []byte) error
 	if !ok || !grows(cmd) {
 		return nil
 	}
-	if st := a.last.Load(); st != nil && st.Alarm {
-		return fmt.Errorf("%w: %s", link.ErrInsufficientStorage, st.Reason)
+	if st := a.last.Load(); st != nil {
+		if st.Alarm {
+			return fmt.Errorf("%w: %s", link.ErrInsufficientStorage, st.Reason)
+		}
+		// Checked at write time too: what was let through since the
+		// last measurement counts.
+		cost := int64(len(cmd)) * writeAmplification
+		pending := a.written.Load() + cost
+		switch {
+		case st.QuotaBytes > 0 && st.UsedBytes+pending >= st.QuotaBytes:
+			return fmt.Errorf("%w: data dir holds about %d bytes with the writes since %s, quota %d (-quota-bytes)",
+				link.ErrInsufficientStorage, st.UsedBytes+pending, st.CheckedAt.Format(time.RFC3339Nano), st.QuotaBytes)
+		case st.FreeBytes >= 0 && st.FreeBytes-pending < st.MinFree:
+			return fmt.Errorf("%w: about %d bytes free with the writes since %s, floor %d (-min-free-bytes)",
+				link.ErrInsufficientStorage, st.FreeBytes-pending, st.CheckedAt.Format(time.RFC3339Nano), st.MinFree)
+		}
+		a.written.Add(cost)
 	}
 	if n.gossip == nil {
 		return nil
@@ -139,4 +204,51 @@ func (a *storageAlarm) refusal(n *Node, group command.GroupID, cmd []byte) error
 		}
 	}
 	return nil
+}
+
+// boltHighWater returns the bytes up to a bbolt file's high-water mark
+// (its page count times its page size, from the newer valid meta page):
+// bbolt grows a file in steps of up to 16 MiB ahead of use, and those
+// bytes hold nothing. ok is false when path is not a bbolt file that can
+// be read.
+func boltHighWater(path string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	// A meta page: a 16-byte page header, then magic, version and page
+	// size (uint32 each), flags, the root bucket (16), the freelist page,
+	// the page count, the transaction id and an FNV-64a checksum of what
+	// precedes it, in the machine's byte order (little-endian here).
+	const hdr, metaLen = 16, 64
+	var best struct{ txid, pgid, pageSize uint64 }
+	var buf [hdr + metaLen]byte
+	off := int64(0)
+	for i := range 2 {
+		if _, err := f.ReadAt(buf[:], off); err != nil {
+			return 0, false
+		}
+		m := buf[hdr:]
+		le := binary.LittleEndian
+		pageSize := uint64(le.Uint32(m[8:]))
+		if i == 0 {
+			if pageSize < 512 || pageSize > 1<<20 {
+				return 0, false
+			}
+			off = int64(pageSize)
+		}
+		h := fnv.New64a()
+		_, _ = h.Write(m[:56])
+		if le.Uint32(m[0:]) != 0xED0CDAED || h.Sum64() != le.Uint64(m[56:]) {
+			continue // torn by a concurrent write, or not bbolt
+		}
+		if txid := le.Uint64(m[48:]); best.pageSize == 0 || txid > best.txid {
+			best.txid, best.pgid, best.pageSize = txid, le.Uint64(m[40:]), pageSize
+		}
+	}
+	if best.pageSize == 0 {
+		return 0, false
+	}
+	return int64(best.pgid * best.pageSize), true
 }

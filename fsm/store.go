@@ -174,6 +174,16 @@ func (s *store) view(fn func(tx *bolt.Tx) error) error {
 	return s.db.View(fn)
 }
 
+// FreeBytes adds the bytes of the state file's free pages to into, under
+// the file's path (the storage alarm does not count them).
+func (s *store) FreeBytes(into map[string]int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.db != nil {
+		into[s.path] += int64(s.db.Stats().FreeAlloc)
+	}
+}
+
 // Rejected returns how many committed entries this replica rejected since
 // it opened.
 func (s *store) Rejected() uint64 { return s.rejected.Load() }

@@ -202,6 +202,10 @@ type NodeGauges struct {
 	// StorageUsed and StorageFree are the data dir's bytes and the free
 	// bytes of its file system.
 	StorageUsed, StorageFree func() int64
+	// VisitBytes is the raw visit file's live bytes and VisitsShed the raw
+	// visits shed past its budget since start.
+	VisitBytes func() int64
+	VisitsShed func() uint64
 	// Rejected counts committed entries rejected by this node's replicas.
 	Rejected func() uint64
 	// Halted and Stalled count groups whose apply is halted (an unknown
@@ -220,10 +224,14 @@ func (m *Metrics) RegisterNode(g NodeGauges) error {
 	cs := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_storage_alarm", Help: "1 while this node refuses writes that grow the state: its data dir is over -quota-bytes or its disk under -min-free-bytes."},
 			func() float64 { return b2f(g.StorageAlarm()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_storage_used_bytes", Help: "Bytes in the node's data dir, at the last check."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_storage_used_bytes", Help: "Bytes of link data in the node's data dir (Raft logs, snapshots, state files; bbolt free pages and raw visits not counted), at the last check."},
 			func() float64 { return float64(g.StorageUsed()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_storage_free_bytes", Help: "Free bytes of the data dir's file system, at the last check."},
 			func() float64 { return float64(g.StorageFree()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_visit_bytes", Help: "Live bytes of the node's raw visit file (not counted in linkraft_storage_used_bytes), at the last check."},
+			func() float64 { return float64(g.VisitBytes()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_visits_shed_total", Help: "Raw visits not stored because the visit file was at -visits-max-bytes or the disk near -min-free-bytes (click counts are not affected)."},
+			func() float64 { return float64(g.VisitsShed()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_fsm_rejected_entries_total", Help: "Committed entries this node's replicas rejected (failed to decode or validate)."},
 			func() float64 { return float64(g.Rejected()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_fsm_halted_groups", Help: "Groups whose apply stopped at a command type this version does not know (upgrade the node)."},

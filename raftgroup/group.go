@@ -162,6 +162,7 @@ type Group struct {
 	raft      *raft.Raft
 	fsm       StateMachine
 	logStore  *raftboltdb.BoltStore
+	logPath   string
 	logs      raft.LogStore // the cached view of logStore
 	transport groupTransport
 	log       *slog.Logger
@@ -263,7 +264,7 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Group{
-		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logs: cached,
+		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logPath: filepath.Join(cfg.Dir, "raft.db"), logs: cached,
 		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}), ctx: ctx, cancel: cancel,
 		// Voters that acknowledged this leader refuse other candidates
 		// until their heartbeat timeout (at least HeartbeatTimeout) runs
@@ -337,6 +338,17 @@ func openStores(cfg Config, hl hclog.Logger) (*raftboltdb.BoltStore, *raft.LogCa
 		snaps = &liveSnapshots{FileSnapshotStore: files, src: src}
 	}
 	return logStore, cached, snaps, nil
+}
+
+// FreeBytes adds to into, keyed by path, the bytes of free pages in each
+// bbolt file the group holds open (its log store, and its state file when
+// the FSM reports one): space the file holds that new writes reuse, so
+// the storage alarm does not count it.
+func (g *Group) FreeBytes(into map[string]int64) {
+	into[g.logPath] += int64(g.logStore.Stats().FreeAlloc)
+	if f, ok := g.fsm.(interface{ FreeBytes(map[string]int64) }); ok {
+		f.FreeBytes(into)
+	}
 }
 
 // Bootstrap writes the initial configuration (every server a voter unless

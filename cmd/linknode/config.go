@@ -102,6 +102,9 @@ type Config struct {
 	Visits bool
 	// VisitRetention is how long visit records are kept.
 	VisitRetention time.Duration
+	// VisitMaxBytes bounds the raw visit file (0: a quarter of
+	// QuotaBytes; -1: none).
+	VisitMaxBytes int64
 	// ReapAfter removes nodes gossip has seen dead for this long (0: never).
 	ReapAfter time.Duration
 	// RemoteCacheTTL bounds how long a node serves a cached link of a shard
@@ -159,7 +162,7 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest a graceful shutdown may take")
 	fs.DurationVar(&c.StartTimeout, "start-timeout", 0, "give up starting after this long (0: wait until the cluster is joined or formed; /readyz says what the node waits for)")
-	fs.Int64Var(&c.QuotaBytes, "quota-bytes", cluster.DefaultQuotaBytes, "most bytes the data dir may hold; past it, writes that grow the state are refused with 507 (reads and redirects go on); -1: no quota")
+	fs.Int64Var(&c.QuotaBytes, "quota-bytes", cluster.DefaultQuotaBytes, "most bytes of link data (Raft logs, snapshots, state files; raw visits have -visits-max-bytes) the data dir may hold; past it, writes that grow the state are refused with 507 (reads and redirects go on); -1: no quota")
 	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", cluster.DefaultMinFreeBytes, "free space the data dir's file system must keep; below it, writes are refused as over the quota; -1: no floor")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "most HTTP connections open at once; more wait in the kernel's queue (0: half the file descriptor limit, at most 10000)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:8081", "admin listener: /admin/v1 (admin key), /metrics, /debug/pprof (with -pprof); the public listener answers 404 for them")
@@ -181,6 +184,7 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.ClickFlush, "click-flush", time.Second, "how often each node submits its click batches (the crash-loss bound)")
 	fs.BoolVar(&c.Visits, "visits", true, "keep raw visit records (anonymised IP, user agent, referrer, country) on each node")
 	fs.DurationVar(&c.VisitRetention, "visit-retention", 30*24*time.Hour, "how long raw visit records are kept")
+	fs.Int64Var(&c.VisitMaxBytes, "visits-max-bytes", 0, "most live bytes the raw visit file may hold; past it new raw visits are shed (counted in linkraft_visits_shed_total; click counts are exact either way); 0: a quarter of -quota-bytes (2 GiB without a quota); -1: no bound")
 	fs.DurationVar(&c.RemoteCacheTTL, "remote-cache-ttl", 30*time.Second, "how long a node caches links of shards it does not host (the staleness bound after a missed invalidation)")
 	fs.DurationVar(&c.ReapAfter, "reap-after", 0, "remove a node dead for this long, as linknode remove would, while the live nodes are at least -replicas (0: never; dead nodes wait for an operator)")
 	fs.String("config", "", "a TOML (.toml) or YAML (.yaml, .yml) file of flag values, keyed by flag name (flag > environment > file > default); linknode config print shows the result")
@@ -353,6 +357,9 @@ func (c *Config) validate() error {
 	}
 	if c.PeerTLSCert != "" && c.Insecure {
 		return errors.New("-insecure and -peer-tls-* contradict each other")
+	}
+	if c.VisitMaxBytes < -1 {
+		return errors.New("-visits-max-bytes must be positive, 0 for a quarter of -quota-bytes, or -1 for none")
 	}
 	if c.QuotaBytes == 0 || c.MinFreeBytes == 0 {
 		return errors.New("-quota-bytes and -min-free-bytes must be positive, or -1 for none")

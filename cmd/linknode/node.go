@@ -207,7 +207,7 @@ func (m *Main) nodeConfig(dataDir string) (cluster.Config, error) {
 	}
 	if cfg.Analytics {
 		ncfg.Analytics = &cluster.AnalyticsConfig{
-			Visits: cfg.Visits, VisitRetention: cfg.VisitRetention, Buffer: cfg.ClickBuffer,
+			Visits: cfg.Visits, VisitRetention: cfg.VisitRetention, VisitMaxBytes: cfg.VisitMaxBytes, Buffer: cfg.ClickBuffer,
 			FlushInterval: cfg.ClickFlush, CloseTimeout: cfg.ShutdownTimeout / 4, Observer: m.metrics,
 		}
 	}
@@ -263,6 +263,8 @@ func (m *Main) registerGauges(admin *cluster.Admin) error {
 		StorageAlarm: func() bool { return admin.Storage().Alarm },
 		StorageUsed:  func() int64 { return admin.Storage().UsedBytes },
 		StorageFree:  func() int64 { return admin.Storage().FreeBytes },
+		VisitBytes:   func() int64 { return admin.Storage().VisitBytes },
+		VisitsShed:   func() uint64 { return admin.Storage().VisitsShed },
 		Rejected:     func() uint64 { r, _, _ := admin.ApplyHealth(); return r },
 		Halted:       func() int { _, h, _ := admin.ApplyHealth(); return h },
 		Stalled:      func() int { _, _, s := admin.ApplyHealth(); return s },

@@ -101,15 +101,23 @@ type Health struct {
 	Stalled  *Stall
 }
 
-// Storage is a node's last storage measurement.
+// Storage is a node's last storage measurement. UsedBytes is the link
+// data in the data dir (Raft logs, snapshots, state files), bbolt free
+// pages not counted.
 type Storage struct {
-	UsedBytes  int64     `json:"used_bytes"`
-	FreeBytes  int64     `json:"free_bytes"`
-	QuotaBytes int64     `json:"quota_bytes"`
-	MinFree    int64     `json:"min_free_bytes"`
-	Alarm      bool      `json:"alarm"`
-	Reason     string    `json:"reason,omitempty"`
-	CheckedAt  time.Time `json:"checked_at"`
+	UsedBytes  int64 `json:"used_bytes"`
+	FreeBytes  int64 `json:"free_bytes"`
+	QuotaBytes int64 `json:"quota_bytes"`
+	MinFree    int64 `json:"min_free_bytes"`
+	// VisitBytes is the raw visit file's live bytes, not counted in
+	// UsedBytes: it has its own budget, VisitMaxBytes (-1: none), past
+	// which raw visits are shed (VisitsShed since the node started).
+	VisitBytes    int64     `json:"visit_bytes"`
+	VisitMaxBytes int64     `json:"visit_max_bytes"`
+	VisitsShed    uint64    `json:"visits_shed"`
+	Alarm         bool      `json:"alarm"`
+	Reason        string    `json:"reason,omitempty"`
+	CheckedAt     time.Time `json:"checked_at"`
 }
 
 // Lease is one ID range the meta group granted: IDs [Start, End) to Node,
