@@ -105,6 +105,15 @@ func (a *Admin) Starting() string {
 	return a.n.startup.get()
 }
 
+// PeerConnsRefused returns how many connections the peer port's limits
+// have closed (0 before the port is open).
+func (a *Admin) PeerConnsRefused() uint64 {
+	if m := a.n.port.mux; m != nil {
+		return m.Refused()
+	}
+	return 0
+}
+
 // Storage returns the last measurement of this node's storage.
 func (a *Admin) Storage() status.Storage { return a.n.storage.get() }
 

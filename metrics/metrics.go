@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/linkraft/linkraft/internal/connguard"
 )
 
 // Metrics is a private registry with linkraft's own collectors. It
@@ -206,6 +208,8 @@ type NodeGauges struct {
 	// visits shed past its budget since start.
 	VisitBytes func() int64
 	VisitsShed func() uint64
+	// PeerRefused counts peer-port connections closed by its limits.
+	PeerRefused func() uint64
 	// Rejected counts committed entries rejected by this node's replicas.
 	Rejected func() uint64
 	// Halted and Stalled count groups whose apply is halted (an unknown
@@ -232,6 +236,8 @@ func (m *Metrics) RegisterNode(g NodeGauges) error {
 			func() float64 { return float64(g.VisitBytes()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_visits_shed_total", Help: "Raw visits not stored because the visit file was at -visits-max-bytes or the disk near -min-free-bytes (click counts are not affected)."},
 			func() float64 { return float64(g.VisitsShed()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_peer_conns_refused_total", Help: "Peer-port connections closed by its limits on pending handshakes (in all, per source address or IPv6 /64) or open connections."},
+			func() float64 { return float64(g.PeerRefused()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_fsm_rejected_entries_total", Help: "Committed entries this node's replicas rejected (failed to decode or validate)."},
 			func() float64 { return float64(g.Rejected()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_fsm_halted_groups", Help: "Groups whose apply stopped at a command type this version does not know (upgrade the node)."},
@@ -245,4 +251,22 @@ func (m *Metrics) RegisterNode(g NodeGauges) error {
 		}
 	}
 	return nil
+}
+
+// RegisterConnGuard registers the counters of a guarded HTTP listener
+// (internal/connguard) under the label listener=name.
+func (m *Metrics) RegisterConnGuard(name string, stats func() connguard.Stats) {
+	l := prometheus.Labels{"listener": name}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_http_conns_open", Help: "HTTP connections open now.", ConstLabels: l},
+			func() float64 { return float64(stats().Open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_http_conns_idle_closed_total", Help: "Idle HTTP connections closed early because the listener was under pressure (three quarters of -max-conns).", ConstLabels: l},
+			func() float64 { return float64(stats().IdleClosed) }),
+	)
+	for _, r := range []connguard.Reason{connguard.PerClient, connguard.Full} {
+		rl := prometheus.Labels{"listener": name, "reason": r.String()}
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_http_conns_refused_total",
+			Help: "HTTP connections refused: reason per_client (the client's cap) or full (every slot, or every slot but those kept for health checks).", ConstLabels: rl},
+			func() float64 { return float64(stats().Refused[r]) }))
+	}
 }

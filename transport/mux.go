@@ -108,8 +108,15 @@ type Mux struct {
 	perSource map[string]int        // pending connections per source IP
 	open      int                   // routed connections not yet closed
 	refused   uint64                // connections closed by the limits
-	closed    bool
-	wg        sync.WaitGroup
+	// known are the sources (as sourceIP) that completed a handshake and
+	// header here: members, let in first when strangers fill the pending
+	// slots (at most maxKnown, the oldest forgotten first).
+	known    map[string]uint64
+	knownSeq uint64
+	loggedAt time.Time // last refusal log line
+	loggedN  uint64    // refused as of that line
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 type key struct {
@@ -153,7 +160,7 @@ func New(cfg Config) (*Mux, error) {
 		ln: cfg.Listener, advertise: cfg.Advertise, headerTimeout: cfg.HeaderTimeout,
 		backlog: cfg.Backlog, serverTLS: cfg.ServerTLS, clientTLS: cfg.ClientTLS,
 		maxPending: cfg.MaxPending, maxPerSource: cfg.MaxPendingPerSource, maxConns: cfg.MaxConns,
-		log: cfg.Logger, layers: make(map[key]*Layer), pending: make(map[net.Conn]struct{}), perSource: make(map[string]int),
+		log: cfg.Logger, layers: make(map[key]*Layer), pending: make(map[net.Conn]struct{}), perSource: make(map[string]int), known: make(map[string]uint64),
 	}, nil
 }
 
@@ -210,8 +217,9 @@ func (m *Mux) Serve(ctx context.Context) error {
 			_ = conn.Close()
 			return nil
 		}
-		if len(m.pending) >= m.maxPending || m.perSource[source] >= m.maxPerSource || m.open >= m.maxConns {
+		if !m.admitLocked(source) {
 			m.refused++
+			m.logRefusalsLocked(conn.RemoteAddr())
 			m.mu.Unlock()
 			_ = conn.Close()
 			continue
@@ -225,6 +233,52 @@ func (m *Mux) Serve(ctx context.Context) error {
 			m.route(conn, source)
 		}()
 	}
+}
+
+// memberReserve is how many pending slots past the caps (in all, and per
+// source) a source that completed a handshake before may take: a member
+// reconnecting while strangers hold every pending slot gets in.
+const memberReserve = 64
+
+// maxKnown bounds the sources remembered as members.
+const maxKnown = 4096
+
+// admitLocked decides on a new connection from source (m.mu held).
+func (m *Mux) admitLocked(source string) bool {
+	if m.open >= m.maxConns {
+		return false
+	}
+	if len(m.pending) < m.maxPending && m.perSource[source] < m.maxPerSource {
+		return true
+	}
+	_, known := m.known[source]
+	return known && len(m.pending) < m.maxPending+memberReserve && m.perSource[source] < m.maxPerSource+memberReserve
+}
+
+// rememberLocked records that source completed a handshake (m.mu held).
+func (m *Mux) rememberLocked(source string) {
+	if _, ok := m.known[source]; !ok && len(m.known) >= maxKnown {
+		oldest, at := "", uint64(0)
+		for s, seq := range m.known {
+			if oldest == "" || seq < at {
+				oldest, at = s, seq
+			}
+		}
+		delete(m.known, oldest)
+	}
+	m.knownSeq++
+	m.known[source] = m.knownSeq
+}
+
+// logRefusalsLocked logs the refusals at most every 10 s (m.mu held).
+func (m *Mux) logRefusalsLocked(from net.Addr) {
+	if time.Since(m.loggedAt) < 10*time.Second {
+		return
+	}
+	m.log.Warn("peer connections refused: too many pending handshakes (counted in linkraft_peer_conns_refused_total)",
+		"refused", m.refused-m.loggedN, "last_from", from.String(), "pending", len(m.pending),
+		"max_pending", m.maxPending, "max_pending_per_source", m.maxPerSource)
+	m.loggedAt, m.loggedN = time.Now(), m.refused
 }
 
 // sourceIP is the pending-connection identity of a peer address: an IPv4
@@ -276,6 +330,7 @@ func (m *Mux) route(raw net.Conn, source string) {
 	}
 	_ = raw.SetDeadline(time.Time{})
 	m.mu.Lock()
+	m.rememberLocked(source)
 	l := m.layers[k]
 	m.open++
 	m.mu.Unlock()

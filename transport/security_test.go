@@ -229,3 +229,57 @@ func TestAcceptLoopSurvivesFileDescriptorExhaustion(t *testing.T) {
 		t.Fatal("the listener's failures were never hit")
 	}
 }
+
+// TestMembersGetInPastTheStrangers: with every pending slot held by
+// silent strangers, a new stranger is refused, but a source that has
+// completed a handshake here before (a member) gets in at once.
+func TestMembersGetInPastTheStrangers(t *testing.T) {
+	m := tlsMux(t, nil, Config{MaxPending: 8, MaxPendingPerSource: 4, HeaderTimeout: time.Minute})
+	l, err := m.Layer(KindRaft, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialFrom := func(src string, header bool) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", m.Addr())
+		if err != nil {
+			t.Fatalf("dial from %s: %v", src, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if header {
+			if _, err := c.Write(Header(KindRaft, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	dialFrom("127.0.0.3", true)
+	if c := acceptWithin(l, 5*time.Second); c == nil {
+		t.Fatal("the member's first connection was not routed")
+	} else {
+		c.Close()
+	}
+	for _, src := range []string{"127.0.0.4", "127.0.0.5"} {
+		for range 4 {
+			dialFrom(src, false)
+		}
+	}
+	dialFrom("127.0.0.6", true)
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Refused() < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m.Refused() != 1 {
+		t.Fatalf("%d refused; want the stranger past the eight pending", m.Refused())
+	}
+	dialFrom("127.0.0.3", true)
+	if c := acceptWithin(l, 5*time.Second); c == nil {
+		t.Fatal("a known member was not let in past the strangers")
+	} else {
+		c.Close()
+	}
+	if m.Refused() != 1 {
+		t.Fatalf("%d refused after the member's connection", m.Refused())
+	}
+}

@@ -65,6 +65,10 @@ type Config struct {
 	// process's file descriptor limit, at most 10000), so that an HTTP
 	// flood cannot take the descriptors Raft needs.
 	MaxConns int
+	// MaxConnsPerClient bounds one client's HTTP connections (an IPv4
+	// address or an IPv6 /64; 0: MaxConns/16, between 64 and 256, at most
+	// MaxConns/2); -trusted-proxies are not bounded.
+	MaxConnsPerClient int
 	// FastRaft shortens Raft timers (tests and local experiments only).
 	FastRaft bool
 	// AdminAddr is the admin listener: /admin/v1, /metrics, /debug/pprof.
@@ -164,7 +168,8 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.StartTimeout, "start-timeout", 0, "give up starting after this long (0: wait until the cluster is joined or formed; /readyz says what the node waits for)")
 	fs.Int64Var(&c.QuotaBytes, "quota-bytes", cluster.DefaultQuotaBytes, "most bytes of link data (Raft logs, snapshots, state files; raw visits have -visits-max-bytes) the data dir may hold; past it, writes that grow the state are refused with 507 (reads and redirects go on); -1: no quota")
 	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", cluster.DefaultMinFreeBytes, "free space the data dir's file system must keep; below it, writes are refused as over the quota; -1: no floor")
-	fs.IntVar(&c.MaxConns, "max-conns", 0, "most HTTP connections open at once; more wait in the kernel's queue (0: half the file descriptor limit, at most 10000)")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "most HTTP connections open at once; past three quarters, idle keep-alive connections are closed after 1s; past it, new ones get 503 (the last 1% only for /healthz and /readyz) (0: half the file descriptor limit, at most 10000)")
+	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", 0, "most HTTP connections one client (an IPv4 address, an IPv6 /64) may hold; more get 429; -trusted-proxies are exempt (0: -max-conns/16, between 64 and 256, at most half -max-conns)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:8081", "admin listener: /admin/v1 (admin key), /metrics, /debug/pprof (with -pprof); the public listener answers 404 for them")
 	fs.StringVar(&c.AdminKeyFile, "admin-key-file", "", "file holding the first admin API key, installed when the cluster is made (default: made and written to <data-dir>/admin.key); LINKNODE_ADMIN_KEY may hold the key itself")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go profiles (net/http/pprof) on the admin listener")
@@ -382,6 +387,9 @@ func (c *Config) validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("-tls-cert and -tls-key go together")
+	}
+	if c.MaxConnsPerClient < 0 {
+		return errors.New("-max-conns-per-client must not be negative")
 	}
 	if c.MaxConns < 0 {
 		return errors.New("-max-conns must not be negative")

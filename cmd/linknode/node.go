@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/httpapi/fastpath"
@@ -26,6 +24,7 @@ import (
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/certfile"
 	"github.com/linkraft/linkraft/internal/clusterkey"
+	"github.com/linkraft/linkraft/internal/connguard"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/metrics"
 	"github.com/linkraft/linkraft/raftgroup"
@@ -43,6 +42,8 @@ type Main struct {
 	adminSrv  *http.Server
 	adminDone chan struct{}
 	httpLn    net.Listener
+	httpGuard *connguard.Listener // httpLn under its connection caps
+	adminGrd  *connguard.Listener // adminLn under its connection caps
 	httpSrv   *http.Server
 	httpFast  *fastpath.Listener // nil with -fast-redirect=false
 	httpDone  chan struct{}
@@ -115,10 +116,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	maxConns := cmp.Or(cfg.MaxConns, defaultMaxConns())
-	m.log.Info("http connection limit", "max_conns", maxConns)
-	limited := netutil.LimitListener(m.httpLn, maxConns)
-	if err := m.openNode(ctx, node, limited); err != nil {
+	m.guardListeners(certs != nil)
+	if err := m.openNode(ctx, node); err != nil {
 		return err
 	}
 	if err := m.registerGauges(node.Admin()); err != nil {
@@ -129,7 +128,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.serveHTTP(api, limited, certs)
+	m.serveHTTP(api, m.httpGuard, certs)
 	m.serveAdmin(api)
 	m.log.Info("linknode ready", "http", m.httpLn.Addr().String(), "admin", m.adminLn.Addr().String(), "public_url", publicURL,
 		"tls", certs != nil, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
@@ -234,10 +233,10 @@ func (m *Main) nodeConfig(dataDir string) (cluster.Config, error) {
 // for as long as it takes), /healthz and /readyz already answer on both
 // listeners, and /readyz says what the node waits for: linknode status
 // gets the reason, not a hang.
-func (m *Main) openNode(ctx context.Context, node *cluster.Node, limited net.Listener) error {
+func (m *Main) openNode(ctx context.Context, node *cluster.Node) error {
 	admin := node.Admin()
-	stopEarly := startingServer(earlyConfig{Listener: m.httpLn, Limited: limited, Status: admin.Starting})
-	stopEarlyAdmin := startingServer(earlyConfig{Listener: m.adminLn, Limited: m.adminLn, Status: admin.Starting})
+	stopEarly := startingServer(earlyConfig{Limited: m.httpGuard, Status: admin.Starting})
+	stopEarlyAdmin := startingServer(earlyConfig{Limited: m.adminGrd, Status: admin.Starting})
 	openCtx, cancel := context.WithCancel(ctx)
 	if m.cfg.StartTimeout > 0 {
 		openCtx, cancel = context.WithTimeout(ctx, m.cfg.StartTimeout)
@@ -265,6 +264,7 @@ func (m *Main) registerGauges(admin *cluster.Admin) error {
 		StorageFree:  func() int64 { return admin.Storage().FreeBytes },
 		VisitBytes:   func() int64 { return admin.Storage().VisitBytes },
 		VisitsShed:   func() uint64 { return admin.Storage().VisitsShed },
+		PeerRefused:  admin.PeerConnsRefused,
 		Rejected:     func() uint64 { r, _, _ := admin.ApplyHealth(); return r },
 		Halted:       func() int { _, h, _ := admin.ApplyHealth(); return h },
 		Stalled:      func() int { _, _, s := admin.ApplyHealth(); return s },
@@ -303,9 +303,49 @@ func (m *Main) newAPI(node *cluster.Node, publicURL string, blocklist map[string
 	return httpapi.New(hcfg)
 }
 
+// guardListeners puts both HTTP listeners under their connection caps
+// (internal/connguard): the public one under -max-conns in all and
+// -max-conns-per-client per client, the admin one under 64 in all and 32
+// per client. The last slots of each are kept for /healthz and /readyz.
+func (m *Main) guardListeners(tls bool) {
+	maxConns := cmp.Or(m.cfg.MaxConns, defaultMaxConns())
+	var refuse func(net.Conn, connguard.Reason)
+	if !tls {
+		refuse = func(c net.Conn, r connguard.Reason) { httpapi.RefuseConn(c, r) }
+	}
+	// A trusted proxy speaks for many clients: no per-client cap.
+	proxy := func(a netip.Addr) bool {
+		for _, p := range m.cfg.TrustedProxies {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	m.httpGuard = connguard.New(m.httpLn, connguard.Config{Max: maxConns, PerClient: m.cfg.MaxConnsPerClient, Exempt: proxy, Refuse: refuse,
+		Name: "http", Logger: m.log})
+	m.adminGrd = connguard.New(m.adminLn, connguard.Config{Max: 64, PerClient: 32, Reserve: 4,
+		Refuse: func(c net.Conn, r connguard.Reason) { httpapi.RefuseConn(c, r) }, Name: "admin", Logger: m.log})
+	st := m.httpGuard.Config()
+	m.log.Info("http connection limits", "max_conns", st.Max, "max_conns_per_client", st.PerClient, "reserved_for_health", st.Reserve)
+	m.metrics.RegisterConnGuard("http", m.httpGuard.Stats)
+	m.metrics.RegisterConnGuard("admin", m.adminGrd.Stats)
+}
+
+// connIdle tells a connection's guard whether it waits for a request
+// (net/http's ConnState hook).
+func connIdle(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew, http.StateIdle:
+		connguard.SetIdle(c, true)
+	case http.StateActive:
+		connguard.SetIdle(c, false)
+	}
+}
+
 // serveHTTP serves the public listener: the redirect fast path in front
 // of net/http (net/http alone with TLS, or -fast-redirect=false).
-func (m *Main) serveHTTP(api *httpapi.Server, limited net.Listener, certs *certfile.Reloader) {
+func (m *Main) serveHTTP(api *httpapi.Server, limited *connguard.Listener, certs *certfile.Reloader) {
 	m.httpSrv = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -314,8 +354,9 @@ func (m *Main) serveHTTP(api *httpapi.Server, limited net.Listener, certs *certf
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		ConnState:         connIdle,
 	}
-	serveLn := limited
+	serveLn := net.Listener(limited)
 	if certs != nil {
 		m.httpSrv.TLSConfig = certs.TLSConfig()
 	}
@@ -345,11 +386,12 @@ func (m *Main) serveHTTP(api *httpapi.Server, limited net.Listener, certs *certf
 // serveAdmin serves the admin listener.
 func (m *Main) serveAdmin(api *httpapi.Server) {
 	m.adminSrv = &http.Server{Handler: api.Admin(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)}
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		ConnState: connIdle}
 	m.adminDone = make(chan struct{})
 	go func() {
 		defer close(m.adminDone)
-		if err := m.adminSrv.Serve(netutil.LimitListener(m.adminLn, 64)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := m.adminSrv.Serve(m.adminGrd); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("admin http server stopped", "err", err)
 		}
 	}()
@@ -466,11 +508,9 @@ func defaultMaxConns() int {
 
 // earlyConfig is what startingServer needs.
 type earlyConfig struct {
-	// Listener is the raw listener; its deadline wakes the Accept that
-	// stop ends.
-	Listener net.Listener
-	// Limited is the listener served (Listener under a connection limit).
-	Limited net.Listener
+	// Limited is the listener served (under its connection guard); the
+	// real server takes it over.
+	Limited *connguard.Listener
 	// Status says what the node waits for.
 	Status func() string
 	// ConnState, when set, is the server's connection hook (tests).
@@ -515,15 +555,8 @@ func startingServer(cfg earlyConfig) (stop func()) {
 		_ = srv.Serve(el)
 	}()
 	return func() {
-		close(el.stopping)
-		// Serve waits in Accept: a deadline in the past wakes it, and is
-		// lifted once Serve has returned.
-		type deadliner interface{ SetDeadline(time.Time) error }
-		if d, ok := cfg.Listener.(deadliner); ok {
-			_ = d.SetDeadline(time.Now())
-			<-served
-			_ = d.SetDeadline(time.Time{})
-		}
+		close(el.stopping) // wakes the Accept Serve waits in
+		<-served
 	}
 }
 
@@ -531,21 +564,17 @@ func startingServer(cfg earlyConfig) (stop func()) {
 var errStarted = errors.New("the node has started")
 
 // earlyListener is the starting server's listener: once stopping is
-// closed, a failed Accept ends Serve, and Close leaves the listener under
-// it open for the real server.
+// closed, Accept ends Serve, and Close leaves the listener under it open
+// for the real server.
 type earlyListener struct {
-	net.Listener
+	*connguard.Listener
 	stopping chan struct{}
 }
 
 func (l *earlyListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		select {
-		case <-l.stopping:
-			return nil, errStarted
-		default:
-		}
+	c, err := l.AcceptUntil(l.stopping)
+	if errors.Is(err, connguard.ErrStopped) {
+		return nil, errStarted
 	}
 	return c, err
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/netutil"
+	"github.com/linkraft/linkraft/internal/connguard"
 )
 
 // TestStartingServerAnswersWhatItAccepted is the handover from the
@@ -26,10 +26,10 @@ func TestStartingServerAnswersWhatItAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	limited := netutil.LimitListener(ln, 64)
+	limited := connguard.New(ln, connguard.Config{Max: 64})
 	const early = 4
 	accepted := make(chan struct{}, early)
-	stop := startingServer(earlyConfig{Listener: ln, Limited: limited, Status: func() string { return "waiting" },
+	stop := startingServer(earlyConfig{Limited: limited, Status: func() string { return "waiting" },
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateNew {
 				accepted <- struct{}{}

@@ -216,12 +216,25 @@ type fastConn struct {
 	idle atomic.Bool // waiting for a request: Close may close it
 }
 
+// setIdle records whether c waits for a request, and tells the listener
+// below when it keeps count (a connection guard closes idle connections
+// under pressure).
+func (c *fastConn) setIdle(idle bool) {
+	c.idle.Store(idle)
+	if s, ok := c.Conn.(interface{ SetIdle(bool) }); ok {
+		s.SetIdle(idle)
+	}
+}
+
 // handedConn is a connection handed to net/http: its reads return the
 // bytes the fast path had read but not consumed first.
 type handedConn struct {
 	net.Conn
 	pending []byte
 }
+
+// NetConn returns the connection below, as *tls.Conn's does.
+func (c *handedConn) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite lets net/http half-close after an error answer, as it does on
 // its own connections.
@@ -279,7 +292,7 @@ func (l *Listener) serve(c *fastConn) {
 	wait := l.cfg.ReadHeaderTimeout
 	for {
 		if br.Buffered() == 0 {
-			c.idle.Store(true)
+			c.setIdle(true)
 			select {
 			case <-l.done: // closed while this connection was busy
 				return
@@ -288,7 +301,7 @@ func (l *Listener) serve(c *fastConn) {
 			_ = c.SetReadDeadline(time.Now().Add(wait))
 			wait = l.cfg.IdleTimeout
 			_, err := br.Peek(1)
-			c.idle.Store(false)
+			c.setIdle(false)
 			if err != nil {
 				return
 			}
