@@ -61,21 +61,18 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 		s.Error(w, r, &requestError{status: http.StatusBadRequest, kind: "invalid-input", title: "Bad Request", detail: detail, field: f})
 	}
 	var patch link.Patch
+	var pw *string // hashed once the limit has taken its tokens
 	if update {
 		if b.Patch == nil {
 			bad("patch", "patch is required: the members PATCH /api/v1/links/{code} takes")
 			return
 		}
-		pw, err := (*string)(nil), error(nil)
-		if patch, pw, err = s.validatePatch(b.Patch); err == nil {
-			// One hash for every link of the bulk.
-			err = s.hashPatchPassword(r.Context(), &patch, pw)
-		}
-		if err != nil {
+		var err error
+		if patch, pw, err = s.validatePatch(b.Patch); err != nil {
 			s.Error(w, r, err)
 			return
 		}
-		if patch.Empty() {
+		if patch.Empty() && pw == nil {
 			bad("patch", "the patch changes nothing")
 			return
 		}
@@ -85,7 +82,7 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 	}
 	p := principalOf(r)
 	codes := b.Codes
-	truncated := false
+	truncated, pages := false, 0
 	switch {
 	case (b.Codes == nil) == (b.Filter == nil):
 		bad("codes", "give either codes or filter")
@@ -104,6 +101,7 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 		// pages may be short (link.ListQuery.Scan).
 		q := link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: MaxBulkLinks, Now: s.now()}
 		for {
+			pages++
 			page, err := s.links.List(r.Context(), q)
 			if err != nil {
 				s.Error(w, r, err)
@@ -125,10 +123,17 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 		bad("codes", fmt.Sprintf("codes must hold 1 to %d codes", MaxBulkLinks))
 		return
 	}
-	// One rate-limit token per link.
-	if len(codes) > 0 && !s.limit(w, r, p, len(codes)) {
+	// One rate-limit token per link, and one per page of a filter's
+	// listing: a filter that matches nothing still costs its scan. The
+	// password (one hash for every link) is hashed only then.
+	if !s.limit(w, r, p, len(codes)+pages) {
 		return
 	}
+	if err := s.hashPatchPassword(r.Context(), &patch, pw); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
 	results := make([]bulkCodeItem, len(codes))

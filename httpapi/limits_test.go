@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,8 +57,12 @@ func TestRateLimitPerKey(t *testing.T) {
 	}
 	before := tn.storedState(t)
 	r := tn.do(t, "POST", "/api/v1/links/bulk", "application/json", []byte(`{"links":[`+strings.Join(links, ",")+`]}`), "Authorization", auth)
-	if r.status != 429 {
-		t.Fatalf("bulk of 11 over a bucket of 10: %d %s", r.status, r.body)
+	// Refused once, naming the largest size, not a Retry-After that never
+	// comes true (issue 26: 101 to 1,000 links with a default key were 429
+	// forever).
+	if r.status != 413 || r.json(t)["type"] != "/problems/over-rate-limit-burst" || r.header.Get("Retry-After") != "" ||
+		!strings.Contains(r.json(t)["detail"].(string), "send at most 10 a request") {
+		t.Fatalf("bulk of 11 over a bucket of 10: %d %v %s", r.status, r.header, r.body)
 	}
 	if tn.storedState(t) != before {
 		t.Fatal("a rate-limited bulk stored links")
@@ -312,5 +318,100 @@ func TestRenderRateLimitPerClient(t *testing.T) {
 	}
 	if r := tn.do(t, "GET", "/drawn", "", nil, "X-Forwarded-For", "198.51.100.20"); r.status != 302 {
 		t.Fatalf("the limited client's redirect: %d", r.status)
+	}
+}
+
+// TestLimitsCountWork: a request spends tokens by the work it asks for. A
+// listing that scans (a text filter) costs listScanCost; a bulk update
+// whose filter matches nothing still costs its scan, and its password is
+// hashed only once the tokens are taken (issue 26: a key limited to 1/s
+// ran 28.6 hashes a second and never saw a 429); a QR PNG costs by its
+// pixels; an export pays for each page as it streams. The clock is the
+// test's: the buckets refill only when it moves.
+func TestLimitsCountWork(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) {
+		c.KeyRate = httpapi.Rate{PerSecond: 10, Burst: 20}
+		c.RenderRate = httpapi.Rate{PerSecond: 1, Burst: 10}
+		c.Now = now
+	})
+	_, k := tn.makeKey(t, "scanner", "bob", "links:read", "links:write")
+	auth := bearer(k)
+	if r := tn.do(t, "GET", "/api/v1/links?q=rare", "", nil, "Authorization", auth); r.status != 200 {
+		t.Fatalf("first scan: %d %s", r.status, r.body)
+	}
+	if r := tn.do(t, "GET", "/api/v1/links?q=rare", "", nil, "Authorization", auth); r.status != 200 {
+		t.Fatalf("second scan: %d %s", r.status, r.body)
+	}
+	if r := tn.do(t, "GET", "/api/v1/links?q=rare", "", nil, "Authorization", auth); r.status != 429 {
+		t.Fatalf("a third scan of 10 tokens in a bucket of 20: %d", r.status)
+	}
+
+	_, k = tn.makeKey(t, "hasher", "carol", "links:read", "links:write")
+	auth = bearer(k)
+	done := 0
+	for range 25 {
+		r := tn.do(t, "POST", "/api/v1/links/bulk-update", "application/json",
+			[]byte(`{"filter":{"tag":"nothing-has-it"},"patch":{"password":"correct horse battery"}}`), "Authorization", auth)
+		if r.status == 429 {
+			break
+		}
+		if r.status != 200 {
+			t.Fatalf("bulk update: %d %s", r.status, r.body)
+		}
+		done++
+	}
+	if done != 20 {
+		t.Fatalf("%d bulk updates matching nothing before a 429 in a bucket of 20; want 20 (each its scan's token)", done)
+	}
+
+	tn.create(t, `{"url":"https://example.com/qr","alias":"drawn"}`)
+	if r := tn.do(t, "GET", "/drawn/qr?size=2048", "", nil); r.status != 200 {
+		t.Fatalf("a 2048-pixel QR code: %d", r.status)
+	}
+	if r := tn.do(t, "GET", "/drawn/qr?format=svg", "", nil); r.status != 429 {
+		t.Fatalf("after a 2048-pixel PNG (16 tokens, capped at the burst of 10): %d", r.status)
+	}
+
+	// An export of 2,500 links is three pages: 30 tokens from a bucket of
+	// 20 at 10 a second, so it ends only once the clock has moved a second.
+	_, k = tn.makeKey(t, "exporter", "dave", "links:read", "links:write")
+	r := tn.postJSON(t, "/api/v1/keys", `{"name":"loader","owner":"dave","scopes":["links:write"],"rate_limit":2000}`)
+	if r.status != 201 {
+		t.Fatalf("loader key: %d %s", r.status, r.body)
+	}
+	loader := bearer(r.json(t)["key"].(string))
+	for b := range 3 {
+		var links []string
+		for i := range 1000 {
+			if b*1000+i < 2500 {
+				links = append(links, fmt.Sprintf(`{"url":"https://example.com/e/%d"}`, b*1000+i))
+			}
+		}
+		if r := tn.do(t, "POST", "/api/v1/links/bulk", "application/json", []byte(`{"links":[`+strings.Join(links, ",")+`]}`), "Authorization", loader); r.status != 200 && r.status != 201 {
+			t.Fatalf("bulk create for the export: %d %s", r.status, r.body[:min(len(r.body), 300)])
+		}
+	}
+	start := clock.Load()
+	exported := make(chan response, 1)
+	go func() { exported <- tn.do(t, "GET", "/api/v1/links/export", "", nil, "Authorization", bearer(k)) }()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-exported:
+			if r.status != 200 || bytes.Count(r.body, []byte("\n")) != 2500 {
+				t.Fatalf("export: %d, %d lines", r.status, bytes.Count(r.body, []byte("\n")))
+			}
+			if moved := time.Duration(clock.Load() - start); moved < time.Second {
+				t.Fatalf("the export of three pages ended after %s of the limiter's clock; want a second's refill at least", moved)
+			}
+			return
+		case <-tick.C:
+			clock.Add(int64(20 * time.Millisecond))
+		}
 	}
 }

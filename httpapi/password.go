@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/linkraft/linkraft/internal/password"
@@ -184,10 +185,15 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 		return s.redirectError(w, r, errTakenDown)
 	}
 	if l.PasswordHash != "" {
-		// Both buckets are spent before the check, right or wrong: a
-		// guesser learns nothing by stopping at a 429.
-		if !s.spend(w, r, s.guesses, "ip:"+clientNet(s.clientIP(r)), "password-guesses", guessRatePerIP, 1) ||
-			!s.spend(w, r, s.guesses, "link:"+code, "password-guesses-per-link", linkGuessRate(s.liveNodes()), 1) {
+		// The buckets are spent before the check, right or wrong: a
+		// guesser learns nothing by stopping at a 429. The link's own
+		// budget is spent only by networks that have guessed it wrong
+		// lately: strangers who drain it lock out themselves, not a
+		// visitor who comes with the right password (each network's first
+		// tries are bounded by its own budget alone).
+		net := clientNet(s.clientIP(r))
+		if !s.spend(w, r, s.guesses, "ip:"+net, "password-guesses", guessRatePerIP, 1) ||
+			s.guessed.has(code, net) && !s.spend(w, r, s.guesses, "link:"+code, "password-guesses-per-link", linkGuessRate(s.liveNodes()), 1) {
 			return http.StatusTooManyRequests
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), passwordSlotWait)
@@ -197,6 +203,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 			return s.Error(w, r, err)
 		}
 		if !right {
+			s.guessed.add(code, net)
 			if wantsHTML(r) {
 				return s.writePasswordPage(w, r, http.StatusForbidden)
 			}
@@ -221,4 +228,52 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 			r.Header.Get("DNT") == "1" || r.Header.Get("Sec-GPC") == "1")
 	}
 	return http.StatusSeeOther
+}
+
+// suspects remembers, for an hour, the client networks that guessed a
+// link's password wrong (at most maxSuspects pairs; when full, those older
+// than an hour go, then the oldest half).
+type suspects struct {
+	mu  sync.Mutex
+	at  map[string]time.Time
+	now func() time.Time
+}
+
+const (
+	maxSuspects   = 100_000
+	suspectMemory = time.Hour
+)
+
+func newSuspects(now func() time.Time) *suspects {
+	return &suspects{at: map[string]time.Time{}, now: now}
+}
+
+func (s *suspects) has(code, net string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.at[code+"|"+net]
+	return ok && s.now().Sub(t) < suspectMemory
+}
+
+func (s *suspects) add(code, net string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if len(s.at) >= maxSuspects {
+		for k, t := range s.at {
+			if now.Sub(t) >= suspectMemory {
+				delete(s.at, k)
+			}
+		}
+		if len(s.at) >= maxSuspects {
+			n := 0
+			for k := range s.at {
+				if n%2 == 0 {
+					delete(s.at, k)
+				}
+				n++
+			}
+		}
+	}
+	s.at[code+"|"+net] = now
 }

@@ -184,7 +184,8 @@ func TestPasswordLinks(t *testing.T) {
 
 // TestPasswordGuessesAreLimited: 5 guesses at once from one network, then
 // 429 (even for the right password, so that stopping at a 429 tells
-// nothing); and 20 at one link from many networks, then 429 for everyone.
+// nothing); and 20 at one link from networks that guessed it wrong before,
+// then 429 for them but not for a network that has not.
 // The server's clock stands still, so no bucket refills however slowly
 // the guesses (an argon2id check each) run.
 func TestPasswordGuessesAreLimited(t *testing.T) {
@@ -211,14 +212,22 @@ func TestPasswordGuessesAreLimited(t *testing.T) {
 	if r := guess("guess-me", "198.51.100.8", "right-one"); r.status != 303 {
 		t.Fatalf("another network: %d %s", r.status, r.body)
 	}
-	// Per link: 20 guesses (from 20 networks), then nobody.
-	for i := range 20 {
-		if r := guess("guess-too", fmt.Sprintf("203.0.113.%d", i), "wrong"); r.status != 403 {
-			t.Fatalf("guess %d at one link: %d %s", i, r.status, r.body)
+	// Per link: a network's first guess at a link spends only its own
+	// budget; those that guessed wrong share the link's 20, then get 429.
+	// A visitor from another network with the right password still gets
+	// in: strangers cannot lock a link's visitors out (issue 26).
+	for round := range 2 {
+		for i := range 20 {
+			if r := guess("guess-too", fmt.Sprintf("203.0.113.%d", i), "wrong"); r.status != 403 {
+				t.Fatalf("round %d, guess %d at one link: %d %s", round, i, r.status, r.body)
+			}
 		}
 	}
-	if r := guess("guess-too", "192.0.2.200", "right-one"); r.status != 429 {
-		t.Fatalf("the 21st guess at one link: %d %s", r.status, r.body)
+	if r := guess("guess-too", "203.0.113.0", "right-one"); r.status != 429 || !strings.Contains(r.header.Get("RateLimit-Policy"), "password-guesses-per-link") {
+		t.Fatalf("a 41st guess at one link, from a network that guessed wrong: %d %v %s", r.status, r.header, r.body)
+	}
+	if r := guess("guess-too", "192.0.2.200", "right-one"); r.status != 303 {
+		t.Fatalf("a visitor with the right password after 40 wrong guesses from 20 networks: %d %s", r.status, r.body)
 	}
 	if r := guess("guess-me", "192.0.2.201", "right-one"); r.status != 303 {
 		t.Fatalf("another link stays open to its guessers: %d %s", r.status, r.body)
@@ -241,8 +250,16 @@ func TestPasswordGuessesAreSharedByTheNodes(t *testing.T) {
 		nodes.Store(int32(c.nodes))
 		code := fmt.Sprintf("shared-%d", c.nodes)
 		tn.create(t, `{"url":"https://example.com/a","alias":"`+code+`","password":"right-one"}`)
+		guess := func(i int, pw string) response {
+			return tn.do(t, "POST", "/"+code, formType, form(pw), "Authorization", "", "X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i))
+		}
+		for i := range c.share + 1 { // first guesses: the link's budget is not spent
+			if r := guess(i, "wrong"); r.status != 403 {
+				t.Fatalf("%d nodes: first guess %d: %d %s", c.nodes, i, r.status, r.body)
+			}
+		}
 		for i := range c.share {
-			r := tn.do(t, "POST", "/"+code, formType, form("wrong"), "Authorization", "", "X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i))
+			r := guess(i, "wrong")
 			if r.status != 403 {
 				t.Fatalf("%d nodes: guess %d: %d %s", c.nodes, i, r.status, r.body)
 			}
@@ -250,7 +267,7 @@ func TestPasswordGuessesAreSharedByTheNodes(t *testing.T) {
 				t.Fatalf("%d nodes: RateLimit-Policy %q", c.nodes, r.header.Values("RateLimit-Policy"))
 			}
 		}
-		r := tn.do(t, "POST", "/"+code, formType, form("right-one"), "Authorization", "", "X-Forwarded-For", "192.0.2.200")
+		r := guess(c.share, "right-one")
 		if r.status != 429 {
 			t.Fatalf("%d nodes: guess %d at one link: %d %s", c.nodes, c.share+1, r.status, r.body)
 		}

@@ -35,7 +35,7 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 // without redirecting. Public; unknown codes answer 404 and links that
 // would not redirect 410, as /{code} does.
 func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
-	if !s.limitRedirect(w, r) || !s.limitRender(w, r) {
+	if !s.limitRedirect(w, r) || !s.limitRender(w, r, 1) {
 		return
 	}
 	code, err := codeVar(r)

@@ -35,10 +35,22 @@ func (s *Server) registerQRRoutes() {
 	// fixedRoute: POST /{code}+ is 405, not the password form of /{code}.
 	s.fixedRoute("/{code}+", s.handlePreview, http.MethodGet, http.MethodHead)
 	s.fixedRoute("/{code}/qr", func(w http.ResponseWriter, r *http.Request) {
-		if s.limitRedirect(w, r) && s.limitRender(w, r) {
+		if s.limitRedirect(w, r) && s.limitRender(w, r, qrCost(r)) {
 			s.handleQR(w, r)
 		}
 	}, http.MethodGet, http.MethodHead)
+}
+
+// qrCost is the render tokens a QR request takes: a PNG costs by its
+// pixels (one token a 512-pixel square: a 2048-pixel one is 16, capped at
+// the burst), an SVG (text the client draws) one. A request whose query
+// is refused costs one.
+func qrCost(r *http.Request) int {
+	p, err := parseQRParams(r)
+	if err != nil || !p.png {
+		return 1
+	}
+	return (p.size*p.size + 512*512 - 1) / (512 * 512)
 }
 
 // qrParams are a QR code request's query.

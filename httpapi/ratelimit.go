@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/netip"
@@ -138,13 +139,14 @@ func (s *Server) limitRedirect(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // limitRender is limit for the pages that cost a render (QR codes,
-// previews) when Config.RenderRate is set; it reports false having
-// answered 429.
-func (s *Server) limitRender(w http.ResponseWriter, r *http.Request) bool {
+// previews) when Config.RenderRate is set, spending cost tokens (at most
+// the burst); it reports false having answered 429.
+func (s *Server) limitRender(w http.ResponseWriter, r *http.Request, cost int) bool {
 	if s.renderRate.PerSecond <= 0 {
 		return true
 	}
-	return s.spend(w, r, s.renderLimiter, "ip:"+clientNet(s.clientIP(r)), "render", s.renderRate, 1)
+	cost = min(max(cost, 1), s.renderRate.Burst)
+	return s.spend(w, r, s.renderLimiter, "ip:"+clientNet(s.clientIP(r)), "render", s.renderRate, cost)
 }
 
 // limit spends cost tokens for p and sets the RateLimit fields; it answers
@@ -203,6 +205,15 @@ func (s *Server) pace(ctx context.Context, p *principal, n int) error {
 func (s *Server) spend(w http.ResponseWriter, r *http.Request, lim *limiter, id, policy string, rate Rate, cost int) bool {
 	if rate.PerSecond <= 0 || rate.Burst <= 0 {
 		return true
+	}
+	if cost > rate.Burst {
+		// Never possible: the bucket never holds that many. Refused once,
+		// saying how large a request may be, rather than a Retry-After
+		// that never comes true.
+		s.Error(w, r, &requestError{status: http.StatusRequestEntityTooLarge, kind: "over-rate-limit-burst", title: "Content Too Large",
+			detail: fmt.Sprintf("this request costs %d rate-limit tokens (one a link), and the %q limit's bucket holds %d: send at most %d a request",
+				cost, policy, rate.Burst, rate.Burst)})
+		return false
 	}
 	v := lim.take(id, rate, cost)
 	h := w.Header()

@@ -225,6 +225,9 @@ type Server struct {
 	// guesses at them (password.go).
 	passwords *password.Hasher
 	guesses   *limiter
+	// guessed remembers which client networks guessed a link's password
+	// wrong lately: only they spend the link's own guess budget.
+	guessed *suspects
 }
 
 // New builds the router.
@@ -291,7 +294,7 @@ func New(cfg Config) (*Server, error) {
 	s.limiter = newLimiter(s.now)
 	s.redirRate, s.redirLimiter = cfg.RedirectRate, newLimiter(s.now)
 	s.renderRate, s.renderLimiter = cfg.RenderRate, newLimiter(s.now)
-	s.passwords, s.guesses = cfg.Passwords, newLimiter(s.now)
+	s.passwords, s.guesses, s.guessed = cfg.Passwords, newLimiter(s.now), newSuspects(s.now)
 	if s.passwords == nil {
 		s.passwords = password.New(password.Config{})
 	}
