@@ -38,6 +38,9 @@ func (p *principal) owner() string {
 
 func (p *principal) admin() bool { return !p.anon && p.key.Scopes&apikey.Admin != 0 }
 
+// may reports whether p holds scope (admin keys hold every scope).
+func (p *principal) may(scope apikey.Scope) bool { return !p.anon && p.key.Scopes.Has(scope) }
+
 // owns reports whether p may see a link stored with owner.
 func (p *principal) owns(owner string) bool {
 	return p.admin() || (!p.anon && apikey.LinkOwner(owner) == p.key.Owner)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -188,6 +189,9 @@ func (s *Server) bulkOne(ctx context.Context, r *http.Request, code string, upda
 	l, err := s.links.Update(ctx, code, patch)
 	if err != nil {
 		return fail(err)
+	}
+	if !principalOf(r).may(apikey.LinksRead) {
+		return bulkCodeItem{Code: code, Status: http.StatusOK} // a write-only key reads nothing back
 	}
 	j := s.toJSON(l)
 	j.Clicks = nil

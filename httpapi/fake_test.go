@@ -282,7 +282,9 @@ func (fakeAnalytics) Orphans(context.Context, int) (link.OrphanSummary, link.Gat
 	return link.OrphanSummary{Top: []link.CodeCount{}}, link.Gathered{}
 }
 
-func (fakeAnalytics) IsBot(string) bool { return false }
+func (fakeAnalytics) IsBot(ua string) bool {
+	return strings.Contains(strings.ToLower(ua), "bot") || strings.Contains(ua, "externalhit")
+}
 
 func (fakeAnalytics) Platform(string) string { return "" }
 

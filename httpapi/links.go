@@ -302,8 +302,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	out := s.toJSON(l)
 	// clicks: human visits so far (the replicated counter; it trails the
-	// redirects by about a flush interval).
-	if n, err := s.analytics.ClickCount(r.Context(), code); err == nil {
+	// redirects by about a flush interval), for keys that may read stats.
+	if !principalOf(r).may(apikey.StatsRead) {
+		out.Clicks = nil
+	} else if n, err := s.analytics.ClickCount(r.Context(), code); err == nil {
 		out.Clicks = &n
 	}
 	writeJSON(w, r, http.StatusOK, out)
@@ -356,7 +358,33 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
+	if !principalOf(r).may(apikey.LinksRead) {
+		writeJSON(w, r, http.StatusOK, writtenOnly(s.toJSON(l), raw))
+		return
+	}
 	writeJSON(w, r, http.StatusOK, s.toJSON(l))
+}
+
+// writtenOnly is what a key that may write links but not read them gets
+// back from an update: the link's names, when it changed, and the fields
+// it wrote, not the rest of the record (issue 26).
+func writtenOnly(j linkJSON, wrote map[string]json.RawMessage) map[string]any {
+	b, _ := json.Marshal(j)
+	var all map[string]any
+	_ = json.Unmarshal(b, &all)
+	out := map[string]any{}
+	for _, k := range []string{"code", "short_url", "qr_url", "updated_at"} {
+		out[k] = all[k]
+	}
+	for k := range wrote {
+		if k == "password" {
+			k = "password_protected"
+		}
+		if v, ok := all[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func isNull(m json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(m), []byte("null")) }

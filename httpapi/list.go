@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -46,6 +47,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
+	if q.ByClicks && !principalOf(r).may(apikey.StatsRead) {
+		// The order would tell the counts a key without stats:read may
+		// not read.
+		s.Error(w, r, &requestError{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden",
+			detail: "sorting by clicks needs the stats:read scope", field: "sort"})
+		return
+	}
 	// A filter no index answers is a scan (up to link.ListQuery.Scan
 	// entries a shard): it costs listScanCost tokens, not one.
 	if scanned(q) && !s.limit(w, r, principalOf(r), listScanCost-1) {
@@ -57,10 +65,11 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := listJSON{Links: make([]linkJSON, 0, len(page.Links))}
+	clicks := principalOf(r).may(apikey.StatsRead)
 	for i, l := range page.Links {
 		j := s.toJSON(l)
 		j.Clicks = nil // during a rolling upgrade, an older node counts none
-		if page.Clicks != nil {
+		if page.Clicks != nil && clicks {
 			j.Clicks = &page.Clicks[i]
 		}
 		out.Links = append(out.Links, j)

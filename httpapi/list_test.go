@@ -52,8 +52,8 @@ func listAll(t *testing.T, tn *testNode, key, query string, limit int) []string 
 func TestListLinksOverHTTP(t *testing.T) {
 	t.Parallel()
 	tn := startFake(t, link.URLPolicy{}, nil)
-	_, alice := tn.makeKey(t, "alice", "alice", "links:read", "links:write")
-	_, bob := tn.makeKey(t, "bob", "bob", "links:read", "links:write")
+	_, alice := tn.makeKey(t, "alice", "alice", "links:read", "links:write", "stats:read")
+	_, bob := tn.makeKey(t, "bob", "bob", "links:read", "links:write", "stats:read")
 	var aliceCodes []string
 	for i := range 7 {
 		key, tag := alice, "red"

@@ -23,6 +23,7 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 <dl>
 <dt>Short link</dt><dd>{{.Short}}</dd>
 {{if .Protected}}<dt>Leads to</dt><dd>a destination behind a password</dd>
+{{else if .Limited}}<dt>Leads to</dt><dd>a destination shown only to a visit (the link has limited visits)</dd>
 {{else}}<dt>Leads to</dt><dd class="dest"><a href="{{.URL}}" rel="nofollow noopener noreferrer">{{.URL}}</a></dd>{{end}}
 <dt>Created</dt><dd><time datetime="{{.Created}}">{{.CreatedText}}</time></dd>
 </dl>
@@ -60,10 +61,14 @@ func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
 	}
 	short := s.publicURL + "/" + l.Code
 	page := map[string]any{"Short": short, "URL": l.URL, "Title": l.Title, "Description": l.Description}
-	if l.PasswordHash != "" {
+	switch {
+	case l.PasswordHash != "":
 		// The password guards the destination and what its owner wrote
 		// about it.
 		page = map[string]any{"Short": short, "Protected": true}
+	case l.MaxVisits > 0:
+		// So do the visits of a link that has a limit: a preview uses none.
+		page = map[string]any{"Short": short, "Title": l.Title, "Description": l.Description, "Limited": true}
 	}
 	var body bytes.Buffer
 	page["QR"] = "/" + l.Code + "/qr?format=svg"

@@ -146,14 +146,18 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	case askPassword:
 		return s.writePasswordPage(w, r, http.StatusOK)
 	case spendVisit:
-		// HEAD and bots look without using a visit up.
-		if r.Method == http.MethodGet && !s.analytics.IsBot(strings.Clone(clip(r.UserAgent(), MaxUserAgent))) {
-			if l, err = s.links.ConsumeVisit(r.Context(), code); err != nil {
-				if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
-					return s.redirectError(w, r, link.ErrGone)
-				}
-				return s.Error(w, r, err)
+		// HEAD and bots (link unfurlers, scanners) neither use a visit up
+		// nor learn where the link goes: the destination of a link with
+		// limited visits is given only for a visit (issue 26).
+		if r.Method != http.MethodGet || s.analytics.IsBot(strings.Clone(clip(r.UserAgent(), MaxUserAgent))) {
+			writePage(w, r, http.StatusOK, limitedVisitsPage, "no-store", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'")
+			return http.StatusOK
+		}
+		if l, err = s.links.ConsumeVisit(r.Context(), code); err != nil {
+			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
+				return s.redirectError(w, r, link.ErrGone)
 			}
+			return s.Error(w, r, err)
 		}
 	}
 	loc, cc := s.target(l, r.UserAgent(), s.clientIP(r), r.Header.Get("Accept-Language"), r.URL.RawQuery)
@@ -169,6 +173,17 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	}
 	return l.Redirect
 }
+
+// limitedVisitsPage is what HEAD and bots get for a link with limited
+// visits: no destination, no visit used.
+var limitedVisitsPage = []byte(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="robots" content="noindex, nofollow">
+<meta name="viewport" content="width=device-width, initial-scale=1"><title>A link with limited visits</title>
+<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;color:#222}</style>
+</head><body><h1>A link with limited visits</h1>
+<p>This link can be opened a limited number of times. Open it in a browser to use one of its visits; where it
+leads is shown only then.</p></body></html>
+`)
 
 // location is where a redirect of l to dest (l.URL, or a rule's URL) for a
 // request with query sends the client: dest, plus the query unless the
