@@ -19,6 +19,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/linkraft/linkraft/internal/boltcheck"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -77,6 +78,13 @@ var ErrVisitsShed = errors.New("analytics: raw visits shed")
 
 // OpenVisitStore opens (or creates) the visit file at path.
 func OpenVisitStore(path string, lim VisitLimits) (*VisitStore, error) {
+	// Checked first: bbolt would panic past any recover on a damaged page
+	// (internal/boltcheck). Raw visits are this node's alone and click
+	// counts live in the shards, so the way out is to set the file aside.
+	if err := boltcheck.Check(path); err != nil {
+		return nil, fmt.Errorf("analytics: %s: %w: stop the node, move the file aside (mv %s %s.damaged) and start it again; "+
+			"only this node's raw visits are in it, click counts are in the shards", path, err, path, path)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true,
 		// Address space, not memory: a file that grows from empty would
 		// otherwise be remapped (every node of the open transaction copied

@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/linkraft/linkraft/internal/boltcheck"
+	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -161,5 +164,34 @@ func TestVisitBudgetSheds(t *testing.T) {
 	defer floor.Close()
 	if shed, err := floor.AddBatch(batch(100, 0)); shed != 100 || !errors.Is(err, ErrVisitsShed) {
 		t.Fatalf("at the floor: shed %d, %v", shed, err)
+	}
+}
+
+// TestDamagedVisitFileIsNamed: a damaged visit file is refused at open
+// with its path and the way out, not a panic of bbolt's.
+func TestDamagedVisitFileIsNamed(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "visits.db")
+	s, err := OpenVisitStore(path, VisitLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	var vs []link.Visit
+	for i := range 5000 {
+		vs = append(vs, link.Visit{Code: fmt.Sprintf("c%d", i%50), Time: t0.Add(time.Duration(i) * time.Second), UserAgent: "Mozilla/5.0 Firefox/130.0"})
+	}
+	if err := s.Add(vs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := testkit.DamageBoltPages(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenVisitStore(path, VisitLimits{})
+	if !errors.Is(err, boltcheck.ErrDamaged) || !strings.Contains(err.Error(), "mv "+path) {
+		t.Fatalf("open of a damaged visit file: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/boltcheck"
 	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
@@ -106,4 +108,31 @@ func TestUnreadableRecordHaltsApply(t *testing.T) {
 	}
 	f.Release()
 	<-done
+}
+
+// TestDamagedPageIsNamedAtOpen: a state file whose meta pages are sound
+// but whose tree is damaged is refused at open with an error naming it
+// (ErrCorrupt); bbolt alone panicked on a goroutine of its own while
+// rebuilding the freelist, killing the process with no file named.
+func TestDamagedPageIsNamedAtOpen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	f, err := NewShardFSM(ShardConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 400 {
+		url := fmt.Sprintf("https://example.com/%d/%s", i, strings.Repeat("x", 200))
+		applyAt(t, f, uint64(i+1), (&command.CreateIfAbsent{Code: fmt.Sprintf("c%04d", i), Now: t0, Nonce: uint64(i + 1), Request: link.CreateRequest{URL: url}}).Encode())
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := testkit.DamageBoltPages(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewShardFSM(ShardConfig{Path: path})
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, boltcheck.ErrDamaged) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("open of a damaged file: %v", err)
+	}
 }

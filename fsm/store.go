@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/boltcheck"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/internal/wire"
 	"github.com/linkraft/linkraft/link"
@@ -420,6 +421,12 @@ func openBolt(path string) (db *bolt.DB, err error) {
 			err = fmt.Errorf("%w: %s: bbolt: %v", ErrCorrupt, path, r)
 		}
 	}()
+	// bbolt rebuilds the freelist of a file without one on a goroutine
+	// of its own, which panics past any recover on a damaged page: the
+	// pages are checked first.
+	if err := boltcheck.Check(path); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
+	}
 	db, err = bolt.Open(path, 0o600, boltOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -604,6 +611,9 @@ func (s *store) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	// Check that the stream is a bbolt file before discarding ours.
+	if err := boltcheck.Check(tmpName); err != nil {
+		return fmt.Errorf("restore: the received state: %w", err)
+	}
 	check, err := bolt.Open(tmpName, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("restore: snapshot is not a bbolt file: %w", err)

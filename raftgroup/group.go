@@ -17,6 +17,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/linkraft/linkraft/internal/boltcheck"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -309,6 +310,11 @@ func raftConfig(cfg Config, t Timing, hl hclog.Logger) (*raft.Config, error) {
 // openStores opens the group's log store (and its cache) and snapshot
 // store in cfg.Dir.
 func openStores(cfg Config, hl hclog.Logger) (*raftboltdb.BoltStore, *raft.LogCache, raft.SnapshotStore, error) {
+	// Checked first: bbolt would panic past any recover on a damaged page
+	// (internal/boltcheck).
+	if err := boltcheck.Check(filepath.Join(cfg.Dir, "raft.db")); err != nil {
+		return nil, nil, nil, fmt.Errorf("shard %s: log store %s: %w", cfg.Name, filepath.Join(cfg.Dir, "raft.db"), err)
+	}
 	logStore, err := raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(cfg.Dir, "raft.db"),
 		BoltOptions: &bolt.Options{

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/internal/boltcheck"
 )
 
 // ErrInUse is returned by Recover when a running node holds the group's
@@ -78,6 +80,9 @@ func Recover(cfg Config, keep []string) ([]Server, error) {
 // stopped group in dir holds (its log's last configuration entry, else its
 // snapshot's), without starting it.
 func LatestServers(dir string) ([]Server, error) {
+	if err := boltcheck.Check(filepath.Join(dir, "raft.db")); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "raft.db"), err)
+	}
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), BoltOptions: &bolt.Options{Timeout: time.Second}})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%s: %w", dir, ErrInUse)
