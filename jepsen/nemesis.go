@@ -57,6 +57,12 @@ type nemesis struct {
 	rng      *rand.Rand
 	lossPct  int
 
+	// The flood's link and key, made at its first injection.
+	floodOnce sync.Once
+	floodCode string
+	floodKey  string
+	floodErr  error
+
 	mu      sync.Mutex
 	current *injection // the fault in force
 	record  *checker.FaultRecord
@@ -70,12 +76,13 @@ var (
 	pauseFaults     = []string{"pause-one", "pause-minority", "pause-leader"}
 	lossFaults      = []string{"loss"}
 	hostileFaults   = []string{"hostile"}
+	floodFaults     = []string{"flood"}
 	diskFaults      = []string{"disk-full"}
 	faultGroups     = map[string][]string{
-		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults, "hostile": hostileFaults,
+		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults, "hostile": hostileFaults, "flood": floodFaults,
 		"disk": diskFaults, "membership": membershipFaults, "restart": restartFaults, "meta": metaFaults, "composed": composedFaults,
 		"snapshot": snapshotFaults,
-		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults, diskFaults,
+		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults, floodFaults, diskFaults,
 			membershipFaults, restartFaults, metaFaults, composedFaults, snapshotFaults),
 	}
 )
@@ -92,7 +99,7 @@ func parseNemesis(s string) ([]string, error) {
 		names, ok := faultGroups[f]
 		if !ok {
 			if !slices.Contains(all, f) {
-				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, disk, membership, restart, meta, composed, snapshot, all, none; faults: %s)", f, strings.Join(all, ", "))
+				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, flood, disk, membership, restart, meta, composed, snapshot, all, none; faults: %s)", f, strings.Join(all, ", "))
 			}
 			names = []string{f}
 		}
@@ -277,6 +284,8 @@ func (n *nemesis) buildFaults(names []string) {
 		switch name {
 		case "hostile":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.startHostile(ctx) }
+		case "flood":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.startFlood(ctx) }
 		case "disk-full":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.fillDisk(ctx) }
 		case "partition-halves":

@@ -423,6 +423,7 @@ func (tr *trial) judge(final checker.Final) error {
 	ops := tr.rec.Ops()
 	out.Ops = len(ops)
 	out.FaultLog = tr.nem.faultRecords()
+	legitDuring(out.FaultLog, ops)
 	out.Faults = checker.SummarizeFaults(out.FaultLog)
 	d.stop(stopGrace)
 	out.Nodes = d.runs()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The short chaos run CI makes (needs root): 5 nodes in network namespaces,
 # 60 s of register + set + unique-ids + ryw + counter under partitions, kills,
-# pauses, a hostile stranger and the operator's actions (drains, rolling
+# pauses, a hostile stranger, an anonymous flood and the operator's actions (drains, rolling
 # restarts, faults aimed at the meta leader, a partition then a kill; a fault
 # every 5 s), the nodes started in a random
 # order with -bootstrap-expect 3 (a formation run), linknode built with the race detector. Exits
@@ -10,5 +10,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 go run ./jepsen/cmd/jepsen test -name ci -store store \
   -nodes 5 -bootstrap-expect 3 -start-jitter 2s -time-limit "${JEPSEN_TIME:-60s}" \
-  -nemesis partition,kill,pause,hostile,membership,restart,meta,composed -nemesis-interval 5s \
+  -nemesis partition,kill,pause,hostile,flood,membership,restart,meta,composed -nemesis-interval 5s \
   -workload register,set,unique-ids,ryw,counter -race "$@"

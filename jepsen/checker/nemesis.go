@@ -31,6 +31,24 @@ type FaultRecord struct {
 	// Breach: a hostile fault's attack got an answer from a node (the
 	// trust boundary failed).
 	Breach bool `json:"breach,omitempty"`
+	// Legit, for a flood, is what the workloads' clients saw while it was
+	// in force.
+	Legit *LegitTraffic `json:"legit,omitempty"`
+}
+
+// LegitTraffic is the workloads' operations invoked while a fault was in
+// force: how many, how many did not succeed (failed or unknown), and
+// their 99th-percentile latency beside that of every other operation of
+// the run.
+type LegitTraffic struct {
+	Ops          int     `json:"ops"`
+	Errors       int     `json:"errors"`
+	ErrorRate    float64 `json:"error_rate"`
+	P99MS        float64 `json:"p99_ms"`
+	P99MSOutside float64 `json:"p99_ms_outside"`
+	// ErrorRateOutside is the error rate of every other operation of the
+	// run (some fail by design: a read of a deleted code).
+	ErrorRateOutside float64 `json:"error_rate_outside"`
 }
 
 // FaultSummary is one kind of fault over a run.

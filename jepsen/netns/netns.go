@@ -97,6 +97,15 @@ func (e *Env) HostIP() netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
+// AttackerIP is a second address of the bridge in the root namespace, for
+// traffic that must not come from the clients' address (the flood fault's:
+// per-client limits would otherwise fall on the clients too).
+func (e *Env) AttackerIP() netip.Addr {
+	b := e.cfg.Subnet.Addr().As4()
+	b[3] = 2
+	return netip.AddrFrom4(b)
+}
+
 // Command returns a command that runs name with args inside node i's
 // namespace. ip-netns-exec execs the program in place, so the command's PID
 // is the program's own: signals sent to it reach the program.
@@ -122,6 +131,7 @@ func (e *Env) Setup(ctx context.Context) (err error) {
 	steps := [][]string{
 		{"link", "add", e.bridge, "type", "bridge"},
 		{"addr", "add", host, "dev", e.bridge},
+		{"addr", "add", e.AttackerIP().String() + "/24", "dev", e.bridge},
 		{"link", "set", e.bridge, "up"},
 	}
 	for i := range e.cfg.Nodes {
