@@ -83,7 +83,7 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 	}
 	p := principalOf(r)
 	codes := b.Codes
-	truncated, pages := false, 0
+	truncated := false
 	switch {
 	case (b.Codes == nil) == (b.Filter == nil):
 		bad("codes", "give either codes or filter")
@@ -98,11 +98,20 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 			s.Error(w, r, err)
 			return
 		}
-		// Pages until MaxBulkLinks: a tag across owners is a scan, whose
-		// pages may be short (link.ListQuery.Scan).
-		q := link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: MaxBulkLinks, Now: s.now()}
+		// Pages until MaxBulkLinks, or what the caller's bucket can ever
+		// pay for (then truncated: the caller sends the filter again): a
+		// tag across owners is a scan, whose pages may be short
+		// (link.ListQuery.Scan). Each page takes a token before it is
+		// read, so a filter that matches nothing still pays for its scan.
+		most := MaxBulkLinks
+		if _, _, rate, limited := s.rateOf(p); limited && rate.PerSecond > 0 {
+			most = max(min(most, rate.Burst/2), 1)
+		}
+		q := link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: most, Now: s.now()}
 		for {
-			pages++
+			if !s.limit(w, r, p, 1) {
+				return
+			}
 			page, err := s.links.List(r.Context(), q)
 			if err != nil {
 				s.Error(w, r, err)
@@ -114,25 +123,26 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 			if page.Next == nil {
 				break
 			}
-			if len(codes) >= MaxBulkLinks {
+			if len(codes) >= most {
 				truncated = true
 				break
 			}
-			q.After, q.Limit = page.Next, MaxBulkLinks-len(codes)
+			q.After, q.Limit = page.Next, most-len(codes)
 		}
 	case len(b.Codes) == 0 || len(b.Codes) > MaxBulkLinks:
 		bad("codes", fmt.Sprintf("codes must hold 1 to %d codes", MaxBulkLinks))
 		return
 	}
-	// One rate-limit token per link, and one per page of a filter's
-	// listing: a filter that matches nothing still costs its scan. The
-	// password (one hash for every link) is hashed only then.
-	if !s.limit(w, r, p, len(codes)+pages) {
-		return
-	}
-	if err := s.hashPatchPassword(r.Context(), &patch, pw); err != nil {
-		s.Error(w, r, err)
-		return
+	// One rate-limit token per link, taken before any write; the password
+	// (one hash for every link) is hashed only then.
+	if len(codes) > 0 {
+		if !s.limit(w, r, p, len(codes)) {
+			return
+		}
+		if err := s.hashPatchPassword(r.Context(), &patch, pw); err != nil {
+			s.Error(w, r, err)
+			return
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)

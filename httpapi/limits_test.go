@@ -376,7 +376,7 @@ func TestLimitsCountWork(t *testing.T) {
 		t.Fatalf("after a 2048-pixel PNG (16 tokens, capped at the burst of 10): %d", r.status)
 	}
 
-	// An export of 2,500 links is three pages: 30 tokens from a bucket of
+	// An export of 2,515 links is three pages: 30 tokens from a bucket of
 	// 20 at 10 a second, so it ends only once the clock has moved a second.
 	_, k = tn.makeKey(t, "exporter", "dave", "links:read", "links:write")
 	r := tn.postJSON(t, "/api/v1/keys", `{"name":"loader","owner":"dave","scopes":["links:write"],"rate_limit":2000}`)
@@ -384,6 +384,21 @@ func TestLimitsCountWork(t *testing.T) {
 		t.Fatalf("loader key: %d %s", r.status, r.body)
 	}
 	loader := bearer(r.json(t)["key"].(string))
+	// A bulk update by a filter matching more than half a limited key's
+	// bucket does half and says truncated, rather than a size that never
+	// fits (the caller sends it again).
+	var tagged []string
+	for i := range 15 {
+		tagged = append(tagged, fmt.Sprintf(`{"url":"https://example.com/t/%d","tags":["many"]}`, i))
+	}
+	if r := tn.do(t, "POST", "/api/v1/links/bulk", "application/json", []byte(`{"links":[`+strings.Join(tagged, ",")+`]}`), "Authorization", loader); r.status != 200 && r.status != 201 {
+		t.Fatalf("tagged links: %d %s", r.status, r.body)
+	}
+	_, tagger := tn.makeKey(t, "tagger", "dave", "links:read", "links:write")
+	r = tn.do(t, "POST", "/api/v1/links/bulk-update", "application/json", []byte(`{"filter":{"tag":"many"},"patch":{"title":"half"}}`), "Authorization", bearer(tagger))
+	if m := r.json(t); r.status != 200 || m["updated"] != float64(10) || m["truncated"] != true {
+		t.Fatalf("a filter of 15 with a bucket of 20: %d %s", r.status, r.body)
+	}
 	for b := range 3 {
 		var links []string
 		for i := range 1000 {
@@ -403,7 +418,7 @@ func TestLimitsCountWork(t *testing.T) {
 	for {
 		select {
 		case r := <-exported:
-			if r.status != 200 || bytes.Count(r.body, []byte("\n")) != 2500 {
+			if r.status != 200 || bytes.Count(r.body, []byte("\n")) != 2515 {
 				t.Fatalf("export: %d, %d lines", r.status, bytes.Count(r.body, []byte("\n")))
 			}
 			if moved := time.Duration(clock.Load() - start); moved < time.Second {
