@@ -29,6 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/acceptloop"
 )
 
 // Answer is a redirect the fast path writes.
@@ -175,39 +177,25 @@ func (l *Listener) Shutdown(ctx context.Context) error {
 }
 
 func (l *Listener) acceptLoop() {
-	var pause time.Duration
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				l.Close()
-				return
-			}
-			// Out of file descriptors and the like: back off as net/http does.
-			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-			time.Sleep(pause)
-			continue
-		}
-		pause = 0
-		fc := &fastConn{Conn: c}
-		l.mu.Lock()
-		select {
-		case <-l.done:
-			l.mu.Unlock()
-			c.Close()
-			return
-		default:
-		}
-		l.conns[fc] = struct{}{}
-		l.active.Add(1)
+	acceptloop.Run(l.ln, l.done, l.accepted, func() { _ = l.Close() })
+}
+
+// accepted serves c on the fast path, or closes it if the listener has
+// closed.
+func (l *Listener) accepted(c net.Conn) {
+	fc := &fastConn{Conn: c}
+	l.mu.Lock()
+	select {
+	case <-l.done:
 		l.mu.Unlock()
-		go l.serve(fc)
+		c.Close()
+		return
+	default:
 	}
+	l.conns[fc] = struct{}{}
+	l.active.Add(1)
+	l.mu.Unlock()
+	go l.serve(fc)
 }
 
 // fastConn is a connection served by the fast path.

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/acceptloop"
 )
 
 // Reason is why a connection was refused.
@@ -249,27 +251,7 @@ func ClientOf(addr net.Addr) netip.Prefix {
 }
 
 func (l *Listener) acceptLoop() {
-	var pause time.Duration
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				l.Close()
-				return
-			}
-			// Out of file descriptors and the like: back off as net/http does.
-			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-			time.Sleep(pause)
-			continue
-		}
-		pause = 0
-		l.admit(c)
-	}
+	acceptloop.Run(l.ln, l.done, l.admit, func() { _ = l.Close() })
 }
 
 // admit decides on a new connection: admitted, refused, or (for the
