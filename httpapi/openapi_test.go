@@ -177,6 +177,21 @@ func TestOpenAPIDocument(t *testing.T) {
 	if r.status != 200 || !bytes.Equal(r.body, httpapi.OpenAPI()) {
 		t.Fatalf("GET /api/v1/openapi.json: %d", r.status)
 	}
+	// Every operation has an operationId, unique and lowerCamelCase, so
+	// that generated clients have real names (issue 27).
+	seen := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		for m, op := range item.Operations() {
+			id := op.OperationID
+			if id == "" || id[0] < 'a' || id[0] > 'z' || strings.ContainsAny(id, "-_ /{}") {
+				t.Errorf("%s %s: operationId %q", m, path, id)
+			}
+			if other, dup := seen[id]; dup {
+				t.Errorf("%s %s: operationId %q is also %s's", m, path, id, other)
+			}
+			seen[id] = m + " " + path
+		}
+	}
 	// No route the document leaves out is served: each documented path's
 	// other methods answer 405, with the documented ones in Allow (a
 	// fixed path such as /api/v1/links/bulk-delete too, though
