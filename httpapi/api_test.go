@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
@@ -151,30 +153,52 @@ func TestAliasExpiryAndRedirectCodes(t *testing.T) {
 	}
 }
 
-func TestNotFoundPages(t *testing.T) {
+// TestVisitorPagesSayWhatHappened: a browser that follows a short link
+// that leads nowhere is told which of the cases it met: no such link,
+// removed, turned off, expired, used up or taken down (issue 27: one text
+// covered four of them); an API client gets the problem, its detail as
+// specific; HEAD gets the status alone.
+func TestVisitorPagesSayWhatHappened(t *testing.T) {
 	t.Parallel()
-	tn := startFake(t, link.URLPolicy{}, nil)
-	r := tn.do(t, "GET", "/nope123", "", nil, "Accept", "text/html,application/xhtml+xml")
-	if r.status != 404 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(string(r.body), "Not Found") {
-		t.Fatalf("browser 404 = %d %v %s", r.status, r.header, r.body)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	tn := startFake(t, link.URLPolicy{}, func(c *httpapi.Config) { c.Now = func() time.Time { return time.Unix(0, clock.Load()) } })
+	html := "text/html,application/xhtml+xml"
+	browser := "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0"
+	tn.create(t, `{"url":"https://example.com/r","alias":"removed"}`)
+	tn.do(t, "DELETE", "/api/v1/links/removed", "", nil)
+	tn.create(t, `{"url":"https://example.com/o","alias":"turned-off"}`)
+	if r := tn.do(t, "PATCH", "/api/v1/links/turned-off", "application/json", []byte(`{"disabled":true}`)); r.status != 200 {
+		t.Fatalf("disable: %d %s", r.status, r.body)
 	}
-	r = tn.do(t, "GET", "/nope123", "", nil, "Accept", "application/json")
-	if r.status != 404 || r.header.Get("Content-Type") != "application/problem+json" || r.json(t)["type"] != "/problems/not-found" {
-		t.Fatalf("API 404 = %d %v %s", r.status, r.header, r.body)
+	ends := time.Unix(0, clock.Load()).Add(time.Hour).UTC().Format(time.RFC3339)
+	tn.create(t, `{"url":"https://example.com/e","alias":"ended","expires_at":"`+ends+`"}`)
+	tn.create(t, `{"url":"https://example.com/u","alias":"used-up","max_visits":1}`)
+	if r := tn.do(t, "GET", "/used-up", "", nil, "User-Agent", browser); r.status != 302 {
+		t.Fatalf("the one visit: %d", r.status)
 	}
-	r = tn.do(t, "HEAD", "/nope123", "", nil)
-	if r.status != 404 || len(r.body) != 0 {
-		t.Fatalf("HEAD 404 = %d %q", r.status, r.body)
-	}
-	tn.create(t, `{"url":"https://example.com","alias":"gone-link"}`)
-	tn.do(t, "DELETE", "/api/v1/links/gone-link", "", nil)
-	r = tn.do(t, "GET", "/gone-link", "", nil, "Accept", "text/html")
-	if r.status != 410 || !strings.Contains(string(r.body), "Gone") {
-		t.Fatalf("browser 410 = %d %s", r.status, r.body)
-	}
-	r = tn.do(t, "GET", "/gone-link", "", nil)
-	if r.status != 410 || r.json(t)["type"] != "/problems/gone" {
-		t.Fatalf("API 410 = %d %s", r.status, r.body)
+	clock.Add(int64(2 * time.Hour))
+	for _, c := range []struct {
+		code, title, detail string
+		status              int
+	}{
+		{"nope123", "No such link", "no link has this code", 404},
+		{"removed", "Link removed", "deleted", 410},
+		{"turned-off", "Link turned off", "turned off by its owner", 410},
+		{"ended", "Link expired", "expired", 410},
+		{"used-up", "Link used up", "visits are used up", 410},
+	} {
+		r := tn.do(t, "GET", "/"+c.code, "", nil, "Accept", html, "User-Agent", browser)
+		if r.status != c.status || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(string(r.body), "<h1>"+c.title+"</h1>") {
+			t.Errorf("/%s in a browser = %d %s", c.code, r.status, r.body)
+		}
+		r = tn.do(t, "GET", "/"+c.code, "", nil, "Accept", "application/json", "User-Agent", browser)
+		if r.status != c.status || r.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.json(t)["detail"].(string), c.detail) {
+			t.Errorf("/%s for an API client = %d %s", c.code, r.status, r.body)
+		}
+		if r := tn.do(t, "HEAD", "/"+c.code, "", nil); r.status != c.status || len(r.body) != 0 {
+			t.Errorf("HEAD /%s = %d %q", c.code, r.status, r.body)
+		}
 	}
 }
 

@@ -81,6 +81,8 @@ func (s *Server) problemOf(r *http.Request, err error) Problem {
 		return p(http.StatusGone, "gone", "Gone", "the link was disabled for abuse", "")
 	case errors.Is(err, link.ErrDeleted):
 		return p(http.StatusGone, "gone", "Gone", "the link was deleted", "")
+	case errors.Is(err, errExpired), errors.Is(err, errDisabled), errors.Is(err, errUsedUp):
+		return p(http.StatusGone, "gone", "Gone", strings.TrimPrefix(err.Error(), link.ErrGone.Error()+": "), "")
 	case errors.Is(err, link.ErrGone):
 		return p(http.StatusGone, "gone", "Gone", "the link is expired, disabled or deleted", "")
 	case errors.Is(err, link.ErrInsufficientStorage):

@@ -180,7 +180,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 	}
 	switch s.outcome(l) {
 	case gone:
-		return s.redirectError(w, r, link.ErrGone)
+		return s.redirectError(w, r, s.goneReason(l))
 	case takenDown:
 		return s.redirectError(w, r, errTakenDown)
 	}
@@ -213,7 +213,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 	if l.MaxVisits > 0 {
 		if l, err = s.links.ConsumeVisit(r.Context(), code); err != nil {
 			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
-				return s.redirectError(w, r, link.ErrGone)
+				return s.redirectError(w, r, errUsedUp)
 			}
 			return s.Error(w, r, err)
 		}

@@ -53,7 +53,7 @@ func (s *Server) handlePreview(w http.ResponseWriter, r *http.Request) {
 		s.redirectError(w, r, err)
 		return
 	case l.Gone(s.now()):
-		s.redirectError(w, r, link.ErrGone)
+		s.redirectError(w, r, s.goneReason(l))
 		return
 	case s.blocked(l):
 		s.redirectError(w, r, errTakenDown)

@@ -140,7 +140,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 	}
 	switch s.outcome(l) {
 	case gone:
-		return s.redirectError(w, r, link.ErrGone)
+		return s.redirectError(w, r, s.goneReason(l))
 	case takenDown:
 		return s.redirectError(w, r, errTakenDown)
 	case askPassword:
@@ -155,7 +155,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 		}
 		if l, err = s.links.ConsumeVisit(r.Context(), code); err != nil {
 			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
-				return s.redirectError(w, r, link.ErrGone)
+				return s.redirectError(w, r, errUsedUp)
 			}
 			return s.Error(w, r, err)
 		}
@@ -245,6 +245,30 @@ func (s *Server) blocked(l *link.Link) bool {
 // errTakenDown answers a link whose destination is on the blocklist.
 var errTakenDown = fmt.Errorf("%w: the link was disabled for abuse", link.ErrGone)
 
+// Why a link is gone, for its visitors (each wraps link.ErrGone, so the
+// problem type stays "gone"): the 410 page and the problem's detail say
+// which.
+var (
+	errExpired  = fmt.Errorf("%w: the link has expired", link.ErrGone)
+	errDisabled = fmt.Errorf("%w: the link was turned off by its owner", link.ErrGone)
+	errUsedUp   = fmt.Errorf("%w: the link's visits are used up", link.ErrGone)
+)
+
+// goneReason is why l, which is gone now, is gone.
+func (s *Server) goneReason(l *link.Link) error {
+	switch {
+	case l.Deleted:
+		return link.ErrDeleted
+	case l.Disabled:
+		return errDisabled
+	case l.Expired(s.now()):
+		return errExpired
+	case l.OutOfVisits():
+		return errUsedUp
+	}
+	return link.ErrGone
+}
+
 // recordClick hands a GET redirect to analytics, never waiting for it;
 // HEAD is a link checker, not a visit. private is DNT: 1 or Sec-GPC: 1.
 // The strings are clipped here, before anything keeps them (the caller's
@@ -267,12 +291,20 @@ func remoteIP(r *http.Request) netip.Addr {
 // redirectError answers 404 or 410: a small page for browsers, a problem
 // document for everyone else.
 func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, err error) int {
-	status, title, detail := http.StatusNotFound, "Not Found", "There is no link with this code."
+	status, title, detail := http.StatusNotFound, "No such link", "There is no link with this code. Check the address for a typo."
 	switch {
 	case errors.Is(err, errTakenDown):
-		status, title, detail = http.StatusGone, "Link disabled", "This link was disabled for abuse."
+		status, title, detail = http.StatusGone, "Link taken down", "This link led to a site blocked for abuse, and was taken down."
+	case errors.Is(err, link.ErrDeleted):
+		status, title, detail = http.StatusGone, "Link removed", "This link was deleted by its owner. Its code will not be given to another link."
+	case errors.Is(err, errDisabled):
+		status, title, detail = http.StatusGone, "Link turned off", "The owner of this link has turned it off. It may be turned on again."
+	case errors.Is(err, errExpired):
+		status, title, detail = http.StatusGone, "Link expired", "This link had an end date, and it has passed."
+	case errors.Is(err, errUsedUp):
+		status, title, detail = http.StatusGone, "Link used up", "This link could be opened a limited number of times, and every one has been used."
 	case errors.Is(err, link.ErrGone):
-		status, title, detail = http.StatusGone, "Gone", "This link has expired or was disabled or removed."
+		status, title, detail = http.StatusGone, "Link gone", "This link no longer leads anywhere."
 	}
 	if !wantsHTML(r) {
 		return s.Error(w, r, err)
