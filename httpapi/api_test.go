@@ -498,3 +498,27 @@ func TestAliasRace(t *testing.T) {
 		t.Fatalf("%d created, %d conflicts", won, lost)
 	}
 }
+
+// TestVisitorPagesShareOneDesign: every page a link's visitor may see
+// (no such link, gone, the password form, the preview, a link with limited
+// visits to a bot) has the one style, dark colours included when the
+// visitor's system asks for them.
+func TestVisitorPagesShareOneDesign(t *testing.T) {
+	t.Parallel()
+	tn := startFake(t, link.URLPolicy{}, nil)
+	tn.create(t, `{"url":"https://example.com/p","alias":"guarded","password":"long enough password"}`)
+	tn.create(t, `{"url":"https://example.com/v","alias":"previewed"}`)
+	tn.create(t, `{"url":"https://example.com/l","alias":"limited","max_visits":3}`)
+	tn.create(t, `{"url":"https://example.com/g","alias":"gone-soon"}`)
+	tn.do(t, "DELETE", "/api/v1/links/gone-soon", "", nil)
+	for _, c := range []struct{ path, ua string }{
+		{"/no-such-code", ""}, {"/gone-soon", ""}, {"/guarded", ""}, {"/previewed+", ""}, {"/limited", "Slackbot-LinkExpanding 1.0"},
+	} {
+		r := tn.do(t, "GET", c.path, "", nil, "Accept", "text/html", "User-Agent", c.ua)
+		body := string(r.body)
+		if !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(body, "prefers-color-scheme:dark") ||
+			!strings.Contains(body, "max-width:36rem") || !strings.Contains(body, `name="viewport"`) {
+			t.Errorf("GET %s: %d %s", c.path, r.status, body)
+		}
+	}
+}

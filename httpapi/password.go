@@ -96,8 +96,7 @@ var passwordPage = template.Must(template.New("password").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="robots" content="noindex, nofollow">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Password required</title>
-<style>body{font-family:system-ui,sans-serif;max-width:24rem;margin:4rem auto;padding:0 1rem;color:#222}
-input,button{font:inherit;padding:.4rem;margin:.3rem 0}input{width:100%;box-sizing:border-box}.err{color:#b00}</style>
+<style>` + visitorCSS + `</style>
 </head><body><h1>Password required</h1>
 <p>This link is protected by a password.</p>
 {{if .Wrong}}<p class="err" role="alert">That password is not right.</p>{{end}}

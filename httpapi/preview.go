@@ -15,8 +15,7 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="robots" content="noindex, nofollow">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Preview of {{.Short}}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;color:#222}
-.dest{word-break:break-all;font-size:1.1rem}img{width:12rem;height:12rem}dt{color:#666;margin-top:1rem}dd{margin:0}</style>
+<style>` + visitorCSS + `.dest{word-break:break-all;font-size:1.1rem}img{width:12rem;height:12rem;background:#fff}</style>
 </head><body>
 <h1>{{if .Title}}{{.Title}}{{else}}{{.Short}}{{end}}</h1>
 {{if .Description}}<p>{{.Description}}</p>{{end}}
