@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/netid"
 )
 
 // Rate limits are token buckets, per key and (for anonymous creates and,
@@ -120,14 +122,8 @@ func (l *limiter) evict(now time.Time) {
 }
 
 // clientNet is the rate-limit identity of an address: IPv4 as is, IPv6 by
-// its /64 (one subscriber's prefix).
-func clientNet(ip netip.Addr) string {
-	if ip.Is6() && !ip.Is4In6() {
-		p, _ := ip.Prefix(64)
-		return p.String()
-	}
-	return ip.Unmap().String()
-}
+// its /64 (internal/netid).
+func clientNet(ip netip.Addr) string { return netid.Key(netid.Of(ip)) }
 
 // limitRedirect is limit for GET and HEAD /{code} when
 // -redirect-rate-limit is on; it reports false having answered 429.

@@ -25,9 +25,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/linkraft/linkraft/internal/netid"
 )
 
 // Kind says what travels on a connection.
@@ -282,24 +283,13 @@ func (m *Mux) logRefusalsLocked(from net.Addr) {
 }
 
 // sourceIP is the pending-connection identity of a peer address: an IPv4
-// address as is, an IPv6 address by its /64 (one host or subscriber holds
-// a whole /64, so a cap per exact address would be moot).
+// address as is, an IPv6 address by its /64 (internal/netid), anything
+// else by its string.
 func sourceIP(a net.Addr) string {
-	host := a.String()
-	if ta, ok := a.(*net.TCPAddr); ok {
-		host = ta.IP.String()
-	} else if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+	if p, ok := netid.OfAddr(a); ok {
+		return netid.Key(p)
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	if ip = ip.Unmap(); ip.Is6() {
-		p, _ := ip.WithZone("").Prefix(64)
-		return p.String()
-	}
-	return ip.String()
+	return a.String()
 }
 
 func (m *Mux) route(raw net.Conn, source string) {

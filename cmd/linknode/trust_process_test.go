@@ -65,7 +65,7 @@ func TestIdleConnectionFloods(t *testing.T) {
 	// 8 held, 32 refused with 429.
 	refused := 0
 	for range 40 {
-		c := dialFrom(t, "127.0.0.5", addrs.http)
+		c := testkit.DialFrom(t, "127.0.0.5", addrs.http)
 		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestIdleConnectionFloods(t *testing.T) {
 	// three quarters of its slots and closes idle connections early.
 	for i := range 8 {
 		for range 8 {
-			dialFrom(t, fmt.Sprintf("127.0.0.%d", 10+i), addrs.http)
+			testkit.DialFrom(t, fmt.Sprintf("127.0.0.%d", 10+i), addrs.http)
 		}
 	}
 	// While every slot is taken new connections are refused (503); once
@@ -107,7 +107,7 @@ func TestIdleConnectionFloods(t *testing.T) {
 	check("after an idle flood from eight addresses")
 	// The admin listener: 80 idle local connections do not stall it.
 	for range 80 {
-		dialFrom(t, "127.0.0.4", addrs.admin)
+		testkit.DialFrom(t, "127.0.0.4", addrs.admin)
 	}
 	testkit.WaitFor(t, 20*time.Second, "the admin listener to answer past 80 idle connections", func() bool {
 		resp, err := newClientFrom(t, "127.0.0.3").Get("http://" + addrs.admin + "/healthz")
@@ -120,19 +120,6 @@ func TestIdleConnectionFloods(t *testing.T) {
 	if !strings.Contains(p.logs(), "connections refused") {
 		t.Fatal("refusals not logged")
 	}
-}
-
-// dialFrom opens a TCP connection from the loopback address from to addr,
-// closed at the end of the test.
-func dialFrom(t *testing.T, from, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // newClientFrom is an HTTP client whose connections come from the

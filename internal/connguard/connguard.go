@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/internal/acceptloop"
+	"github.com/linkraft/linkraft/internal/netid"
 )
 
 // Reason is why a connection was refused.
@@ -229,27 +230,6 @@ func (l *Listener) Stats() Stats {
 	return s
 }
 
-// ClientOf is the identity a connection from addr is counted under: the
-// IPv4 address, or the IPv6 /64 (an IPv4-mapped address is IPv4).
-func ClientOf(addr net.Addr) netip.Prefix {
-	var ip netip.Addr
-	switch a := addr.(type) {
-	case *net.TCPAddr:
-		ip, _ = netip.AddrFromSlice(a.IP)
-	default:
-		if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
-			ip = ap.Addr()
-		}
-	}
-	ip = ip.Unmap()
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	p, _ := ip.Prefix(bits)
-	return p
-}
-
 func (l *Listener) acceptLoop() {
 	acceptloop.Run(l.ln, l.done, l.admit, func() { _ = l.Close() })
 }
@@ -257,7 +237,7 @@ func (l *Listener) acceptLoop() {
 // admit decides on a new connection: admitted, refused, or (for the
 // reserve) admitted once its first request line is a health check.
 func (l *Listener) admit(raw net.Conn) {
-	client := ClientOf(raw.RemoteAddr())
+	client, _ := netid.OfAddr(raw.RemoteAddr())
 	exempt := l.cfg.Exempt != nil && l.cfg.Exempt(client.Addr())
 	l.mu.Lock()
 	if len(l.open) >= l.cfg.Max*3/4 {

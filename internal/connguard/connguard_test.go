@@ -53,16 +53,10 @@ func serveWith(t *testing.T, cfg connguard.Config, release chan struct{}) *conng
 	return g
 }
 
-// dial opens a connection from the loopback address from (127.0.0.x).
+// dial opens a connection to g from the loopback address from.
 func dial(t *testing.T, g *connguard.Listener, from string) net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", g.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testkit.DialFrom(t, from, g.Addr().String())
 }
 
 // get sends GET path on c and returns the status.
@@ -183,21 +177,5 @@ func TestPressureClosesIdleConnections(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(b), "/slow") {
 		t.Fatalf("busy answer %q", b)
-	}
-}
-
-// TestClientOf: IPv4 by address (mapped too), IPv6 by /64.
-func TestClientOf(t *testing.T) {
-	t.Parallel()
-	for addr, want := range map[string]string{
-		"192.0.2.7:80":                  "192.0.2.7/32",
-		"[::ffff:192.0.2.7]:80":         "192.0.2.7/32",
-		"[2001:db8:1:2:aaaa::1]:443":    "2001:db8:1:2::/64",
-		"[2001:db8:1:2:ffff:1:2:3]:443": "2001:db8:1:2::/64",
-	} {
-		a, _ := net.ResolveTCPAddr("tcp", addr)
-		if got := connguard.ClientOf(a).String(); got != want {
-			t.Errorf("%s: %s, want %s", addr, got, want)
-		}
 	}
 }
