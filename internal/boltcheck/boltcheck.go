@@ -33,7 +33,6 @@ const (
 	bucketLeafFlag  = 0x01
 	bucketHeader    = 16 // root pgid u64, sequence u64
 	magic           = 0xED0CDAED
-	maxPagesVisited = 1 << 26
 )
 
 var le = binary.LittleEndian
@@ -59,11 +58,14 @@ func Check(path string) error {
 	if fi.Size() == 0 {
 		return nil
 	}
-	c := &checker{f: f, size: fi.Size(), seen: map[uint64]bool{}}
+	c := &checker{f: f, size: fi.Size()}
 	root, err := c.meta()
 	if err != nil {
 		return err
 	}
+	// One bit a page: the high-water mark is within the file, so a 1 TiB
+	// file costs 32 MiB here.
+	c.seen = make([]uint64, (c.hwm+63)/64)
 	return c.walk(root, 0)
 }
 
@@ -71,9 +73,14 @@ type checker struct {
 	f        *os.File
 	size     int64
 	pageSize uint64
-	hwm      uint64 // pages below the high-water mark
-	seen     map[uint64]bool
+	hwm      uint64   // pages below the high-water mark
+	seen     []uint64 // a bit per page walked
+	bufs     [][]byte // a page buffer per depth, reused
 }
+
+func (c *checker) walked(id uint64) bool { return c.seen[id/64]&(1<<(id%64)) != 0 }
+
+func (c *checker) mark(id uint64) { c.seen[id/64] |= 1 << (id % 64) }
 
 func damaged(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrDamaged, fmt.Sprintf(format, args...))
@@ -130,16 +137,20 @@ func (c *checker) walk(id uint64, depth int) error {
 	if id < 2 || id >= c.hwm {
 		return damaged("page %d: outside the file's %d pages", id, c.hwm)
 	}
-	if c.seen[id] {
+	if c.walked(id) {
 		return damaged("page %d: reached twice", id)
 	}
-	if len(c.seen) >= maxPagesVisited {
-		return nil // a file this large is left to bbolt
+	c.mark(id)
+	// One read for the page, a second only for its overflow pages, into
+	// the buffer of its depth (its children use the next ones).
+	for len(c.bufs) <= depth {
+		c.bufs = append(c.bufs, nil)
 	}
-	c.seen[id] = true
-	// One read for the page, a second only for its overflow pages. The
-	// buffer is the page's own: elements walks its children after.
-	page := make([]byte, c.pageSize)
+	page := c.bufs[depth][:0]
+	if cap(page) < int(c.pageSize) {
+		page = make([]byte, c.pageSize)
+	}
+	page = page[:c.pageSize]
 	if _, err := c.f.ReadAt(page, int64(id*c.pageSize)); err != nil {
 		return damaged("page %d: unreadable: %v", id, err)
 	}
@@ -160,9 +171,10 @@ func (c *checker) walk(id uint64, depth int) error {
 			return damaged("page %d: overflow unreadable: %v", id, err)
 		}
 		for i := range overflow {
-			c.seen[id+1+i] = true
+			c.mark(id + 1 + i)
 		}
 	}
+	c.bufs[depth] = page
 	return c.elements(id, page, depth)
 }
 
