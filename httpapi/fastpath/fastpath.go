@@ -184,6 +184,7 @@ func (l *Listener) acceptLoop() {
 // closed.
 func (l *Listener) accepted(c net.Conn) {
 	fc := &fastConn{Conn: c}
+	fc.below, _ = c.(interface{ SetIdle(bool) }) // looked up once, not per request
 	l.mu.Lock()
 	select {
 	case <-l.done:
@@ -202,6 +203,9 @@ func (l *Listener) accepted(c net.Conn) {
 type fastConn struct {
 	net.Conn
 	idle atomic.Bool // waiting for a request: Close may close it
+	// below is the listener's connection when it keeps count of idle
+	// ones (a connection guard), else nil.
+	below interface{ SetIdle(bool) }
 }
 
 // setIdle records whether c waits for a request, and tells the listener
@@ -209,8 +213,8 @@ type fastConn struct {
 // under pressure).
 func (c *fastConn) setIdle(idle bool) {
 	c.idle.Store(idle)
-	if s, ok := c.Conn.(interface{ SetIdle(bool) }); ok {
-		s.SetIdle(idle)
+	if c.below != nil {
+		c.below.SetIdle(idle)
 	}
 }
 
