@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -31,5 +32,30 @@ func TestLimiterTableIsBounded(t *testing.T) {
 	now = now.Add(time.Second)
 	if v := l.take("key:k", rate, 1); !v.ok {
 		t.Fatalf("after a second's refill: %+v", v)
+	}
+}
+
+// TestSuspectsAreBounded: the networks remembered as wrong guessers are at
+// most maxSuspects however many guess (a flood of networks costs no more
+// memory), those older than an hour go first, and a fresh entry is kept.
+func TestSuspectsAreBounded(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(0, 0)
+	s := newSuspects(func() time.Time { return now })
+	for i := range maxSuspects {
+		s.add("old", strconv.Itoa(i))
+	}
+	now = now.Add(2 * suspectMemory)
+	if s.has("old", "7") {
+		t.Fatal("a guess from two hours ago still counts")
+	}
+	for i := range maxSuspects + 1000 {
+		s.add("new", strconv.Itoa(i))
+	}
+	if n := len(s.at); n > maxSuspects {
+		t.Fatalf("%d remembered, bound %d", n, maxSuspects)
+	}
+	if !s.has("new", strconv.Itoa(maxSuspects+999)) {
+		t.Fatal("the newest guesser was forgotten")
 	}
 }

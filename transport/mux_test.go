@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -183,5 +184,27 @@ func TestSourceIPGroupsIPv6By64(t *testing.T) {
 	}
 	if got := sourceIP(&net.UnixAddr{Name: "@x", Net: "unix"}); got != "@x" {
 		t.Errorf("a unix address: %q", got)
+	}
+}
+
+// TestKnownSourcesAreBounded: the sources remembered as members are at
+// most maxKnown, the oldest forgotten first: strangers that complete no
+// handshake are never remembered, and members beyond the bound cost no
+// more memory.
+func TestKnownSourcesAreBounded(t *testing.T) {
+	t.Parallel()
+	m := &Mux{known: map[string]uint64{}}
+	for i := range maxKnown + 50 {
+		m.rememberLocked(fmt.Sprintf("10.0.%d.%d", i/250, i%250))
+	}
+	if len(m.known) != maxKnown {
+		t.Fatalf("%d remembered, bound %d", len(m.known), maxKnown)
+	}
+	if _, ok := m.known["10.0.0.0"]; ok {
+		t.Fatal("the oldest source is still remembered")
+	}
+	last := maxKnown + 49
+	if _, ok := m.known[fmt.Sprintf("10.0.%d.%d", last/250, last%250)]; !ok {
+		t.Fatal("the newest source was forgotten")
 	}
 }

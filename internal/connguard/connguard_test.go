@@ -2,12 +2,14 @@ package connguard_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,5 +179,48 @@ func TestPressureClosesIdleConnections(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(b), "/slow") {
 		t.Fatalf("busy answer %q", b)
+	}
+}
+
+// TestRefusalsAnsweredAreBounded: at most 64 refused connections are being
+// answered at once (each waits up to half a second for its request head);
+// past that a refused connection is closed at once, so a flood of them
+// holds no more descriptors or goroutines than that.
+func TestRefusalsAnsweredAreBounded(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var answering atomic.Int64
+	g := connguard.New(ln, connguard.Config{Max: 100, PerClient: 1, PressureIdle: time.Hour, Refuse: func(c net.Conn, _ connguard.Reason) {
+		answering.Add(1)
+		<-release
+	}})
+	defer g.Close()
+	defer close(release)
+	go func() {
+		for {
+			if _, err := g.Accept(); err != nil {
+				return
+			}
+		}
+	}()
+	dial(t, g, "127.0.0.1") // the client's one connection
+	var refused []net.Conn
+	for range 100 {
+		refused = append(refused, dial(t, g, "127.0.0.1"))
+	}
+	testkit.WaitFor(t, 10*time.Second, "64 refusals being answered", func() bool { return answering.Load() == 64 })
+	closed := 0
+	for _, c := range refused {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) {
+			closed++
+		}
+	}
+	if closed != 36 || answering.Load() != 64 || g.Stats().Refused[connguard.PerClient] != 100 {
+		t.Fatalf("%d closed unanswered, %d being answered, stats %+v; want 36 and 64 of 100", closed, answering.Load(), g.Stats())
 	}
 }
