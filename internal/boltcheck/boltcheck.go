@@ -26,13 +26,13 @@ var ErrDamaged = errors.New("bbolt file damaged")
 // the machine's byte order (little-endian on the platforms linkraft
 // ships for).
 const (
-	pageHeader      = 16 // id u64, flags u16, count u16, overflow u32
-	branchFlag      = 0x01
-	leafFlag        = 0x02
-	elemSize        = 16 // branch: pos, ksize u32, pgid u64; leaf: flags, pos, ksize, vsize u32
-	bucketLeafFlag  = 0x01
-	bucketHeader    = 16 // root pgid u64, sequence u64
-	magic           = 0xED0CDAED
+	pageHeader     = 16 // id u64, flags u16, count u16, overflow u32
+	branchFlag     = 0x01
+	leafFlag       = 0x02
+	elemSize       = 16 // branch: pos, ksize u32, pgid u64; leaf: flags, pos, ksize, vsize u32
+	bucketLeafFlag = 0x01
+	bucketHeader   = 16 // root pgid u64, sequence u64
+	magic          = 0xED0CDAED
 )
 
 var le = binary.LittleEndian
