@@ -1,12 +1,9 @@
 package cluster
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -14,6 +11,7 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/boltcheck"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
@@ -103,7 +101,7 @@ func (a *storageAlarm) measure() status.Storage {
 		if info, err := d.Info(); err == nil {
 			size := info.Size()
 			if strings.HasSuffix(path, ".db") {
-				if hwm, ok := boltHighWater(path); ok && hwm < size {
+				if hwm, err := boltcheck.HighWater(path); err == nil && hwm < size {
 					size = hwm // bbolt grows its files ahead of use
 				}
 			}
@@ -204,51 +202,4 @@ func (a *storageAlarm) refusal(n *Node, group command.GroupID, cmd []byte) error
 		}
 	}
 	return nil
-}
-
-// boltHighWater returns the bytes up to a bbolt file's high-water mark
-// (its page count times its page size, from the newer valid meta page):
-// bbolt grows a file in steps of up to 16 MiB ahead of use, and those
-// bytes hold nothing. ok is false when path is not a bbolt file that can
-// be read.
-func boltHighWater(path string) (int64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	// A meta page: a 16-byte page header, then magic, version and page
-	// size (uint32 each), flags, the root bucket (16), the freelist page,
-	// the page count, the transaction id and an FNV-64a checksum of what
-	// precedes it, in the machine's byte order (little-endian here).
-	const hdr, metaLen = 16, 64
-	var best struct{ txid, pgid, pageSize uint64 }
-	var buf [hdr + metaLen]byte
-	off := int64(0)
-	for i := range 2 {
-		if _, err := f.ReadAt(buf[:], off); err != nil {
-			return 0, false
-		}
-		m := buf[hdr:]
-		le := binary.LittleEndian
-		pageSize := uint64(le.Uint32(m[8:]))
-		if i == 0 {
-			if pageSize < 512 || pageSize > 1<<20 {
-				return 0, false
-			}
-			off = int64(pageSize)
-		}
-		h := fnv.New64a()
-		_, _ = h.Write(m[:56])
-		if le.Uint32(m[0:]) != 0xED0CDAED || h.Sum64() != le.Uint64(m[56:]) {
-			continue // torn by a concurrent write, or not bbolt
-		}
-		if txid := le.Uint64(m[48:]); best.pageSize == 0 || txid > best.txid {
-			best.txid, best.pgid, best.pageSize = txid, le.Uint64(m[40:]), pageSize
-		}
-	}
-	if best.pageSize == 0 {
-		return 0, false
-	}
-	return int64(best.pgid * best.pageSize), true
 }

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/boltcheck"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 )
@@ -54,11 +55,11 @@ func TestStorageAlarmCountsLiveBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hwm, ok := boltHighWater(path)
-	if !ok || hwm <= 0 || hwm > fi.Size() || fi.Size() < 20<<20 {
-		t.Fatalf("high-water mark %d, %v; file %d", hwm, ok, fi.Size())
+	hwm, err := boltcheck.HighWater(path)
+	if err != nil || hwm <= 0 || hwm > fi.Size() || fi.Size() < 20<<20 {
+		t.Fatalf("high-water mark %d, %v; file %d", hwm, err, fi.Size())
 	}
-	if _, ok := boltHighWater(filepath.Join(dir, "nothing.db")); ok {
+	if _, err := boltcheck.HighWater(filepath.Join(dir, "nothing.db")); err == nil {
 		t.Fatal("a missing file has a high-water mark")
 	}
 	if err := os.WriteFile(filepath.Join(dir, visitFile), make([]byte, 8<<20), 0o600); err != nil {

@@ -69,6 +69,27 @@ func Check(path string) error {
 	return c.walk(root, 0)
 }
 
+// HighWater returns the bytes of the bbolt file at path up to its
+// high-water mark (its page count times its page size, from the newer
+// valid meta page): bbolt grows a file ahead of use, in steps of up to
+// 16 MiB, and the bytes past the mark hold nothing.
+func HighWater(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	c := &checker{f: f, size: fi.Size()}
+	if _, err := c.meta(); err != nil {
+		return 0, err
+	}
+	return int64(c.hwm * c.pageSize), nil
+}
+
 type checker struct {
 	f        *os.File
 	size     int64
