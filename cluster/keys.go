@@ -24,6 +24,10 @@ type Keys struct{ n *Node }
 // apikey.ErrUnauthorized if there is none.
 func (k *Keys) Authenticate(secret string) (apikey.Key, error) { return k.n.meta.Authenticate(secret) }
 
+// Key returns the key with id; apikey.ErrNotFound if there is none (the
+// web UI's sessions name their key by ID).
+func (k *Keys) Key(id string) (apikey.Key, error) { return k.n.meta.KeyByID(id) }
+
 // List lists the cluster's keys (no secrets: none are stored).
 func (k *Keys) List() ([]apikey.Key, error) { return k.n.meta.ListKeys() }
 

@@ -56,6 +56,20 @@ func principalOf(r *http.Request) *principal {
 	return p
 }
 
+// sessionKey carries a key that in-process code has already authenticated
+// (the web UI, from its signed session cookie); see AsKey.
+type sessionKey struct{}
+
+// AsKey returns ctx for a request that the API serves as key k without an
+// Authorization header: the web UI (package httpapi/webui) checks its
+// session cookie, looks its key up by ID, and calls the API in-process
+// with this context. Nothing from the wire reaches a request's context, so
+// only code in the binary can use it; scopes, ownership and k's rate limit
+// apply as they do to a bearer of k.
+func AsKey(ctx context.Context, k apikey.Key) context.Context {
+	return context.WithValue(ctx, sessionKey{}, k)
+}
+
 var (
 	errUnauthorized = &requestError{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
 		detail: "send an API key: Authorization: Bearer <key>"}
@@ -76,7 +90,14 @@ func (s *Server) authed(scope apikey.Scope, cost int, anonymous bool, h http.Han
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := &principal{}
 		secret, has := apikey.FromHeader(r.Header.Get("Authorization"))
+		session, fromSession := r.Context().Value(sessionKey{}).(apikey.Key)
 		switch {
+		case fromSession && r.Header.Get("Authorization") == "":
+			p.key = session
+			if !session.Scopes.Has(scope) {
+				s.Error(w, r, errForbidden)
+				return
+			}
 		case has:
 			k, err := s.keys.Authenticate(secret)
 			if err != nil {

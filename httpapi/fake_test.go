@@ -299,6 +299,17 @@ func (f *fakeKeys) Authenticate(secret string) (apikey.Key, error) {
 	return apikey.Key{}, apikey.ErrUnauthorized
 }
 
+func (f *fakeKeys) Key(id string) (apikey.Key, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range f.keys {
+		if k.ID == id {
+			return k, nil
+		}
+	}
+	return apikey.Key{}, apikey.ErrNotFound
+}
+
 func (f *fakeKeys) List() ([]apikey.Key, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

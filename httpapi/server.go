@@ -54,6 +54,9 @@ type Links interface {
 type Keys interface {
 	// Authenticate returns the key of a secret, or apikey.ErrUnauthorized.
 	Authenticate(secret string) (apikey.Key, error)
+	// Key returns the key with id, or apikey.ErrNotFound (revoked or
+	// never made).
+	Key(id string) (apikey.Key, error)
 	List() ([]apikey.Key, error)
 	Create(ctx context.Context, req apikey.Request) (string, apikey.Key, error)
 	// Revoke deletes a key; apikey.ErrNotFound for an unknown ID.

@@ -20,6 +20,7 @@ import (
 type Keys struct {
 	version uint64
 	byHash  map[apikey.Hash]apikey.Key
+	byID    map[string]apikey.Key
 	blocked map[string]time.Time
 }
 
@@ -31,12 +32,14 @@ func (k *Keys) ByHash(h apikey.Hash) (apikey.Key, bool) {
 
 // HasID reports whether a key has id.
 func (k *Keys) HasID(id string) bool {
-	for _, key := range k.byHash {
-		if key.ID == id {
-			return true
-		}
-	}
-	return false
+	_, ok := k.byID[id]
+	return ok
+}
+
+// ByID returns the key with id.
+func (k *Keys) ByID(id string) (apikey.Key, bool) {
+	key, ok := k.byID[id]
+	return key, ok
 }
 
 // Blocked returns the blocklist with when each domain was added.
@@ -72,9 +75,10 @@ func (m *Meta) Keys() (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Keys{version: v, byHash: make(map[apikey.Hash]apikey.Key, len(keys)), blocked: blocked}
+	s := &Keys{version: v, byHash: make(map[apikey.Hash]apikey.Key, len(keys)), byID: make(map[string]apikey.Key, len(keys)), blocked: blocked}
 	for _, k := range keys {
 		s.byHash[k.Hash] = k
+		s.byID[k.ID] = k
 	}
 	c.snap.Store(s)
 	return s, nil
@@ -97,6 +101,19 @@ func (m *Meta) Authenticate(secret string) (apikey.Key, error) {
 		return k, nil
 	}
 	return apikey.Key{}, apikey.ErrUnauthorized
+}
+
+// KeyByID returns the key with id; apikey.ErrNotFound if there is none
+// (never made, or revoked).
+func (m *Meta) KeyByID(id string) (apikey.Key, error) {
+	s, err := m.Keys()
+	if err != nil {
+		return apikey.Key{}, err
+	}
+	if k, ok := s.ByID(id); ok {
+		return k, nil
+	}
+	return apikey.Key{}, apikey.ErrNotFound
 }
 
 // WaitKeys waits (until ctx ends) for this replica to show a committed key

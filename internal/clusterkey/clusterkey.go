@@ -125,7 +125,13 @@ const (
 	labelGossip = "linkraft gossip key v1"
 	labelCA     = "linkraft cluster ca v1"
 	labelID     = "linkraft cluster key id v1"
+	labelUI     = "linkraft web ui sessions v1"
 )
+
+// SessionKey returns the 32-byte key that signs the web UI's session
+// cookies and CSRF tokens (HMAC-SHA256): every member derives the same, so
+// a session made on one node is good on all of them.
+func (k Key) SessionKey() []byte { return k.derive(labelUI, 32) }
 
 // GossipKey returns the 32-byte memberlist encryption key (AES-256-GCM).
 func (k Key) GossipKey() []byte { return k.derive(labelGossip, 32) }

@@ -37,7 +37,10 @@ func TestDerivationsAreDistinctAndStable(t *testing.T) {
 	if bytes.Equal(k1.GossipKey(), k1[:]) || bytes.Contains([]byte(k1.ID()), []byte(k1.String())) {
 		t.Fatal("a derived value is the key itself")
 	}
-	if len(k1.GossipKey()) != 32 || len(k1.ID()) != 16 {
+	if bytes.Equal(k1.SessionKey(), k2.SessionKey()) || bytes.Equal(k1.SessionKey(), k1.GossipKey()) || !bytes.Equal(k1.SessionKey(), k1.SessionKey()) {
+		t.Fatal("session keys are not one per cluster key and distinct from its other uses")
+	}
+	if len(k1.GossipKey()) != 32 || len(k1.ID()) != 16 || len(k1.SessionKey()) != 32 {
 		t.Fatalf("gossip key %d bytes, id %q", len(k1.GossipKey()), k1.ID())
 	}
 	a, _, err := k1.CA()
