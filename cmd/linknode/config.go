@@ -95,6 +95,8 @@ type Config struct {
 	TLSCert, TLSKey string
 	// Analytics turns click counting on.
 	Analytics bool
+	// UI serves the web UI under /ui/ on the public listener.
+	UI bool
 	// FastRedirect serves plain redirects before net/http
 	// (package httpapi/fastpath).
 	FastRedirect bool
@@ -183,6 +185,7 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.AllowPrivateTargets, "allow-private-targets", false, "accept destinations on private, link-local, metadata and other special-purpose addresses (10/8, 192.168/16, 169.254/16, fc00::/7, NAT64 forms, ...) and names that resolve only inside a network (intranet, *.internal, *.local)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS with HTTP/2 on -http-addr; reloaded when the file changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of -tls-cert")
+	fs.BoolVar(&c.UI, "ui", true, "serve the web UI under /ui/ on the public listener (sign in with an API key); / sends browsers there")
 	fs.BoolVar(&c.FastRedirect, "fast-redirect", true, "answer plain GET/HEAD /{code} redirects before net/http (everything else is net/http's either way)")
 	fs.BoolVar(&c.Analytics, "analytics", true, "count clicks (totals, uniques, breakdowns) through the shards' Raft groups")
 	fs.IntVar(&c.ClickBuffer, "click-buffer", 1<<16, "clicks that may wait for the analytics pipeline; more are dropped (and counted)")

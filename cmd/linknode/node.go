@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/linkraft/linkraft/cluster"
 	"github.com/linkraft/linkraft/httpapi"
 	"github.com/linkraft/linkraft/httpapi/fastpath"
+	"github.com/linkraft/linkraft/httpapi/webui"
 	"github.com/linkraft/linkraft/idrange"
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/certfile"
@@ -128,7 +131,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.serveHTTP(api, m.httpGuard, certs)
+	handler, err := m.newUI(api, node, ncfg.ClusterKey, publicURL)
+	if err != nil {
+		return err
+	}
+	m.serveHTTP(api, handler, m.httpGuard, certs)
 	m.serveAdmin(api)
 	m.log.Info("linknode ready", "http", m.httpLn.Addr().String(), "admin", m.adminLn.Addr().String(), "public_url", publicURL,
 		"tls", certs != nil, "raft", node.RaftAddr(), "data_dir", dataDir, "version", version)
@@ -303,6 +310,31 @@ func (m *Main) newAPI(node *cluster.Node, publicURL string, blocklist map[string
 	return httpapi.New(hcfg)
 }
 
+// newUI returns the public listener's handler: api with the web UI in
+// front (package httpapi/webui), or api alone with -ui=false. Sessions are
+// signed with a key derived from the cluster key, so that one is good on
+// every node; without a cluster key (-insecure) the key is this process's
+// own, and a restart signs everyone out.
+func (m *Main) newUI(api *httpapi.Server, node *cluster.Node, key *clusterkey.Key, publicURL string) (http.Handler, error) {
+	if !m.cfg.UI {
+		return api, nil
+	}
+	var secret []byte
+	if key != nil {
+		secret = key.SessionKey()
+	} else {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret) // crypto/rand never fails
+		m.log.Warn("web ui sessions are signed with a key of this process alone (-insecure): they end when it restarts and are not good on other nodes")
+	}
+	ui, err := webui.New(webui.Config{API: api, Admin: api.Admin(), Keys: node.Keys(), Secret: secret, PublicURL: publicURL, Logger: m.log})
+	if err != nil {
+		return nil, err
+	}
+	m.log.Info("web ui on", "url", strings.TrimRight(publicURL, "/")+"/ui/")
+	return webui.Mount(ui, api), nil
+}
+
 // guardListeners puts both HTTP listeners under their connection caps
 // (internal/connguard): the public one under -max-conns in all and
 // -max-conns-per-client per client, the admin one under 64 in all and 32
@@ -345,9 +377,9 @@ func connIdle(c net.Conn, st http.ConnState) {
 
 // serveHTTP serves the public listener: the redirect fast path in front
 // of net/http (net/http alone with TLS, or -fast-redirect=false).
-func (m *Main) serveHTTP(api *httpapi.Server, limited *connguard.Listener, certs *certfile.Reloader) {
+func (m *Main) serveHTTP(api *httpapi.Server, handler http.Handler, limited *connguard.Listener, certs *certfile.Reloader) {
 	m.httpSrv = &http.Server{
-		Handler:           api,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
