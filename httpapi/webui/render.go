@@ -78,7 +78,7 @@ func parsePages(a *assets) (map[string]*template.Template, error) {
 			}
 			return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 		},
-		"formOf": formOf,
+		"formOf":  formOf,
 		"prepend": func(g status.Group, gs []status.Group) []status.Group { return append([]status.Group{g}, gs...) },
 		"field": func(f *form, name, label, typ, hint string) fieldView {
 			return fieldView{Name: name, Label: label, Type: typ, Hint: hint, Value: f.Get(name), Err: f.Err(name)}
