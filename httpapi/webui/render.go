@@ -130,6 +130,16 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, page str
 	h.Set("Content-Security-Policy", csp)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Vary", "Accept-Encoding, HX-Request")
+	if r.Header.Get("HX-Request") != "" {
+		// htmx (a boosted link or form) puts the page's address in the
+		// address bar: a page read is its own address; a form answered
+		// with its errors keeps the address it was sent from.
+		if status >= 400 {
+			h.Set("HX-Push-Url", "false")
+		} else if r.Method == http.MethodGet {
+			h.Set("HX-Push-Url", r.URL.RequestURI())
+		}
+	}
 	body := buf.Bytes()
 	if len(body) > 1024 && acceptsGzip(r) {
 		var z bytes.Buffer
