@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/makiuchi-d/gozxing"
 	"github.com/makiuchi-d/gozxing/qrcode"
 
@@ -174,9 +175,34 @@ func (b *tab) location() string {
 	return s
 }
 
-// shot saves a screenshot of the whole page as name.png.
+// a11yCheck lists what a screen-reader or keyboard user would trip on:
+// a control with no label, an image with no text, an id used twice, a
+// page with no language or no h1, a positive tabindex (a focus order
+// other than the page's).
+const a11yCheck = `(() => {
+  const out = [];
+  for (const e of document.querySelectorAll("input:not([type=hidden]),select,textarea,button")) {
+    const name = e.labels && e.labels.length ? e.labels[0].textContent : (e.getAttribute("aria-label") || e.textContent || e.value || "");
+    if (!name.trim()) out.push("no label: " + e.outerHTML.slice(0, 80));
+  }
+  for (const e of document.querySelectorAll("img")) if (!e.alt) out.push("no alt: " + e.outerHTML.slice(0, 80));
+  const ids = {};
+  for (const e of document.querySelectorAll("[id]")) { if (ids[e.id]) out.push("id twice: " + e.id); ids[e.id] = 1; }
+  if (!document.documentElement.lang) out.push("no lang");
+  if (!document.querySelector("h1")) out.push("no h1");
+  for (const e of document.querySelectorAll("[tabindex]")) if (e.tabIndex > 0) out.push("tabindex > 0: " + e.outerHTML.slice(0, 80));
+  return out;
+})()`
+
+// shot checks the page for a11yCheck's faults and saves a screenshot of
+// the whole page as name.png.
 func (b *tab) shot(name string) {
 	b.t.Helper()
+	var faults []string
+	b.run(chromedp.Evaluate(a11yCheck, &faults))
+	for _, f := range faults {
+		b.t.Errorf("page %s: %s", name, f)
+	}
 	var png []byte
 	b.run(chromedp.FullScreenshot(&png, 100))
 	if err := os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644); err != nil {
@@ -247,6 +273,16 @@ func TestBrowserNewcomer(t *testing.T) {
 	b.run(chromedp.SetValue("#key", key, chromedp.ByID), chromedp.Submit("#key", chromedp.ByID),
 		chromedp.WaitVisible("#shorten", chromedp.ByID))
 	b.shot("02-shorten")
+	// The keyboard's first stop is the skip link, and it leads to the page.
+	var focused string
+	b.run(chromedp.KeyEvent(kb.Tab), chromedp.Evaluate(`document.activeElement.className`, &focused))
+	if focused != "skip" {
+		t.Fatalf("the first Tab stops at %q, not the skip link", focused)
+	}
+	b.run(chromedp.KeyEvent(kb.Enter), chromedp.Evaluate(`document.activeElement.id`, &focused))
+	if focused != "main" {
+		t.Fatalf("the skip link leads to %q, not main", focused)
+	}
 
 	// Shorten a link to the local destination.
 	target := "http://destination.example/page"

@@ -1,11 +1,13 @@
 package webui_test
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -552,5 +554,72 @@ func TestVendoredFilesAreThePinnedOnes(t *testing.T) {
 		if got := fmt.Sprintf("%x", sha256.Sum256(b)); got != want {
 			t.Errorf("%s: sha256 %s, pinned %s", name, got, want)
 		}
+	}
+}
+
+func TestImportAndExport(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	b := s.browser()
+	b.signIn(s.admin)
+	upload := func(parts ...[2]string) (int, string) {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		for _, p := range parts {
+			if p[0] == "file" {
+				w, _ := mw.CreateFormFile("file", "links.csv")
+				w.Write([]byte(p[1]))
+				continue
+			}
+			mw.WriteField(p[0], p[1])
+		}
+		mw.Close()
+		req, _ := http.NewRequest(http.MethodPost, s.srv.URL+"/ui/import", &body)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	csv := "url,alias,tags\nhttps://example.com/1,imp-one,a\nhttps://example.com/2,imp-two,a\njavascript:alert(1),imp-bad,\n"
+	// Without the token first, nothing is read or stored.
+	if st, _ := upload([2]string{"file", csv}, [2]string{"csrf", b.csrf}); st != http.StatusForbidden {
+		t.Fatalf("import with the file before the token: %d", st)
+	}
+	if st, _ := upload([2]string{"csrf", "nope"}, [2]string{"file", csv}); st != http.StatusForbidden {
+		t.Fatalf("import with a wrong token: %d", st)
+	}
+	if _, err := s.node.Links().Get(context.Background(), "imp-one", true); err == nil {
+		t.Fatal("a refused import stored a link")
+	}
+	st, body := upload([2]string{"csrf", b.csrf}, [2]string{"file", csv})
+	if st != http.StatusOK || !strings.Contains(body, "Imported 2 of 3 row(s); 1 failed.") || !strings.Contains(body, "row 3:") {
+		t.Fatalf("import: %d %s", st, body)
+	}
+	if l, err := s.node.Links().Get(context.Background(), "imp-two", true); err != nil || l.URL != "https://example.com/2" {
+		t.Fatalf("imported link: %+v %v", l, err)
+	}
+	// Not a file of links: the API's reason.
+	if st, body := upload([2]string{"csrf", b.csrf}, [2]string{"file", "\x00\x01garbage"}); st != http.StatusBadRequest || !strings.Contains(body, "CSV") {
+		t.Fatalf("import of garbage: %d", st)
+	}
+	// Export streams a file the import takes back.
+	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/ui/export?format=csv", nil)
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Disposition"), "attachment") ||
+		!strings.Contains(string(raw), "imp-one") || !strings.Contains(string(raw), "imp-two") {
+		t.Fatalf("export: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Disposition"), raw)
+	}
+	if st, _, _ := b.do(http.MethodGet, "/ui/export?format=xml", nil); st != http.StatusBadRequest {
+		t.Fatalf("export as xml: %d", st)
 	}
 }
