@@ -29,7 +29,7 @@ import (
 // site is a real node of one (Raft, bbolt) behind its API and the UI on a
 // loopback HTTP server.
 type site struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	node   *cluster.Node
 	admin  string // the admin key's secret
@@ -37,7 +37,7 @@ type site struct {
 	now    *time.Time
 }
 
-func newSite(t *testing.T) *site {
+func newSite(t testing.TB) *site {
 	t.Helper()
 	n := testcluster.Node(t, cluster.Config{DataDir: t.TempDir(), Shards: 2, NodeID: "n1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -66,7 +66,7 @@ func newSite(t *testing.T) *site {
 
 // browser is a client with a cookie jar that does not follow redirects.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	s    *site
 	c    *http.Client
 	csrf string
