@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
@@ -273,6 +274,16 @@ func TestBrowserNewcomer(t *testing.T) {
 	b.run(chromedp.SetValue("#key", key, chromedp.ByID), chromedp.Submit("#key", chromedp.ByID),
 		chromedp.WaitVisible("#shorten", chromedp.ByID))
 	b.shot("02-shorten")
+	// The key is in no storage, URL or cookie a script can read, nor in
+	// the node's log; the session cookie is out of scripts' reach.
+	var seen string
+	b.run(chromedp.Evaluate(`JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie + location.href + history.length`, &seen))
+	if strings.Contains(seen, key) || strings.Contains(seen, "linkraft_session") {
+		t.Fatalf("the page's script can read the key or the session: %s", seen)
+	}
+	if strings.Contains(p.logs(), key) {
+		t.Fatal("the key is in the node's log")
+	}
 	// The keyboard's first stop is the skip link, and it leads to the page.
 	var focused string
 	b.run(chromedp.KeyEvent(kb.Tab), chromedp.Evaluate(`document.activeElement.className`, &focused))
@@ -302,6 +313,15 @@ func TestBrowserNewcomer(t *testing.T) {
 		chromedp.SendKeys("#q", code, chromedp.ByID), chromedp.Submit("#q", chromedp.ByID),
 		chromedp.WaitVisible(`#bulk a[href="/ui/links/`+code+`"]`, chromedp.ByQuery))
 	b.shot("04-links")
+	// The same page in dark mode, as a system that prefers it asks.
+	b.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}))
+	var bg string
+	b.run(chromedp.Evaluate(`getComputedStyle(document.body).backgroundColor`, &bg))
+	if bg == "rgb(255, 255, 255)" {
+		t.Errorf("dark mode kept a white background")
+	}
+	b.shot("04-links-dark")
+	b.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "light"}}))
 
 	// Follow the short link in the browser.
 	var title string

@@ -623,3 +623,47 @@ func TestImportAndExport(t *testing.T) {
 		t.Fatalf("export as xml: %d", st)
 	}
 }
+
+func TestListPagesAndTheKeysRateLimit(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 30 {
+		if _, err := s.node.Links().Create(ctx, link.CreateRequest{URL: fmt.Sprintf("https://example.com/p/%d", i), Owner: "carol"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A key with its own limit of 2 requests a second (burst as the API
+	// gives it): the UI's calls spend it like curl's would.
+	secret, _, err := s.node.Keys().Create(ctx, apikey.Request{Name: "carol", Owner: "carol", Scopes: apikey.LinksRead | apikey.LinksWrite, RateLimit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.browser()
+	b.signIn(secret)
+	st, _, body := b.do(http.MethodGet, "/ui/links", nil)
+	if st != http.StatusOK {
+		t.Fatalf("first page: %d", st)
+	}
+	first := strings.Count(body, `name="code"`)
+	m := regexp.MustCompile(`href="(/ui/links\?cursor=[^"]+)"`).FindStringSubmatch(body)
+	if first != 25 || m == nil {
+		t.Fatalf("first page: %d links, next %v", first, m)
+	}
+	// Pages until the limit bites: the page says so, with 429.
+	limited := false
+	for range 50 {
+		st, _, body = b.do(http.MethodGet, strings.ReplaceAll(m[1], "&amp;", "&"), nil)
+		if st == http.StatusTooManyRequests {
+			limited = strings.Contains(body, "role=\"alert\"")
+			break
+		}
+		if st != http.StatusOK || strings.Count(body, `name="code"`) != 5 {
+			t.Fatalf("second page: %d, %d links", st, strings.Count(body, `name="code"`))
+		}
+	}
+	if !limited {
+		t.Fatal("50 pages in a row never met the key's rate limit of 2/s")
+	}
+}
