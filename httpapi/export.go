@@ -59,6 +59,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	name := "links-" + s.now().UTC().Format("20060102T150405Z") + "." + format
 	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	h.Set("Cache-Control", "no-store") // notes and owners: nothing a cache keeps
 	if format == "csv" {
 		h.Set("Content-Type", "text/csv; charset=utf-8")
 	} else {

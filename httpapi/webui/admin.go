@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/status"
 )
 
@@ -35,7 +36,7 @@ type keysData struct {
 // keysPage serves GET /ui/admin/keys.
 func (u *UI) keysPage(w http.ResponseWriter, r *http.Request) {
 	d := &keysData{Form: &form{Values: url.Values{"scopes": {"links:read", "links:write", "stats:read"}}}}
-	if id := r.URL.Query().Get("revoked"); id != "" && len(id) <= 64 {
+	if id := r.URL.Query().Get("revoked"); apikey.ValidID(id) {
 		d.Revoked = id
 	}
 	u.renderKeys(w, r, http.StatusOK, d)
@@ -54,7 +55,7 @@ func (u *UI) renderKeys(w http.ResponseWriter, r *http.Request, status int, d *k
 	if d.Revoked != "" {
 		flash = "Key " + d.Revoked + " revoked."
 	}
-	u.render(w, r, status, "keys", view{Title: "API keys", Nav: "keys", Flash: flash, Data: d})
+	u.render(w, r, status, "keys", view{Title: "API keys", Nav: "keys", Flash: flash, Data: d, Push: "/ui/admin/keys"})
 }
 
 // HasScope reports whether the form has scope ticked.
@@ -98,6 +99,10 @@ func (u *UI) createKey(w http.ResponseWriter, r *http.Request) {
 // revokeKey serves POST /ui/admin/keys/{id}/revoke.
 func (u *UI) revokeKey(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if !apikey.ValidID(id) {
+		u.notFound(w, r)
+		return
+	}
 	if err := call(u.api, r, http.MethodDelete, "/api/v1/keys/"+url.PathEscape(id), nil, nil); err != nil {
 		u.apiFailed(w, r, err)
 		return
@@ -140,7 +145,7 @@ func (u *UI) renderBlocklist(w http.ResponseWriter, r *http.Request, status int,
 	for _, b := range list.Domains {
 		d.Domains = append(d.Domains, blockedView{Domain: b.Domain, Since: b.BlockedAt})
 	}
-	u.render(w, r, status, "blocklist", view{Title: "Blocklist", Nav: "blocklist", Flash: flash, Data: d})
+	u.render(w, r, status, "blocklist", view{Title: "Blocklist", Nav: "blocklist", Flash: flash, Data: d, Push: "/ui/admin/blocklist"})
 }
 
 // block serves POST /ui/admin/blocklist.
@@ -158,6 +163,10 @@ func (u *UI) block(w http.ResponseWriter, r *http.Request) {
 // unblock serves POST /ui/admin/blocklist/{domain}/remove.
 func (u *UI) unblock(w http.ResponseWriter, r *http.Request) {
 	dom := r.PathValue("domain")
+	if dom == "" || len(dom) > 253 || strings.ContainsAny(dom, "/?#%\\ ") {
+		u.notFound(w, r)
+		return
+	}
 	if err := call(u.api, r, http.MethodDelete, "/api/v1/blocklist/"+url.PathEscape(dom), nil, nil); err != nil {
 		u.apiFailed(w, r, err)
 		return

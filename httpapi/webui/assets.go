@@ -79,13 +79,18 @@ func (a *assets) url(name string) template.URL {
 
 // serveStatic serves GET /ui/static/{file} (and vendor/{file}).
 func (u *UI) serveStatic(w http.ResponseWriter, r *http.Request) {
-	name := strings.TrimPrefix(r.URL.Path, "/ui/static/")
+	u.serveAsset(w, r, strings.TrimPrefix(r.URL.Path, "/ui/static/"))
+}
+
+// serveAsset serves the static file name.
+func (u *UI) serveAsset(w http.ResponseWriter, r *http.Request, name string) {
 	as, ok := u.static.byName[name]
 	if !ok || strings.HasSuffix(name, "SHA256SUMS") {
 		u.notFound(w, r)
 		return
 	}
 	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Type", as.ctype)
 	h.Set("ETag", as.etag)
 	h.Set("Vary", "Accept-Encoding")

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -63,6 +64,8 @@ type form struct {
 	Errors map[string]string
 	// General is an error that belongs to no one field.
 	General string
+	// ruleLines are the rules field's line numbers of the rules sent.
+	ruleLines []int
 }
 
 // Get is a field's value as the user sent it.
@@ -114,12 +117,33 @@ func (f *form) place(err error, fields ...string) {
 	for _, fl := range fields {
 		if fl == name {
 			// The API's detail may start with the field's name: the
-			// form shows it beside the field already.
-			f.fail(name, strings.TrimPrefix(p.Error(), p.Field+": "))
+			// form shows it beside the field already. A rule is named
+			// by its line.
+			msg := strings.TrimPrefix(p.Error(), p.Field+": ")
+			var i int
+			if _, err := fmt.Sscanf(p.Field, "rules[%d]", &i); err == nil && i >= 0 && i < len(f.ruleLines) {
+				msg = "line " + strconv.Itoa(f.ruleLines[i]) + ": " + msg
+			}
+			f.fail(name, msg)
 			return
 		}
 	}
 	f.General = p.Error()
+}
+
+// formProblem reports whether err is the API's answer to what a form
+// said (400, 409, 413, 422), to be shown beside the form; anything else
+// (403, 404, 429, 503, a failure) is a page of its own.
+func formProblem(err error) bool {
+	var p *problem
+	if !errors.As(err, &p) {
+		return false
+	}
+	switch p.Status {
+	case http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
 }
 
 // createFields are the shorten form's fields, in the order the API's
@@ -131,6 +155,13 @@ var createFields = []string{"url", "alias", "expires_at", "tags", "redirect", "m
 // that clearing a field clears it.
 func linkBody(f *form, create bool) map[string]any {
 	v := f.Values
+	// A form posted without script sends a text area's lines with CRLF;
+	// the API keeps text as LF.
+	for _, name := range []string{"title", "description", "note", "rules"} {
+		if x, ok := v[name]; ok && len(x) > 0 {
+			v.Set(name, strings.ReplaceAll(x[0], "\r\n", "\n"))
+		}
+	}
 	b := map[string]any{}
 	text := func(name string) {
 		s := strings.TrimSpace(v.Get(name))
@@ -145,7 +176,10 @@ func linkBody(f *form, create bool) map[string]any {
 	if create {
 		text("alias")
 	}
-	if s := strings.TrimSpace(v.Get("expires_at")); s != "" {
+	if !create && v.Has("expires_was") && v.Get("expires_at") == v.Get("expires_was") {
+		// Unchanged: the form shows the expiry to the minute, and an
+		// expired link's other fields must stay editable.
+	} else if s := strings.TrimSpace(v.Get("expires_at")); s != "" {
 		t, err := time.Parse("2006-01-02T15:04", s)
 		if err != nil {
 			f.fail("expires_at", "give a date and time, as 2027-01-31T18:00 (UTC)")
@@ -192,7 +226,8 @@ func linkBody(f *form, create bool) map[string]any {
 	case !create && v.Get("remove_password") != "":
 		b["password"] = nil
 	}
-	rules, err := parseRules(v.Get("rules"))
+	rules, lines, err := parseRules(v.Get("rules"))
+	f.ruleLines = lines
 	switch {
 	case err != nil:
 		f.fail("rules", err.Error())
@@ -211,9 +246,9 @@ func linkBody(f *form, create bool) map[string]any {
 }
 
 // parseRules reads the rules field: one rule a line, its conditions
-// (device=ios, country=FR, language=fr) then the URL.
-func parseRules(s string) ([]ruleView, error) {
-	var out []ruleView
+// (device=ios, country=FR, language=fr) then the URL; lines are the line
+// numbers of the rules.
+func parseRules(s string) (out []ruleView, lines []int, err error) {
 	for i, line := range strings.Split(s, "\n") {
 		words := strings.Fields(line)
 		if len(words) == 0 {
@@ -224,7 +259,7 @@ func parseRules(s string) ([]ruleView, error) {
 			k, val, ok := strings.Cut(w, "=")
 			switch {
 			case !ok:
-				return nil, errors.New("line " + strconv.Itoa(i+1) + ": write conditions as device=ios, country=FR or language=fr, then the URL")
+				return nil, nil, errors.New("line " + strconv.Itoa(i+1) + ": write conditions as device=ios, country=FR or language=fr, then the URL")
 			case k == "device":
 				r.Device = val
 			case k == "country":
@@ -232,12 +267,13 @@ func parseRules(s string) ([]ruleView, error) {
 			case k == "language":
 				r.Language = val
 			default:
-				return nil, errors.New("line " + strconv.Itoa(i+1) + ": " + k + " is no condition: use device, country or language")
+				return nil, nil, errors.New("line " + strconv.Itoa(i+1) + ": " + k + " is no condition: use device, country or language")
 			}
 		}
 		out = append(out, r)
+		lines = append(lines, i+1)
 	}
-	return out, nil
+	return out, lines, nil
 }
 
 func formatRules(rules []ruleView) string {
@@ -291,6 +327,10 @@ func (u *UI) createLink(w http.ResponseWriter, r *http.Request) {
 	}
 	var l linkView
 	if err := call(u.api, r, http.MethodPost, "/api/v1/links", body, &l); err != nil {
+		if !formProblem(err) {
+			u.apiFailed(w, r, err)
+			return
+		}
 		f.place(err, createFields...)
 		u.renderHome(w, r, http.StatusUnprocessableEntity, f)
 		return
@@ -381,7 +421,7 @@ func (u *UI) renderList(w http.ResponseWriter, r *http.Request, status int, res 
 	if c := in.Get("deleted"); c != "" && link.ValidCode(c) {
 		flash = "Deleted " + c + "."
 	}
-	u.render(w, r, status, "links", view{Title: "My links", Nav: "links", Flash: flash, Data: d})
+	u.render(w, r, status, "links", view{Title: "My links", Nav: "links", Flash: flash, Data: d, Push: d.FirstURL()})
 }
 
 // bulkOutcome is what a bulk action did.
@@ -465,7 +505,11 @@ type linkData struct {
 // preview, and the edit form.
 func (u *UI) linkPage(w http.ResponseWriter, r *http.Request) {
 	var l linkView
-	if err := call(u.api, r, http.MethodGet, "/api/v1/links/"+url.PathEscape(r.PathValue("code")), nil, &l); err != nil {
+	code, ok := u.code(w, r)
+	if !ok {
+		return
+	}
+	if err := call(u.api, r, http.MethodGet, "/api/v1/links/"+url.PathEscape(code), nil, &l); err != nil {
 		u.apiFailed(w, r, err)
 		return
 	}
@@ -480,9 +524,20 @@ func (u *UI) renderLink(w http.ResponseWriter, r *http.Request, status int, d *l
 	u.render(w, r, status, "link", view{Title: "Link " + d.Link.Code, Nav: "links", Flash: flash, Data: d})
 }
 
+// code is the request's {code}, or false (a 404 page written) when it is
+// no code at all: what reaches the API's path is only ever a code.
+func (u *UI) code(w http.ResponseWriter, r *http.Request) (string, bool) {
+	c := r.PathValue("code")
+	if !link.ValidCode(c) {
+		u.notFound(w, r)
+		return "", false
+	}
+	return c, true
+}
+
 // formOf is the edit form filled with l as stored.
 func formOf(l linkView) *form {
-	v := url.Values{"url": {l.URL}, "expires_at": {l.ExpiresInput()}, "tags": {strings.Join(l.Tags, ", ")},
+	v := url.Values{"url": {l.URL}, "expires_at": {l.ExpiresInput()}, "expires_was": {l.ExpiresInput()}, "tags": {strings.Join(l.Tags, ", ")},
 		"redirect": {strconv.Itoa(l.Redirect)}, "title": {l.Title}, "description": {l.Description}, "note": {l.Note},
 		"rules": {l.RulesText()}}
 	if l.ForwardQuery {
@@ -500,7 +555,10 @@ var editFields = []string{"url", "expires_at", "tags", "redirect", "password", "
 // updateLink serves POST /ui/links/{code}: the edit form (op=disable or
 // op=enable: the switch alone).
 func (u *UI) updateLink(w http.ResponseWriter, r *http.Request) {
-	code := r.PathValue("code")
+	code, ok := u.code(w, r)
+	if !ok {
+		return
+	}
 	path := "/api/v1/links/" + url.PathEscape(code)
 	f := &form{Values: r.PostForm}
 	var body map[string]any
@@ -523,8 +581,7 @@ func (u *UI) updateLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !f.failed() {
-		var p *problem
-		if errors.As(err, &p) && p.Status != http.StatusBadRequest && p.Status != http.StatusUnprocessableEntity && p.Status != http.StatusConflict {
+		if !formProblem(err) {
 			u.apiFailed(w, r, err)
 			return
 		}
@@ -540,7 +597,10 @@ func (u *UI) updateLink(w http.ResponseWriter, r *http.Request) {
 
 // deleteLink serves POST /ui/links/{code}/delete.
 func (u *UI) deleteLink(w http.ResponseWriter, r *http.Request) {
-	code := r.PathValue("code")
+	code, ok := u.code(w, r)
+	if !ok {
+		return
+	}
 	if err := call(u.api, r, http.MethodDelete, "/api/v1/links/"+url.PathEscape(code), nil, nil); err != nil && !errors.Is(err, link.ErrDeleted) {
 		u.apiFailed(w, r, err)
 		return

@@ -3,6 +3,7 @@ package webui
 import (
 	"errors"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/linkraft/linkraft/internal/apikey"
@@ -20,11 +21,19 @@ type loginData struct {
 	Next, Error string
 }
 
-// safeNext keeps a sign-in's return address inside the UI: a path under
-// /ui/, never another host ("//evil", "/\\evil").
+// safeNext keeps a sign-in's return address inside the UI: a clean path
+// under /ui/ (no "..", no escapes, no other host: "//evil", "/\\evil"),
+// and any query.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "/ui//") || strings.ContainsAny(next, "\\\r\n") {
+	p, _, _ := strings.Cut(next, "?")
+	clean := path.Clean(p)
+	if !strings.HasPrefix(p, "/ui/") || clean != p && clean+"/" != p || strings.ContainsAny(p, "%\\") || strings.Contains(p, "..") {
 		return "/ui/"
+	}
+	for _, c := range []byte(next) {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return "/ui/"
+		}
 	}
 	return next
 }

@@ -34,6 +34,10 @@ type view struct {
 	Flash string
 	// Data is the page's own.
 	Data any
+	// Push is the address a form's answer stands for (the list a bulk
+	// action came from): a boosted post that answers a page puts it in
+	// the address bar, so that reload and back show that page.
+	Push string
 }
 
 // Admin reports whether the signed-in key is an admin key.
@@ -130,14 +134,18 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, page str
 	h.Set("Content-Security-Policy", csp)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Vary", "Accept-Encoding, HX-Request")
-	if r.Header.Get("HX-Request") != "" {
-		// htmx (a boosted link or form) puts the page's address in the
-		// address bar: a page read is its own address; a form answered
-		// with its errors keeps the address it was sent from.
-		if status >= 400 {
+	if r.Header.Get("HX-Boosted") != "" {
+		// A boosted link or form puts an address in the address bar: a
+		// page read is its own; a form's answer the page it stands for;
+		// a form answered with its errors keeps the address it was sent
+		// from. (Fragments, as the cluster's refresh, push nothing.)
+		switch {
+		case status >= 400 || r.Method != http.MethodGet && v.Push == "":
 			h.Set("HX-Push-Url", "false")
-		} else if r.Method == http.MethodGet {
+		case r.Method == http.MethodGet:
 			h.Set("HX-Push-Url", r.URL.RequestURI())
+		default:
+			h.Set("HX-Push-Url", v.Push)
 		}
 	}
 	body := buf.Bytes()

@@ -16,10 +16,12 @@ import (
 )
 
 // A session cookie is "v1.<key id>.<expiry, unix seconds>.<nonce>.<mac>":
-// the MAC is HMAC-SHA256 under the UI's secret of the rest and of the key's
-// secret hash; the nonce makes every sign-in's session (and so its CSRF
-// token) its own, so a cookie is good only for the key it was made for, until its
-// expiry, on a cluster that shares the secret. It holds no secret and
+// the MAC is HMAC-SHA256 under the UI's secret of the rest, checked before
+// anything else (a forged cookie learns nothing, not even whether its key
+// ID exists); the nonce makes every sign-in's session (and so its CSRF
+// token) its own. A cookie is good for the key it names, until its expiry
+// or the key's revocation, on a cluster that shares the secret; key IDs
+// are random and never reused. It holds no secret and
 // nothing a client could change without the MAC failing.
 
 const cookieName = "linkraft_session"
@@ -45,7 +47,7 @@ func (u *UI) newSession(k apikey.Key) string {
 	var nonce [12]byte
 	_, _ = rand.Read(nonce[:]) // crypto/rand never fails
 	body := "v1." + k.ID + "." + exp + "." + base64.RawURLEncoding.EncodeToString(nonce[:])
-	return body + "." + base64.RawURLEncoding.EncodeToString(u.mac("session", body, string(k.Hash[:])))
+	return body + "." + base64.RawURLEncoding.EncodeToString(u.mac("session", body))
 }
 
 // verifySession returns the key of a session cookie's value: errNoSession
@@ -67,21 +69,18 @@ func (u *UI) verifySession(v string) (apikey.Key, error) {
 	if err != nil {
 		return apikey.Key{}, errNoSession
 	}
-	k, err := u.keys.Key(parts[1])
-	switch {
-	case errors.Is(err, apikey.ErrNotFound):
-		// The MAC needs the key's hash, which is gone; a revoked key's
-		// cookie and a forged one look alike, and both are refused.
-		return apikey.Key{}, errRevoked
-	case err != nil:
-		return apikey.Key{}, err
-	}
-	body := strings.Join(parts[:4], ".")
-	if !hmac.Equal(sig, u.mac("session", body, string(k.Hash[:]))) {
+	if !hmac.Equal(sig, u.mac("session", strings.Join(parts[:4], "."))) {
 		return apikey.Key{}, errNoSession
 	}
 	if u.now().Unix() >= exp {
 		return apikey.Key{}, errExpired
+	}
+	k, err := u.keys.Key(parts[1])
+	switch {
+	case errors.Is(err, apikey.ErrNotFound):
+		return apikey.Key{}, errRevoked
+	case err != nil:
+		return apikey.Key{}, err
 	}
 	return k, nil
 }
@@ -98,7 +97,7 @@ func (u *UI) csrfToken(v string) string {
 func (u *UI) validCSRF(r *http.Request, want string) bool {
 	got := r.Header.Get("X-CSRF-Token")
 	if got == "" {
-		got = r.PostFormValue("csrf")
+		got = r.PostForm.Get("csrf")
 	}
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }

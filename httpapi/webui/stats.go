@@ -66,7 +66,10 @@ type statsData struct {
 // clicks over time (humans and bots), uniques and the breakdowns, drawn
 // by uPlot and listed in tables that need no script.
 func (u *UI) statsPage(w http.ResponseWriter, r *http.Request) {
-	code := r.PathValue("code")
+	code, ok := u.code(w, r)
+	if !ok {
+		return
+	}
 	d := &statsData{Range: r.URL.Query().Get("range"), Ranges: statsRanges}
 	rg := statsRanges[1]
 	for _, x := range statsRanges {

@@ -22,6 +22,7 @@ func (u *UI) export(w http.ResponseWriter, r *http.Request) {
 		u.errorPage(w, r, http.StatusBadRequest, "Unknown format", "Export as csv or ndjson.")
 		return
 	}
+	w.Header().Set("Cache-Control", "no-store")
 	u.api.ServeHTTP(w, apiRequest(r, http.MethodGet, "/api/v1/links/export?format="+f, nil))
 }
 
@@ -44,7 +45,7 @@ func (u *UI) importLinks(w http.ResponseWriter, r *http.Request) {
 	d := &importData{}
 	fail := func(status int, msg string) {
 		d.Problem = msg
-		u.render(w, r, status, "transfer", view{Title: "Import and export", Nav: "transfer", Data: d})
+		u.render(w, r, status, "transfer", view{Title: "Import and export", Nav: "transfer", Data: d, Push: "/ui/transfer"})
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -113,7 +114,7 @@ func (u *UI) importLinks(w http.ResponseWriter, r *http.Request) {
 	if !d.Done {
 		d.Problem, status = "The import ended before its summary: see your links for what was stored.", http.StatusInternalServerError
 	}
-	u.render(w, r, status, "transfer", view{Title: "Import and export", Nav: "transfer", Data: d})
+	u.render(w, r, status, "transfer", view{Title: "Import and export", Nav: "transfer", Data: d, Push: "/ui/transfer"})
 }
 
 // withForm is r with its csrf form field set to tok (the import reads its

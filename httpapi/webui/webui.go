@@ -127,8 +127,9 @@ func New(cfg Config) (*UI, error) {
 }
 
 // Mount returns the public listener's handler with the UI in front of api:
-// /ui and /ui/... go to the UI, and GET / sends a browser (a request that
-// accepts text/html) to /ui/; everything else, API clients' / included,
+// /ui and /ui/... go to the UI, GET / sends a browser (a request that
+// accepts text/html) to /ui/, and /favicon.ico, which browsers ask every
+// site for, is the UI's icon; everything else, API clients' / included,
 // goes to api unchanged.
 func Mount(ui *UI, api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -136,6 +137,8 @@ func Mount(ui *UI, api http.Handler) http.Handler {
 		switch {
 		case strings.HasPrefix(p, "/ui/"):
 			ui.ServeHTTP(w, r)
+		case p == "/favicon.ico" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			ui.serveAsset(w, r, "favicon.svg")
 		case p == "/ui" || p == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && acceptsHTML(r):
 			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 		default:
@@ -209,9 +212,12 @@ func sessionOf(r *http.Request) *session {
 
 // signedIn wraps a page that needs a session: without one (none, expired,
 // forged, or its key revoked) a GET goes to the sign-in page and anything
-// else is refused 401. write marks a page that changes something: it is
-// refused 403 unless it comes from this origin and carries the session's
-// CSRF token.
+// else is refused 401; htmx requests are told to go there (HX-Redirect),
+// and a fragment's address is never the place to come back to. A failure
+// to read the keys is 503, and the session stays. write marks a page that
+// changes something: its form is read whole (at most maxFormBytes: 413
+// past that), and it is refused 403 unless it comes from this origin and
+// carries the session's CSRF token.
 func (u *UI) signedIn(write bool, h http.HandlerFunc) http.Handler {
 	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := r.Cookie(cookieName)
@@ -219,48 +225,74 @@ func (u *UI) signedIn(write bool, h http.HandlerFunc) http.Handler {
 		if err == nil {
 			k, err = u.verifySession(c.Value)
 		}
+		if err != nil && c != nil && !errors.Is(err, errNoSession) && !errors.Is(err, errExpired) && !errors.Is(err, errRevoked) {
+			u.log.Error("web ui: reading the keys failed", "err", err)
+			u.errorPage(w, r, http.StatusServiceUnavailable, "Unavailable", "The node cannot check your session now: try again in a moment.")
+			return
+		}
 		if err != nil {
 			if c != nil {
 				u.clearCookie(w, r)
 			}
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				q := url.Values{}
-				if errors.Is(err, errRevoked) {
-					q.Set("why", "revoked")
-				} else if errors.Is(err, errExpired) {
-					q.Set("why", "expired")
-				}
-				if r.URL.Path != "/ui/" {
-					q.Set("next", r.URL.RequestURI())
-				}
-				target := "/ui/login"
-				if len(q) > 0 {
-					target += "?" + q.Encode()
-				}
-				if r.Header.Get("HX-Request") != "" {
-					w.Header().Set("HX-Redirect", target)
-				}
-				http.Redirect(w, r, target, http.StatusSeeOther)
-				return
-			}
-			u.errorPage(w, r, http.StatusUnauthorized, "Signed out", "Your session has ended: sign in again.")
+			u.toSignIn(w, r, err)
 			return
 		}
 		s := &session{key: k, csrf: u.csrfToken(c.Value)}
+		r = r.WithContext(context.WithValue(r.Context(), sessionCtx{}, s))
 		if write {
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+			if err := r.ParseForm(); err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					u.errorPage(w, r, http.StatusRequestEntityTooLarge, "Too large", "This form is over "+itoa(maxFormBytes>>10)+" KiB: shorten what you typed.")
+					return
+				}
+				u.errorPage(w, r, http.StatusBadRequest, "Bad form", "The form could not be read.")
+				return
+			}
+			if !u.validCSRF(r, s.csrf) {
+				u.log.Warn("web ui: a write without its CSRF token refused", "path", r.URL.Path, "key_id", k.ID)
+				u.errorPage(w, r, http.StatusForbidden, "Refused", "This form is stale or came from another site: reload the page and try again.")
+				return
+			}
 		}
-		if write && !u.validCSRF(r, s.csrf) {
-			u.log.Warn("web ui: a write without its CSRF token refused", "path", r.URL.Path, "key_id", k.ID)
-			u.errorPage(w, r, http.StatusForbidden, "Refused", "This form is stale or came from another site: reload the page and try again.")
-			return
-		}
-		h(w, r.WithContext(context.WithValue(r.Context(), sessionCtx{}, s)))
+		h(w, r)
 	})
 	if write {
 		next = u.origin.Handler(next)
 	}
 	return next
+}
+
+// toSignIn sends a request without a session to the sign-in page, saying
+// why when its session ended.
+func (u *UI) toSignIn(w http.ResponseWriter, r *http.Request, why error) {
+	q := url.Values{}
+	if errors.Is(why, errRevoked) {
+		q.Set("why", "revoked")
+	} else if errors.Is(why, errExpired) {
+		q.Set("why", "expired")
+	}
+	htmx := r.Header.Get("HX-Request") != ""
+	page := r.Method == http.MethodGet && (!htmx || r.Header.Get("HX-Boosted") != "")
+	if page && r.URL.Path != "/ui/" {
+		q.Set("next", r.URL.RequestURI())
+	}
+	target := "/ui/login"
+	if len(q) > 0 {
+		target += "?" + q.Encode()
+	}
+	switch {
+	case htmx:
+		// A redirect would be followed by the browser before htmx saw
+		// it, and the sign-in page swapped into a fragment.
+		w.Header().Set("HX-Redirect", target)
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		http.Redirect(w, r, target, http.StatusSeeOther)
+	default:
+		u.errorPage(w, r, http.StatusUnauthorized, "Signed out", "Your session has ended: sign in again.")
+	}
 }
 
 func (u *UI) notFound(w http.ResponseWriter, r *http.Request) {

@@ -70,6 +70,8 @@ type browser struct {
 	s    *site
 	c    *http.Client
 	csrf string
+	// hdr is the last answer's header.
+	hdr http.Header
 }
 
 func (s *site) browser() *browser {
@@ -106,6 +108,7 @@ func (b *browser) do(method, path string, form url.Values, hdr ...string) (int, 
 		b.t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	b.hdr = resp.Header
 	raw, _ := io.ReadAll(resp.Body)
 	if m := csrfField.FindSubmatch(raw); m != nil {
 		b.csrf = string(m[1])
@@ -167,7 +170,9 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 		t.Errorf("Set-Cookie %q holds the secret, or is Secure over plain HTTP", sc)
 	}
 	// A return address is kept inside the UI.
-	for next, want := range map[string]string{"/ui/links": "/ui/links", "//evil.example/": "/ui/", "/ui//evil.example": "/ui/", "https://evil.example/ui/": "/ui/"} {
+	for next, want := range map[string]string{"/ui/links": "/ui/links", "/ui/links?q=a%20b": "/ui/links?q=a%20b", "//evil.example/": "/ui/",
+		"/ui//evil.example": "/ui/", "https://evil.example/ui/": "/ui/", "/ui/../abc": "/ui/", "/ui/%2e%2e/abc": "/ui/",
+		"/ui/links\t": "/ui/", "/ui/\\evil.example": "/ui/", "/ui/./links": "/ui/"} {
 		_, loc, _ := s.browser().do(http.MethodPost, "/ui/login", url.Values{"key": {s.admin}, "next": {next}})
 		if loc != want {
 			t.Errorf("next %q: went to %q, want %q", next, loc, want)
@@ -205,6 +210,13 @@ func TestSessionsEndWithTheirKeyAndTheirTime(t *testing.T) {
 	forged.c.Jar.SetCookies(u, []*http.Cookie{{Name: "linkraft_session", Value: strings.Join([]string{parts[0], admin.ID, parts[2], parts[3], parts[4]}, "."), Path: "/ui/"}})
 	if st, _, _ := forged.do(http.MethodGet, "/ui/admin/keys", nil); st != http.StatusSeeOther {
 		t.Fatalf("a forged cookie was let in: %d", st)
+	}
+	// A forged cookie for an ID that exists nowhere is refused the same
+	// way: nothing tells which key IDs exist.
+	unknown := s.browser()
+	unknown.c.Jar.SetCookies(u, []*http.Cookie{{Name: "linkraft_session", Value: strings.Join([]string{parts[0], "k0000000000000000", parts[2], parts[3], parts[4]}, "."), Path: "/ui/"}})
+	if st, loc, _ := unknown.do(http.MethodGet, "/ui/", nil); st != http.StatusSeeOther || strings.Contains(loc, "why=") {
+		t.Fatalf("a forged cookie with an unknown ID: %d %q", st, loc)
 	}
 	// A later expiry written by the client breaks the MAC.
 	late := s.browser()
@@ -290,10 +302,10 @@ func TestShortenShowsTheAPIsProblemsBesideTheirFields(t *testing.T) {
 		{url.Values{"url": {"https://example.com/"}, "alias": {"api"}}, "alias", "reserved"},
 		{url.Values{"url": {"https://example.com/"}, "expires_at": {"2001-01-01T00:00"}}, "expires_at", "past"},
 		{url.Values{"url": {"https://example.com/"}, "expires_at": {"soon"}}, "expires_at", "UTC"},
-		{url.Values{"url": {"https://example.com/"}, "max_visits": {"0"}}, "max_visits", ""},
+		{url.Values{"url": {"https://example.com/"}, "max_visits": {"0"}}, "max_visits", "1 to 1000000"},
 		{url.Values{"url": {"https://example.com/"}, "password": {"short"}}, "password", "8"},
 		{url.Values{"url": {"https://example.com/"}, "rules": {"planet=mars https://example.org/"}}, "rules", "no condition"},
-		{url.Values{"url": {"https://example.com/"}, "rules": {"device=fridge https://example.org/"}}, "rules", ""},
+		{url.Values{"url": {"https://example.com/"}, "rules": {"country=FR https://example.fr/\r\n\r\ndevice=fridge https://example.org/"}}, "rules", "line 3: "},
 	} {
 		st, _, body := b.post("/ui/links", c.form)
 		if st != http.StatusUnprocessableEntity {
@@ -469,6 +481,15 @@ func TestPagesAreLockedDownAndSmall(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("API client at /: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
+	// Browsers ask every site for /favicon.ico: it is the UI's icon.
+	resp, err = http.Get(s.srv.URL + "/favicon.ico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Fatalf("/favicon.ico: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 	// The sign-in page: a strict CSP, no framing, no caching.
 	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/ui/login", nil)
 	req.Header.Set("Accept-Encoding", "gzip")
@@ -522,11 +543,17 @@ func TestPagesAreLockedDownAndSmall(t *testing.T) {
 	if st, _, _ := b.do(http.MethodDelete, "/ui/links/x", nil); st != http.StatusMethodNotAllowed {
 		t.Fatalf("DELETE on a page: %d", st)
 	}
-	// A huge form body is cut off.
+	// A huge form body is cut off: 413, said on a signed-in page.
 	b.signIn(s.admin)
 	big := url.Values{"url": {"https://example.com/"}, "note": {strings.Repeat("x", 1<<20)}}
-	if st, _, _ := b.post("/ui/links", big); st == http.StatusSeeOther || st == http.StatusOK {
-		t.Fatalf("a 1 MiB form was taken: %d", st)
+	if st, _, body := b.post("/ui/links", big); st != http.StatusRequestEntityTooLarge || !strings.Contains(body, "Sign out") {
+		t.Fatalf("a 1 MiB form: %d", st)
+	}
+	// What reaches the API's path is only ever a code.
+	for _, p := range []string{"/ui/links/xx1%2Fstats", "/ui/links/%2e%2e", "/ui/links/a%20b/stats"} {
+		if st, _, _ := b.do(http.MethodGet, p, nil); st != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", p, st)
+		}
 	}
 }
 
@@ -665,5 +692,99 @@ func TestListPagesAndTheKeysRateLimit(t *testing.T) {
 	}
 	if !limited {
 		t.Fatal("50 pages in a row never met the key's rate limit of 2/s")
+	}
+}
+
+func TestHtmxAddressesAndRedirects(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	b := s.browser()
+	// Without a session an htmx request is told where to go (a 3xx would
+	// be followed by the browser unseen), and a fragment is no place to
+	// come back to.
+	if st, _, _ := b.do(http.MethodGet, "/ui/admin/cluster?part=1", nil, "HX-Request", "true"); st != http.StatusNoContent ||
+		b.hdr.Get("HX-Redirect") != "/ui/login" {
+		t.Fatalf("fragment without a session: %d %q", st, b.hdr.Get("HX-Redirect"))
+	}
+	if st, _, _ := b.do(http.MethodGet, "/ui/links", nil, "HX-Request", "true", "HX-Boosted", "true"); st != http.StatusNoContent ||
+		b.hdr.Get("HX-Redirect") != "/ui/login?next=%2Fui%2Flinks" {
+		t.Fatalf("boosted page without a session: %d %q", st, b.hdr.Get("HX-Redirect"))
+	}
+	b.signIn(s.admin)
+	// The cluster's refresh pushes no address; a boosted page read pushes
+	// its own; a form's answer the page it stands for; errors none.
+	b.do(http.MethodGet, "/ui/admin/cluster?part=1", nil, "HX-Request", "true")
+	if v := b.hdr.Values("HX-Push-Url"); len(v) != 0 {
+		t.Fatalf("the cluster refresh pushes %v", v)
+	}
+	b.do(http.MethodGet, "/ui/links?q=x", nil, "HX-Request", "true", "HX-Boosted", "true")
+	if v := b.hdr.Get("HX-Push-Url"); v != "/ui/links?q=x" {
+		t.Fatalf("a boosted page pushes %q", v)
+	}
+	b.do(http.MethodPost, "/ui/links/bulk?q=x", url.Values{"csrf": {b.csrf}, "code": {"nope1"}, "action": {"disable"}}, "HX-Request", "true", "HX-Boosted", "true")
+	if v := b.hdr.Get("HX-Push-Url"); v != "/ui/links?q=x" {
+		t.Fatalf("a bulk action's answer pushes %q", v)
+	}
+	b.do(http.MethodPost, "/ui/links", url.Values{"csrf": {b.csrf}, "url": {"ftp://x"}}, "HX-Request", "true", "HX-Boosted", "true")
+	if v := b.hdr.Get("HX-Push-Url"); v != "false" {
+		t.Fatalf("a refused form pushes %q", v)
+	}
+	// The page with a new key's secret is kept by no cache.
+	b.post("/ui/admin/keys", url.Values{"name": {"x"}, "owner": {"x"}, "scopes": {"links:read"}})
+	if b.hdr.Get("Cache-Control") != "no-store" {
+		t.Fatalf("the new key's page: Cache-Control %q", b.hdr.Get("Cache-Control"))
+	}
+}
+
+func TestEditsKeepWhatTheyDoNotChange(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	b := s.browser()
+	b.signIn(s.admin)
+	// Lines typed without script arrive as CRLF and are stored as LF.
+	if st, _, body := b.post("/ui/links", url.Values{"url": {"https://example.com/"}, "alias": {"lines"}, "description": {"one\r\ntwo"}}); st != http.StatusSeeOther {
+		t.Fatalf("create with lines: %d %s", st, body)
+	}
+	if l, _ := s.node.Links().Get(context.Background(), "lines", true); l.Description != "one\ntwo" {
+		t.Fatalf("description %q", l.Description)
+	}
+	// A link that has expired stays editable, and its expiry is kept to
+	// the second when the field is left alone.
+	exp := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second).Add(1234 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := s.node.Links().Create(ctx, link.CreateRequest{URL: "https://example.com/soon", Alias: "soon", Owner: "ops", ExpiresAt: exp}); err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Before(exp.Add(10 * time.Millisecond)) {
+		time.Sleep(50 * time.Millisecond) // the link's expiry is wall-clock time
+	}
+	_, _, page := b.do(http.MethodGet, "/ui/links/soon", nil)
+	was := regexp.MustCompile(`name="expires_was" value="([^"]*)"`).FindStringSubmatch(page)
+	if was == nil || was[1] == "" {
+		t.Fatal("the edit form lacks the expiry it showed")
+	}
+	st, _, body := b.post("/ui/links/soon", url.Values{"url": {"https://example.com/later"}, "expires_at": {was[1]}, "expires_was": {was[1]}})
+	if st != http.StatusSeeOther {
+		t.Fatalf("edit of an expired link: %d %s", st, body)
+	}
+	l, _ := s.node.Links().Get(context.Background(), "soon", true)
+	if l.URL != "https://example.com/later" || !l.ExpiresAt.Equal(exp.Truncate(time.Millisecond)) {
+		t.Fatalf("after the edit: %s, expires %v (was %v)", l.URL, l.ExpiresAt, exp)
+	}
+	// Non-admins meet 403 on every admin page.
+	secret, _, err := s.node.Keys().Create(ctx, apikey.Request{Name: "dan", Owner: "dan", Scopes: apikey.LinksRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dan := s.browser()
+	dan.signIn(secret)
+	for _, p := range []string{"/ui/admin/keys", "/ui/admin/blocklist", "/ui/admin/cluster"} {
+		if st, _, _ := dan.do(http.MethodGet, p, nil); st != http.StatusForbidden {
+			t.Errorf("a non-admin at %s: %d", p, st)
+		}
+	}
+	if st, _, _ := dan.post("/ui/admin/blocklist", url.Values{"domain": {"x.example"}}); st == http.StatusOK || s.node.Keys().Blocked("x.example") {
+		t.Errorf("a non-admin blocked a domain: %d", st)
 	}
 }
