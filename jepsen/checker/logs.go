@@ -36,6 +36,9 @@ var FatalMessages = map[string]string{
 	"this node was refused by the cluster": "node-refused",
 	// Every node of the harness runs the one binary: none is ever
 	// rolled back.
+	// The web UI renders only its own templates with its own data: a
+	// page that fails to render is a bug, whoever asked for it.
+	"web ui: rendering a page failed": "ui-bug",
 	"node rolled back to a version from before feature levels were recorded: links with a password or rules are refused while it is live, but those it already holds are served by it without them; upgrade it again": "rolled-back",
 }
 
@@ -53,6 +56,10 @@ var ToleratedErrors = map[string]string{
 		"whether it comes back is the nodes and converge checkers' to judge",
 	"backup cut short": "an operator's backup that a client left or a group without a leader ended; the client gets a stream " +
 		"without its manifest, which a restore refuses; the cluster's state is not touched",
+	"web ui: an API call failed": "the web UI's page could not be answered (a node without a leader for the shard asked, a timeout): " +
+		"the page says so; the harness's clients use the API, whose answers the checkers judge",
+	"web ui: sign-in failed":          "the keys could not be read while the node starts or loses the meta group: the page says so",
+	"web ui: reading the keys failed": "as for a sign-in: the page answers 503 and the session stays",
 }
 
 // runtimeLines are what the Go runtime and the race detector print (at the
