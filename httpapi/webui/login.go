@@ -1,6 +1,9 @@
 package webui
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"path"
@@ -19,6 +22,33 @@ const (
 
 type loginData struct {
 	Next, Error string
+	// CSRF is the sign-in form's token (loginToken).
+	CSRF string
+}
+
+// The sign-in form has its own CSRF token, before any session: a random
+// value in a cookie of the sign-in page alone (HttpOnly, SameSite=Strict,
+// an hour) and its HMAC in the form, checked on the post beside the origin
+// check. Another site can neither read the cookie nor make the token, so
+// it cannot sign a browser in with a key of its own choosing.
+const loginCookie = "linkraft_login"
+
+// loginToken returns the token of the browser's sign-in cookie, setting a
+// new cookie when it has none.
+func (u *UI) loginToken(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(loginCookie); err == nil && len(c.Value) == 22 {
+		return u.loginMAC(c.Value)
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails
+	v := base64.RawURLEncoding.EncodeToString(b[:])
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: v, Path: "/ui/login", MaxAge: 3600, HttpOnly: true,
+		Secure: u.secure || r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	return u.loginMAC(v)
+}
+
+func (u *UI) loginMAC(v string) string {
+	return base64.RawURLEncoding.EncodeToString(u.mac("login", v)[:24])
 }
 
 // safeNext keeps a sign-in's return address inside the UI: a clean path
@@ -47,6 +77,7 @@ func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
 	case "expired":
 		d.Error = "Your session expired: sign in again."
 	}
+	d.CSRF = u.loginToken(w, r)
 	u.render(w, r, http.StatusOK, "login", view{Title: "Sign in", Data: d})
 }
 
@@ -56,6 +87,13 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	secret := strings.TrimSpace(r.PostFormValue("key"))
 	d := &loginData{Next: safeNext(r.PostFormValue("next"))}
+	c, err := r.Cookie(loginCookie)
+	if err != nil || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(u.loginMAC(c.Value))) != 1 {
+		d.Error, d.CSRF = "This sign-in form is stale or came from another site: sign in again here.", u.loginToken(w, r)
+		u.render(w, r, http.StatusForbidden, "login", view{Title: "Sign in", Data: d})
+		return
+	}
+	d.CSRF = u.loginToken(w, r)
 	k, err := u.keys.Authenticate(secret)
 	if err != nil {
 		if !errors.Is(err, apikey.ErrUnauthorized) {

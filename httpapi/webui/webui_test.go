@@ -116,9 +116,17 @@ func (b *browser) do(method, path string, form url.Values, hdr ...string) (int, 
 	return resp.StatusCode, resp.Header.Get("Location"), string(raw)
 }
 
+// login posts the sign-in form as a browser that opened it first.
+func (b *browser) login(form url.Values) (int, string, string) {
+	b.t.Helper()
+	b.do(http.MethodGet, "/ui/login", nil)
+	form.Set("csrf", b.csrf)
+	return b.do(http.MethodPost, "/ui/login", form)
+}
+
 func (b *browser) signIn(secret string) {
 	b.t.Helper()
-	st, loc, body := b.do(http.MethodPost, "/ui/login", url.Values{"key": {secret}, "next": {"/ui/"}})
+	st, loc, body := b.login(url.Values{"key": {secret}, "next": {"/ui/"}})
 	if st != http.StatusSeeOther || loc != "/ui/" {
 		b.t.Fatalf("sign-in: %d %q %s", st, loc, body)
 	}
@@ -144,7 +152,7 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 		t.Fatalf("signed out: %d %q", st, loc)
 	}
 	// A wrong key: 401, the form again, no cookie.
-	st, _, body := b.do(http.MethodPost, "/ui/login", url.Values{"key": {"lr_nope"}})
+	st, _, body := b.login(url.Values{"key": {"lr_nope"}})
 	if st != http.StatusUnauthorized || !strings.Contains(body, "unknown or revoked") {
 		t.Fatalf("wrong key: %d %s", st, body)
 	}
@@ -153,14 +161,14 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 	}
 	// The right key: a cookie that names the key ID, never the secret.
 	b.signIn(s.admin)
-	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+"/ui/login", strings.NewReader(url.Values{"key": {s.admin}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
+	fresh := s.browser()
+	fresh.login(url.Values{"key": {s.admin}})
+	var sc string
+	for _, c := range fresh.hdr.Values("Set-Cookie") {
+		if strings.HasPrefix(c, "linkraft_session=") {
+			sc = c
+		}
 	}
-	resp.Body.Close()
-	sc := resp.Header.Get("Set-Cookie")
 	for _, want := range []string{"HttpOnly", "SameSite=Strict", "Path=/ui/", "Max-Age="} {
 		if !strings.Contains(sc, want) {
 			t.Errorf("Set-Cookie %q lacks %s", sc, want)
@@ -169,11 +177,23 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 	if strings.Contains(sc, s.admin) || strings.Contains(sc, "Secure") {
 		t.Errorf("Set-Cookie %q holds the secret, or is Secure over plain HTTP", sc)
 	}
+	// The sign-in form's own token: without it, or with another
+	// browser's, the key is not taken (a site cannot sign a browser in).
+	other := s.browser()
+	other.do(http.MethodGet, "/ui/login", nil)
+	for name, tok := range map[string]string{"no": "", "another browser's": other.csrf} {
+		nb := s.browser()
+		nb.do(http.MethodGet, "/ui/login", nil)
+		st, _, _ := nb.do(http.MethodPost, "/ui/login", url.Values{"key": {s.admin}, "csrf": {tok}})
+		if u, _ := url.Parse(s.srv.URL + "/ui/"); st != http.StatusForbidden || len(nb.c.Jar.Cookies(u)) != 0 {
+			t.Errorf("sign-in with %s token: %d", name, st)
+		}
+	}
 	// A return address is kept inside the UI.
 	for next, want := range map[string]string{"/ui/links": "/ui/links", "/ui/links?q=a%20b": "/ui/links?q=a%20b", "//evil.example/": "/ui/",
 		"/ui//evil.example": "/ui/", "https://evil.example/ui/": "/ui/", "/ui/../abc": "/ui/", "/ui/%2e%2e/abc": "/ui/",
 		"/ui/links\t": "/ui/", "/ui/\\evil.example": "/ui/", "/ui/./links": "/ui/"} {
-		_, loc, _ := s.browser().do(http.MethodPost, "/ui/login", url.Values{"key": {s.admin}, "next": {next}})
+		_, loc, _ := s.browser().login(url.Values{"key": {s.admin}, "next": {next}})
 		if loc != want {
 			t.Errorf("next %q: went to %q, want %q", next, loc, want)
 		}
