@@ -164,7 +164,7 @@ func (b *tab) run(actions ...chromedp.Action) {
 func (b *tab) text(sel string) string {
 	b.t.Helper()
 	var s string
-	b.run(chromedp.Text(sel, &s, chromedp.ByQuery))
+	b.run(textOf(sel, &s))
 	return s
 }
 
@@ -286,14 +286,14 @@ func TestBrowserNewcomer(t *testing.T) {
 	}
 	b.shot("01-sign-in")
 	// A wrong key.
-	b.run(chromedp.SendKeys("#key", "lr_not-a-key", chromedp.ByID), chromedp.Submit("#key", chromedp.ByID),
+	b.run(typeIn("#key", "lr_not-a-key"), submit("#key"),
 		waitVisible("#login-error"))
 	if s := b.text("#login-error"); !strings.Contains(s, "unknown or revoked") {
 		t.Fatalf("wrong key says %q", s)
 	}
 	b.expect("401")
 	// admin.key.
-	b.run(chromedp.SetValue("#key", key, chromedp.ByID), chromedp.Submit("#key", chromedp.ByID),
+	b.run(typeIn("#key", key), submit("#key"),
 		waitVisible("#shorten"))
 	b.shot("02-shorten")
 	// The key is in no storage, URL or cookie a script can read, nor in
@@ -319,10 +319,10 @@ func TestBrowserNewcomer(t *testing.T) {
 
 	// Shorten a link to the local destination.
 	target := "http://destination.example/page"
-	b.run(chromedp.SendKeys("#f-url", target, chromedp.ByID), chromedp.Click("#shorten button[type=submit]", chromedp.ByQuery),
+	b.run(typeIn("#f-url", target), click("#shorten button[type=submit]"),
 		waitVisible("#short"))
 	var short string
-	b.run(chromedp.Value("#short", &short, chromedp.ByID))
+	b.run(valueOf("#short", &short))
 	code := short[strings.LastIndexByte(short, '/')+1:]
 	port := p.base[strings.LastIndexByte(p.base, ':'):]
 	if !strings.HasPrefix(short, "http://localhost"+port+"/") || code == "" || !strings.Contains(b.text("main"), "Link created.") {
@@ -331,16 +331,20 @@ func TestBrowserNewcomer(t *testing.T) {
 	b.shot("03-link")
 
 	// Find it in the list.
-	b.run(chromedp.Click(`nav a[href="/ui/links"]`, chromedp.ByQuery), waitVisible("#q"),
-		chromedp.SendKeys("#q", code, chromedp.ByID), chromedp.Submit("#q", chromedp.ByID),
-		waitVisible(`#bulk a[href="/ui/links/`+code+`"]`))
+	b.run(click(`nav a[href="/ui/links"]`), waitVisible("#q"),
+		typeIn("#q", code), submit("#q"),
+		poll("the search's address", `location.search.includes("q=`+code+`")`), waitVisible(`#bulk a[href="/ui/links/`+code+`"]`))
 	b.shot("04-links")
 	// The same page in dark mode, as a system that prefers it asks.
-	b.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}))
+	b.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}),
+		chromedp.Reload(), waitVisible("#q"))
 	var bg string
-	b.run(chromedp.Evaluate(`getComputedStyle(document.body).backgroundColor`, &bg))
-	if bg == "rgb(255, 255, 255)" {
-		t.Errorf("dark mode kept a white background")
+	b.run(chromedp.Evaluate(`getComputedStyle(document.documentElement).backgroundColor`, &bg))
+	var field string
+	b.run(chromedp.Evaluate(`getComputedStyle(document.querySelector("#q")).backgroundColor + " " + getComputedStyle(document.querySelector("#q")).color`, &field))
+	t.Logf("dark mode: page %s, search field %s", bg, field)
+	if bg == "rgb(255, 255, 255)" || strings.HasPrefix(field, "rgb(251") {
+		t.Errorf("dark mode kept a light page or field: page %s, search field %s", bg, field)
 	}
 	b.shot("04-links-dark")
 	b.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "light"}}))
@@ -354,9 +358,9 @@ func TestBrowserNewcomer(t *testing.T) {
 
 	// Edit its title.
 	b.run(chromedp.Navigate(p.base+"/ui/links/"+code), waitVisible("#short"),
-		chromedp.Click("details summary", chromedp.ByQuery), waitVisible("#f-title"),
-		chromedp.SetValue("#f-title", "Edited in a browser", chromedp.ByID),
-		chromedp.Click("#edit button[type=submit]", chromedp.ByQuery), waitVisible(".flash"))
+		click("details summary"), waitVisible("#f-title"),
+		typeIn("#f-title", "Edited in a browser"),
+		click("#edit button[type=submit]"), waitVisible(".flash"))
 	if !strings.Contains(b.text(".flash"), "Saved.") || !strings.Contains(b.text("hgroup"), "Edited in a browser") {
 		t.Fatalf("after edit: %q / %q", b.text(".flash"), b.text("hgroup"))
 	}
@@ -377,7 +381,7 @@ func TestBrowserNewcomer(t *testing.T) {
 		return nil
 	})
 	var series string
-	b.run(chromedp.AttributeValue("#chart", "data-series", &series, nil, chromedp.ByID))
+	b.run(attrOf("#chart", "data-series", &series))
 	if sum := sumHumans(t, series); sum < visits {
 		t.Fatalf("the chart's series holds %d human clicks: %s", sum, series)
 	}
@@ -392,7 +396,7 @@ func TestBrowserNewcomer(t *testing.T) {
 	b.run(chromedp.EmulateViewport(1280, 900))
 
 	// Download the QR code as PNG and decode it.
-	b.run(chromedp.Navigate(p.base+"/ui/links/"+code), waitVisible("#qr-png"), chromedp.Click("#qr-png", chromedp.ByID))
+	b.run(chromedp.Navigate(p.base+"/ui/links/"+code), waitVisible("#qr-png"), click("#qr-png"))
 	var file string
 	select {
 	case file = <-b.dl:
@@ -407,7 +411,7 @@ func TestBrowserNewcomer(t *testing.T) {
 	// session's cookie and even its CSRF token (as if it had leaked):
 	// refused by its origin, nothing stored.
 	var token string
-	b.run(chromedp.Value(`input[name="csrf"]`, &token, chromedp.ByQuery))
+	b.run(valueOf(`input[name="csrf"]`, &token))
 	b.expect()
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
@@ -427,7 +431,7 @@ func TestBrowserNewcomer(t *testing.T) {
 
 	// Delete (the page asks first; the test says yes) and see the 410.
 	b.run(chromedp.Navigate(p.base+"/ui/links/"+code), waitVisible("#delete"),
-		chromedp.Click("#delete", chromedp.ByID), waitVisible(".flash"))
+		click("#delete"), waitVisible(".flash"))
 	if s := b.text(".flash"); !strings.Contains(s, "Deleted "+code) {
 		t.Fatalf("after delete: %q", s)
 	}
@@ -440,7 +444,7 @@ func TestBrowserNewcomer(t *testing.T) {
 	b.expect("410")
 
 	// Sign out.
-	b.run(chromedp.Navigate(p.base+"/ui/"), waitVisible("#signout"), chromedp.Click("#signout", chromedp.ByID),
+	b.run(chromedp.Navigate(p.base+"/ui/"), waitVisible("#signout"), click("#signout"),
 		waitVisible("#key"))
 	b.run(chromedp.Navigate(p.base+"/ui/links"), waitVisible("#key"))
 	b.clean()
@@ -458,9 +462,9 @@ func TestBrowserAdminPages(t *testing.T) {
 	}
 	base := procs[1].base
 	b.run(chromedp.Navigate(base+"/ui/login"), waitVisible("#key"),
-		chromedp.SetValue("#key", testAdminKey, chromedp.ByID), chromedp.Submit("#key", chromedp.ByID),
+		typeIn("#key", testAdminKey), submit("#key"),
 		waitVisible("#shorten"))
-	b.run(chromedp.Click(`nav a[href="/ui/admin/cluster"]`, chromedp.ByQuery), waitVisible("#nodes"))
+	b.run(click(`nav a[href="/ui/admin/cluster"]`), waitVisible("#nodes"))
 	testkit.Eventually(t, 30*time.Second, func() error {
 		rows := b.text("#nodes tbody")
 		for _, n := range []string{"n1", "n2", "n3"} {
@@ -489,11 +493,11 @@ func TestBrowserAdminPages(t *testing.T) {
 	}
 	b.shot("08-cluster")
 
-	b.run(chromedp.Click(`nav a[href="/ui/admin/keys"]`, chromedp.ByQuery), waitVisible("#f-name"),
-		chromedp.SendKeys("#f-name", "from-the-browser", chromedp.ByID), chromedp.SendKeys("#f-owner", "web", chromedp.ByID),
-		chromedp.Click("#new-key-form button[type=submit]", chromedp.ByQuery), waitVisible("#secret"))
+	b.run(click(`nav a[href="/ui/admin/keys"]`), waitVisible("#f-name"),
+		typeIn("#f-name", "from-the-browser"), typeIn("#f-owner", "web"),
+		click("#new-key-form button[type=submit]"), waitVisible("#secret"))
 	var secret string
-	b.run(chromedp.Value("#secret", &secret, chromedp.ByID))
+	b.run(valueOf("#secret", &secret))
 	if st, _, _, err := callKey("GET", procs[2].base+"/api/v1/links", secret); err != nil || st != 200 {
 		t.Fatalf("the key made in the browser: %d %v", st, err)
 	}
@@ -501,25 +505,84 @@ func TestBrowserAdminPages(t *testing.T) {
 	b.clean()
 }
 
-// waitVisible waits until an element that sel matches is shown, polling
-// the page as it is now: a form's submit or a link swaps the document
-// under it, which would fail a wait that holds on to one node of the old
-// one.
-func waitVisible(sel string) chromedp.Action {
-	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length); })()`, sel)
+// The page is driven through JavaScript run in whatever document is
+// current, each step retried until it takes or the step's time runs out:
+// a form's submit, a link or htmx swaps the document, and chromedp's DOM
+// node actions fail on a node of the old one ("Not attached to an active
+// page"). Clicks run after the call returns, so that a confirm dialog
+// (answered by the tab's listener) does not hold the call.
+
+// poll evaluates js until it returns true, retrying errors.
+func poll(what, js string) chromedp.Action {
 	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var last error
 		for {
 			var ok bool
-			if err := chromedp.Evaluate(js, &ok).Do(ctx); err == nil && ok {
+			err := chromedp.Evaluate(js, &ok).Do(ctx)
+			if err == nil && ok {
 				return nil
 			}
+			last = err
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("waiting for %s: %w", sel, ctx.Err())
+				return fmt.Errorf("%s (last look: %v): %w", what, last, ctx.Err())
 			case <-time.After(50 * time.Millisecond): // the next look at the page
 			}
 		}
 	})
+}
+
+// el is a JS expression for the element sel matches.
+func el(sel string) string { return fmt.Sprintf("document.querySelector(%q)", sel) }
+
+// waitVisible waits until an element that sel matches is shown.
+func waitVisible(sel string) chromedp.Action {
+	return poll("waiting for "+sel, fmt.Sprintf(`(() => { const e = %s; return !!e && !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length); })()`, el(sel)))
+}
+
+// click clicks the element sel matches.
+func click(sel string) chromedp.Action {
+	return poll("clicking "+sel, fmt.Sprintf(`(() => { const e = %s; if (!e) return false; setTimeout(() => e.click(), 0); return true; })()`, el(sel)))
+}
+
+// typeIn puts text in the field sel matches, as typing would.
+func typeIn(sel, text string) chromedp.Action {
+	return poll("typing in "+sel, fmt.Sprintf(`(() => { const e = %s; if (!e) return false; e.focus(); e.value = %q;
+  e.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`, el(sel), text))
+}
+
+// submit submits the form of the field sel matches, as Enter would.
+func submit(sel string) chromedp.Action {
+	return poll("submitting "+sel, fmt.Sprintf(`(() => { const e = %s; if (!e || !e.form) return false; setTimeout(() => e.form.requestSubmit(), 0); return true; })()`, el(sel)))
+}
+
+// read evaluates expr (of e, the element sel matches) into out once the
+// element is there.
+func read(sel, expr string, out *string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		js := fmt.Sprintf(`(() => { const e = %s; return e ? String(%s) : null; })()`, el(sel), expr)
+		var last error
+		for {
+			var v *string
+			err := chromedp.Evaluate(js, &v).Do(ctx)
+			if err == nil && v != nil {
+				*out = *v
+				return nil
+			}
+			last = err
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("reading %s (last look: %v): %w", sel, last, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
+}
+
+func valueOf(sel string, out *string) chromedp.Action { return read(sel, "e.value", out) }
+func textOf(sel string, out *string) chromedp.Action  { return read(sel, "e.innerText", out) }
+func attrOf(sel, name string, out *string) chromedp.Action {
+	return read(sel, fmt.Sprintf("e.getAttribute(%q)", name), out)
 }
 
 // sumHumans adds the human clicks of the chart's series.
