@@ -82,7 +82,10 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 			}
 		})
 	}
-	testkit.WaitFor(t, 10*time.Second, "writes under way", func() bool {
+	// Should the test end early, the writers stop before the cluster
+	// closes under them (cleanups run last-registered first).
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
+	testkit.WaitFor(t, 30*time.Second, "writes under way", func() bool {
 		n := 0
 		during.Range(func(any, any) bool { n++; return n < 20 })
 		return n >= 20

@@ -250,8 +250,11 @@ func (b *tab) clean() {
 // it; visit it and see the clicks in the chart; download the QR code and
 // decode it; delete it and see the 410 page; refuse a cross-origin post;
 // sign out.
+//
+// The browser tests do not run in parallel: they run one at a time, before
+// the package's parallel tests start, so that Chromium's CPU does not land
+// on top of the multi-process cluster tests (here and in other packages).
 func TestBrowserNewcomer(t *testing.T) {
-	t.Parallel()
 	// The destination is a local server, which a link may not name (no
 	// loopback destinations): the browser maps a public-looking name to it.
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -454,7 +457,6 @@ func TestBrowserNewcomer(t *testing.T) {
 // cluster page lists every node, alive, and refreshes; a key made on the
 // keys page is shown once and works.
 func TestBrowserAdminPages(t *testing.T) {
-	t.Parallel()
 	b := newTab(t)
 	procs := startCluster(t, 3)
 	if procs == nil {
