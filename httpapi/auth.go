@@ -89,12 +89,11 @@ const costByBody = 0
 func (s *Server) authed(scope apikey.Scope, cost int, anonymous bool, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := &principal{}
-		secret, has := apikey.FromHeader(r.Header.Get("Authorization"))
-		session, fromSession := r.Context().Value(sessionKey{}).(apikey.Key)
+		auth := r.Header.Get("Authorization")
+		secret, has := apikey.FromHeader(auth)
 		switch {
-		case fromSession && r.Header.Get("Authorization") == "":
-			p.key = session
-			if !session.Scopes.Has(scope) {
+		case auth == "" && s.fromSession(r, p):
+			if !p.key.Scopes.Has(scope) {
 				s.Error(w, r, errForbidden)
 				return
 			}
@@ -113,7 +112,7 @@ func (s *Server) authed(scope apikey.Scope, cost int, anonymous bool, h http.Han
 				s.Error(w, r, errForbidden)
 				return
 			}
-		case r.Header.Get("Authorization") != "":
+		case auth != "":
 			s.unauthorized(w, r, &requestError{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
 				detail: "the Authorization header must be Bearer <key>"})
 			return
@@ -128,6 +127,14 @@ func (s *Server) authed(scope apikey.Scope, cost int, anonymous bool, h http.Han
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
+}
+
+// fromSession puts the key of an in-process request made with AsKey into
+// p, and reports whether there was one.
+func (s *Server) fromSession(r *http.Request, p *principal) bool {
+	k, ok := r.Context().Value(sessionKey{}).(apikey.Key)
+	p.key = k
+	return ok
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, e *requestError) {

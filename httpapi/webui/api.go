@@ -69,7 +69,7 @@ func call(h http.Handler, r *http.Request, method, path string, body, out any) e
 		}
 		rd = bytes.NewReader(b)
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := &recorder{answer: answer{header: http.Header{}}}
 	h.ServeHTTP(rec, apiRequest(r, method, path, rd))
 	if rec.status == 0 {
 		rec.status = http.StatusOK
@@ -90,26 +90,30 @@ func call(h http.Handler, r *http.Request, method, path string, body, out any) e
 	return json.Unmarshal(rec.body.Bytes(), out)
 }
 
-// recorder is an in-memory http.ResponseWriter, bounded by maxAnswerBytes.
-type recorder struct {
-	header   http.Header
-	status   int
-	body     bytes.Buffer
-	overflow bool
+// answer is the header and status half of an in-memory
+// http.ResponseWriter.
+type answer struct {
+	header http.Header
+	status int
 }
 
-func (w *recorder) Header() http.Header { return w.header }
+func (w *answer) Header() http.Header { return w.header }
 
-func (w *recorder) WriteHeader(code int) {
+func (w *answer) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 }
 
+// recorder is an in-memory http.ResponseWriter, bounded by maxAnswerBytes.
+type recorder struct {
+	answer
+	body     bytes.Buffer
+	overflow bool
+}
+
 func (w *recorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.WriteHeader(http.StatusOK)
 	if w.body.Len()+len(b) > maxAnswerBytes {
 		w.overflow = true
 		return 0, io.ErrShortWrite
@@ -120,24 +124,13 @@ func (w *recorder) Write(b []byte) (int, error) {
 // lineWriter is an http.ResponseWriter that hands each line of an NDJSON
 // answer to fn as it arrives, keeping at most one line in memory.
 type lineWriter struct {
-	header http.Header
-	status int
-	part   []byte
-	fn     func(line []byte)
-}
-
-func (w *lineWriter) Header() http.Header { return w.header }
-
-func (w *lineWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
+	answer
+	part []byte
+	fn   func(line []byte)
 }
 
 func (w *lineWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.WriteHeader(http.StatusOK)
 	n := len(b)
 	for {
 		i := bytes.IndexByte(b, '\n')

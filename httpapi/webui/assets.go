@@ -108,7 +108,7 @@ func (u *UI) serveAsset(w http.ResponseWriter, r *http.Request, name string) {
 		h.Set("Content-Encoding", "gzip")
 		body = as.gz
 	}
-	h.Set("Content-Length", itoa(len(body)))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}

@@ -79,6 +79,15 @@ func BenchmarkPages(b *testing.B) {
 		{"cluster", "/ui/admin/cluster"},
 		{"keys", "/ui/admin/keys"},
 	}
+	// The one page a stranger gets without a session, rendered anew for
+	// each (its cookie and token are the visitor's own).
+	b.Run("sign-in-anonymous", func(b *testing.B) {
+		for b.Loop() {
+			if st, _, _ := s.browser().do(http.MethodGet, "/ui/login", nil); st != http.StatusOK {
+				b.Fatalf("sign-in page: %d", st)
+			}
+		}
+	})
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {
 			var took []time.Duration

@@ -2,7 +2,6 @@ package webui
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -88,7 +87,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	secret := strings.TrimSpace(r.PostFormValue("key"))
 	d := &loginData{Next: safeNext(r.PostFormValue("next"))}
 	c, err := r.Cookie(loginCookie)
-	if err != nil || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(u.loginMAC(c.Value))) != 1 {
+	if err != nil || !sameToken(r.PostFormValue("csrf"), u.loginMAC(c.Value)) {
 		d.Error, d.CSRF = "This sign-in form is stale or came from another site: sign in again here.", u.loginToken(w, r)
 		u.render(w, r, http.StatusForbidden, "login", view{Title: "Sign in", Data: d})
 		return

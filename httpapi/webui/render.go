@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/linkraft/linkraft/internal/apikey"
@@ -42,15 +44,6 @@ type view struct {
 
 // Admin reports whether the signed-in key is an admin key.
 func (v view) Admin() bool { return v.Key != nil && v.Key.Scopes&apikey.Admin != 0 }
-
-// May reports whether the signed-in key holds a scope by name.
-func (v view) May(scope string) bool {
-	if v.Key == nil {
-		return false
-	}
-	s, err := apikey.ParseScopes([]string{scope})
-	return err == nil && v.Key.Scopes.Has(s)
-}
 
 // fieldView is one input of a form, with its error.
 type fieldView struct {
@@ -86,12 +79,6 @@ func parsePages(a *assets) (map[string]*template.Template, error) {
 		"prepend": func(g status.Group, gs []status.Group) []status.Group { return append([]status.Group{g}, gs...) },
 		"field": func(f *form, name, label, typ, hint string) fieldView {
 			return fieldView{Name: name, Label: label, Type: typ, Hint: hint, Value: f.Get(name), Err: f.Err(name)}
-		},
-		"sub": func(a, b uint64) uint64 {
-			if a < b {
-				return 0
-			}
-			return a - b
 		},
 	}
 	pages := map[string]*template.Template{}
@@ -151,9 +138,11 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, page str
 	body := buf.Bytes()
 	if len(body) > 1024 && acceptsGzip(r) {
 		var z bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
+		zw := gzips.Get().(*gzip.Writer)
+		zw.Reset(&z)
 		_, _ = zw.Write(body)
 		_ = zw.Close()
+		gzips.Put(zw)
 		body = z.Bytes()
 		h.Set("Content-Encoding", "gzip")
 	}
@@ -185,4 +174,6 @@ func (u *UI) apiFailed(w http.ResponseWriter, r *http.Request, err error) {
 	u.errorPage(w, r, http.StatusInternalServerError, "Something went wrong", "The node could not answer; try again.")
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
+// gzips are gzip writers for pages, reused: a new one allocates its
+// compressor's tables for every page.
+var gzips = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed); return w }}

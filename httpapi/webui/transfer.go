@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -58,7 +59,7 @@ func (u *UI) importLinks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok, _ := io.ReadAll(io.LimitReader(part, 256))
-	if !u.validCSRF(withForm(r, string(tok)), sessionOf(r).csrf) {
+	if !sameToken(string(tok), sessionOf(r).csrf) {
 		u.errorPage(w, r, http.StatusForbidden, "Refused", "This form is stale or came from another site: reload the page and try again.")
 		return
 	}
@@ -72,7 +73,7 @@ func (u *UI) importLinks(w http.ResponseWriter, r *http.Request) {
 	}
 	in := apiRequest(r, http.MethodPost, "/api/v1/links/import", &deadlineReader{r: part, rc: http.NewResponseController(w)})
 	in.Header.Set("Content-Type", ctype)
-	lw := &lineWriter{header: http.Header{}}
+	lw := &lineWriter{answer: answer{header: http.Header{}}}
 	var first []byte
 	lw.fn = func(line []byte) {
 		if first == nil {
@@ -97,7 +98,7 @@ func (u *UI) importLinks(w http.ResponseWriter, r *http.Request) {
 				d.Problem = "The import stopped: " + row.Problem.Error()
 			}
 		case row.Status >= 300 && len(d.Failures) < maxImportFailures && row.Problem != nil:
-			d.Failures = append(d.Failures, "row "+itoa(row.Row)+": "+row.Problem.Error())
+			d.Failures = append(d.Failures, "row "+strconv.Itoa(row.Row)+": "+row.Problem.Error())
 		}
 	}
 	u.api.ServeHTTP(lw, in)
@@ -115,18 +116,6 @@ func (u *UI) importLinks(w http.ResponseWriter, r *http.Request) {
 		d.Problem, status = "The import ended before its summary: see your links for what was stored.", http.StatusInternalServerError
 	}
 	u.render(w, r, status, "transfer", view{Title: "Import and export", Nav: "transfer", Data: d, Push: "/ui/transfer"})
-}
-
-// withForm is r with its csrf form field set to tok (the import reads its
-// token from a multipart part).
-func withForm(r *http.Request, tok string) *http.Request {
-	c := r.Clone(r.Context())
-	c.PostForm = map[string][]string{"csrf": {tok}}
-	c.Form = c.PostForm
-	c.Body = http.NoBody
-	c.Header = r.Header.Clone()
-	c.Header.Del("X-CSRF-Token")
-	return c
 }
 
 // importReadTimeout is how long an upload may stall.

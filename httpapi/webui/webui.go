@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -244,7 +245,7 @@ func (u *UI) signedIn(write bool, h http.HandlerFunc) http.Handler {
 			if err := r.ParseForm(); err != nil {
 				var mbe *http.MaxBytesError
 				if errors.As(err, &mbe) {
-					u.errorPage(w, r, http.StatusRequestEntityTooLarge, "Too large", "This form is over "+itoa(maxFormBytes>>10)+" KiB: shorten what you typed.")
+					u.errorPage(w, r, http.StatusRequestEntityTooLarge, "Too large", "This form is over "+strconv.Itoa(maxFormBytes>>10)+" KiB: shorten what you typed.")
 					return
 				}
 				u.errorPage(w, r, http.StatusBadRequest, "Bad form", "The form could not be read.")

@@ -189,6 +189,13 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 			t.Errorf("sign-in with %s token: %d", name, st)
 		}
 	}
+	// A stranger's huge sign-in body is read no further than 4 KiB and
+	// signs no one in.
+	huge := s.browser()
+	huge.do(http.MethodGet, "/ui/login", nil)
+	if st, _, _ := huge.do(http.MethodPost, "/ui/login", url.Values{"csrf": {huge.csrf}, "key": {s.admin}, "pad": {strings.Repeat("x", 1<<20)}}); st == http.StatusSeeOther {
+		t.Fatal("a 1 MiB sign-in body was taken")
+	}
 	// A return address is kept inside the UI.
 	for next, want := range map[string]string{"/ui/links": "/ui/links", "/ui/links?q=a%20b": "/ui/links?q=a%20b", "//evil.example/": "/ui/",
 		"/ui//evil.example": "/ui/", "https://evil.example/ui/": "/ui/", "/ui/../abc": "/ui/", "/ui/%2e%2e/abc": "/ui/",
