@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -193,5 +194,90 @@ func TestDamagedVisitFileIsNamed(t *testing.T) {
 	_, err = OpenVisitStore(path, VisitLimits{})
 	if !errors.Is(err, boltcheck.ErrDamaged) || !strings.Contains(err.Error(), "mv "+path) {
 		t.Fatalf("open of a damaged visit file: %v", err)
+	}
+}
+
+// TestVisitListMatchesAScan: visits stored grouped (one record per code per
+// hour per write, split past maxGroupVisits and maxGroupSpan), with writes
+// whose times overlap and records of the one-visit-a-record layout beside
+// them, are listed exactly as a sort of everything stored would list them:
+// for every range and limit, the newest limit visits of the code in range,
+// newest first.
+func TestVisitListMatchesAScan(t *testing.T) {
+	t.Parallel()
+	s, err := OpenVisitStore(filepath.Join(t.TempDir(), "visits.db"), VisitLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 11, 1, 10, 50, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var all []link.Visit
+	for w := range 12 { // writes of 400 visits, 3 codes, times jittered across writes
+		var b VisitBatch
+		for i := range 400 {
+			at := t0.Add(time.Duration(w)*90*time.Second + time.Duration(rng.IntN(150_000))*time.Millisecond)
+			v := link.Visit{Code: []string{"a", "b", "abc"}[rng.IntN(3)], Time: at, Node: "n1", UserAgent: fmt.Sprintf("ua %d/%d", w, i)}
+			b.Append(&v)
+			all = append(all, v)
+		}
+		if _, err := s.AddBatch(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The layout before groups: one visit a record, keyed by its own time.
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		for i := range 50 {
+			v := link.Visit{Code: "a", Time: t0.Add(time.Duration(rng.IntN(1500)) * time.Second), Node: "n0", UserAgent: fmt.Sprint("old ", i)}
+			bk, err := tx.Bucket(bucketVisits).CreateBucketIfNotExists(hourKey(hourOf(v.Time.UnixNano())))
+			if err != nil {
+				return err
+			}
+			if err := bk.Put(visitKey(v.Code, v.Time.UnixNano(), uint32(1<<31+i)), appendVisit(nil, &v)); err != nil {
+				return err
+			}
+			all = append(all, v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	times := func(vs []link.Visit) []int64 {
+		out := make([]int64, len(vs))
+		for i, v := range vs {
+			out[i] = v.Time.UnixNano()
+		}
+		return out
+	}
+	for range 300 {
+		code := []string{"a", "b", "abc", "ab"}[rng.IntN(4)]
+		from := t0.Add(time.Duration(rng.IntN(1400)-60) * time.Second)
+		to := from.Add(time.Duration(rng.IntN(1200)) * time.Second)
+		limit := []int{1, 3, 10, 100, 10000}[rng.IntN(5)]
+		var want []link.Visit
+		for _, v := range all {
+			if v.Code == code && !v.Time.Before(from) && v.Time.Before(to) {
+				want = append(want, v)
+			}
+		}
+		slices.SortStableFunc(want, func(a, b link.Visit) int { return b.Time.Compare(a.Time) })
+		want = want[:min(limit, len(want))]
+		got, err := s.List(code, from, to, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(times(want), times(got)); d != "" {
+			t.Fatalf("List(%q, %v, %v, %d): times differ (-want +got):\n%s", code, from, to, limit, d)
+		}
+		for _, v := range got {
+			if v.Code != code {
+				t.Fatalf("a visit of %q listed for %q", v.Code, code)
+			}
+		}
+	}
+	n, err := s.Purge(t0.Add(3 * time.Hour))
+	if err != nil || n != len(all)-50 { // the old records were put by hand, without the hour's count
+		t.Fatalf("purged %d, %v; want %d", n, err, len(all)-50)
 	}
 }

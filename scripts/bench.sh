@@ -2,19 +2,29 @@
 # linknode beside its peers, measured in one run on this machine.
 #
 #   bash scripts/bench.sh [redirect|create|scale|list|failover|analytics|all]    (default: redirect)
+#   bash scripts/bench.sh guard BASE [HEAD]
 #
 # redirect  GET /{code} with wrk (-t2 -c64, loopback) over the same links on:
-#             linknode   one node, analytics off (the redirect path alone)
-#             follower   a node of a 3-node cluster that leads the fewest shards
-#             nginx      nginx-light, a `map` of the same codes, `return 302`
-#             gomap      plain Go net/http over a map[string]string (bench/peers/gomap)
-#             flask      the seed articles' design: Flask + Redis under gunicorn -w 2
-#                        (bench/peers/flask_app.py)
-#           interleaved (every system once per round, ROUNDS rounds), medians,
-#           and the ratios linknode/nginx and linknode/flask.
-# create    creates/s and p50/p99 on 1 and 3 nodes at 1, 16 and 64 clients
-#           (scripts/benchcluster, closed loop), then open loop: vegeta
-#           (installed with go install) offering OPEN_RATES creates/s; fsync on.
+#             linknode      one node as shipped (analytics and raw visits on)
+#             linknode-off  the same node restarted with -analytics=false (the
+#                           redirect path alone: the second row)
+#             nginx         nginx-light, a `map` of the same codes, `return 302`
+#             follower      a node of a 3-node cluster as shipped that leads the
+#                           fewest shards
+#             gomap         plain Go net/http over a map[string]string (bench/peers/gomap)
+#             flask         the seed articles' design: Flask + Redis under gunicorn -w 2
+#                           (bench/peers/flask_app.py)
+#           each with KINDS of request: browser (a browser User-Agent and a
+#           Referer: every redirect a counted human visit with a raw visit
+#           record) and plain (wrk's bare GET); interleaved (every system once
+#           per round, ROUNDS rounds), medians, and the ratios to nginx.
+# create    creates/s and p50/p99 at 64 clients, closed loop, linknode as
+#           shipped beside etcd (OS package etcd-server) with 1 and with 3
+#           members on loopback, same Go load generator (scripts/benchcluster,
+#           -etcd for etcd's puts), interleaved rounds, medians and the
+#           linknode/etcd ratios; fsync on. CREATE_DETAIL=1 adds linknode at
+#           1, 16 and 64 clients and open loop: vegeta (installed with go
+#           install) offering OPEN_RATES creates/s.
 # scale     per link count (LINKS): load rate, disk bytes per link (shard state,
 #           Raft log, snapshots, whole data dir; ~60-byte URLs), RSS after the load and after a restart, time from restart to
 #           /readyz, and redirect p50/p99 (uniform keys) after the restart: flat out
@@ -26,14 +36,25 @@
 #           the single node, the cluster, or both (the default). LIST_SEED=1 loads the
 #           cluster's links into one node and then joins the other two (they get every
 #           shard by snapshot): 10M links load in minutes instead of an hour here.
+# guard BASE [HEAD]
+#           what a change did to the write and the redirect path: builds
+#           linknode at BASE and at HEAD (default: the working tree) and
+#           measures both in one run, interleaved (the order alternates
+#           each round): creates on one node and on 3 nodes (64 clients,
+#           closed loop) and browser-like redirects (one node as shipped,
+#           GUARD_LINKS links), with p99s. Per figure: each revision's median
+#           and range, head/base, the noise (the larger of the two
+#           revisions' own spread, max-min over median) and a verdict: moved
+#           only if the ranges do not overlap and the change exceeds the
+#           noise. Defaults ROUNDS=3, DURATION=5s: about 4 minutes here.
 # failover  leader of most shards killed (SIGKILL): first successful write,
 #           every shard it led writable again, redirect errors on the survivors
 #           (scripts/benchcluster, median of 5).
 # analytics redirect rps with analytics on versus off (scripts/bench-analytics.sh).
 #
 # Settings (environment): LINKS="100000" (link counts for redirect, e.g.
-# "100000 1000000"), DIST="zipf uniform", SYSTEMS="linknode follower nginx
-# gomap flask", ROUNDS=3, DURATION=10s, CONNS=64, THREADS=2, BULK=1000 (links
+# "100000 1000000"), DIST="zipf uniform", KINDS="browser plain",
+# SYSTEMS="linknode linknode-off nginx follower gomap flask", ROUNDS=3, DURATION=10s, CONNS=64, THREADS=2, BULK=1000 (links
 # per POST /api/v1/links/bulk when loading; 0 loads one create per link),
 # OPEN_RATES="250,500,750,1000" (create: the open-loop offered rates).
 #
@@ -47,9 +68,10 @@ cd "$(dirname "$0")/.."
 WHAT=${1:-redirect}
 LINKS=${LINKS:-100000}
 DIST=${DIST:-zipf uniform}
-SYSTEMS=${SYSTEMS:-linknode follower nginx gomap flask}
+SYSTEMS=${SYSTEMS:-linknode linknode-off nginx follower gomap flask}
+KINDS=${KINDS:-browser plain}
 ROUNDS=${ROUNDS:-3}
-DURATION=${DURATION:-10s}
+DURATION=${DURATION:-$([ "$WHAT" = guard ] && echo 5s || echo 10s)}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 SCALE_RATE=${SCALE_RATE:-16000} # scale: the paced load whose latency compares across link counts
@@ -66,9 +88,11 @@ mkdir -p bench/results
 RESULTS=bench/results/$(date -u +%F).md
 work=$(mktemp -d)
 pids=()
+guard_trees=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for t in "${guard_trees[@]}"; do git worktree remove --force "$t" >/dev/null 2>&1 || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -128,12 +152,12 @@ start_node() {
   pids+=($!)
 }
 
-# start_cluster3: nodes c1, c2, c3 of a 3-node cluster (8 shards, analytics
-# off) in the background, waited for until each is ready.
+# start_cluster3 [flags...]: nodes c1, c2, c3 of a 3-node cluster (8
+# shards) in the background, waited for until each is ready.
 start_cluster3() {
   local join="127.0.0.1:$((PORT + 61)),127.0.0.1:$((PORT + 62)),127.0.0.1:$((PORT + 63))"
   for i in 1 2 3; do
-    start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) -analytics=false \
+    start_node "c$i" $((PORT + 80 + i)) $((PORT + 70 + i)) $((PORT + 60 + i)) "$@" \
       -bootstrap-expect 3 -join "$join" -shards 8 -cluster-key-file "$work/cluster.key"
   done
   for i in 1 2 3; do wait_http "http://127.0.0.1:$((PORT + 80 + i))/api/v1/keys"; done
@@ -154,13 +178,15 @@ median() { sort -n | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? 
 redirect_setup() { # $1: link count; fills $work/codes-<system>
   local n=$1
   rm -rf "$work"/n1 "$work"/c1 "$work"/c2 "$work"/c3
-  start_node n1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics=false
-  wait_http "http://127.0.0.1:$((PORT + 80))/api/v1/keys"
+  n1_mode=
+  n1_as true
+  n1_pid=${pids[-1]}
   echo "loading $n links into linknode..." >&2
   "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n "$n" -bulk "$BULK" -out "$work/codes-linknode" >&2
   # nginx's map matches strings case-insensitively: codes that differ only
   # in case (a few per million base62 codes) would conflict; keep the first.
   awk '!seen[tolower($1)]++' "$work/codes-linknode" >"$work/codes-nginx"
+  cp "$work/codes-linknode" "$work/codes-linknode-off"
   cp "$work/codes-linknode" "$work/codes-gomap"
   cp "$work/codes-linknode" "$work/codes-flask"
 
@@ -239,9 +265,20 @@ EOF
   done
 }
 
+# n1_as true|false: node n1 (the single node, on its data dir) running
+# with -analytics=$1, restarted if it runs the other way.
+n1_as() {
+  [ "$n1_mode" = "$1" ] && return 0
+  if [ -n "$n1_mode" ]; then kill "$n1_pid" 2>/dev/null || true; wait "$n1_pid" 2>/dev/null || true; fi
+  start_node n1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -analytics="$1"
+  n1_pid=${pids[-1]}
+  n1_mode=$1
+  wait_http "http://127.0.0.1:$((PORT + 80))/api/v1/keys"
+}
+
 url_of() {
   case $1 in
-    linknode) echo "http://127.0.0.1:$((PORT + 80))" ;;
+    linknode | linknode-off) echo "http://127.0.0.1:$((PORT + 80))" ;;
     follower) echo "http://127.0.0.1:$follower_port" ;;
     nginx) echo "http://127.0.0.1:$((PORT + 90))" ;;
     gomap) echo "http://127.0.0.1:$((PORT + 91))" ;;
@@ -256,7 +293,8 @@ redirect_bench() {
     echo
     echo "## redirect — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
     echo
-    echo "machine: $(machine); wrk -t$THREADS -c$CONNS -d$DURATION on the same machine; $ROUNDS rounds, systems interleaved; medians"
+    echo "machine: $(machine); wrk -t$THREADS -c$CONNS -d$DURATION on the same machine; $ROUNDS rounds, systems interleaved; medians;"
+    echo "linknode and follower as shipped (peer TLS, API keys, analytics and raw visits on); linknode-off: -analytics=false"
     echo
   } | report
   for n in $LINKS; do
@@ -265,36 +303,50 @@ redirect_bench() {
     pids=()
     redirect_setup "$n"
     : >"$work/runs"
+    : >"$work/medians"
     for r in $(seq 1 "$ROUNDS"); do
-      for dist in $DIST; do
-        for sys in $SYSTEMS; do
-          line=$(CODES="$work/wrk-$sys" DIST=$dist wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
-            -s scripts/wrk/codes.lua "$(url_of "$sys")" | grep RESULT || true)
-          echo "round $r $dist $sys: $line" >&2
-          echo "$dist $sys $(echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\) errors=\([0-9]*\).*/\1 \2 \3 \4/')" >>"$work/runs"
+      for sys in $SYSTEMS; do
+        case $sys in
+          linknode) n1_as true ;;
+          linknode-off) n1_as false ;;
+        esac
+        for dist in $DIST; do
+          for kind in $KINDS; do
+            line=$(CODES="$work/wrk-$sys" DIST=$dist BROWSER=$([ "$kind" = browser ] && echo 1 || echo 0) \
+              wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/codes.lua "$(url_of "$sys")" | grep RESULT || true)
+            echo "round $r $dist $kind $sys: $line" >&2
+            echo "$dist/$kind $sys $(echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\) errors=\([0-9]*\).*/\1 \2 \3 \4/')" >>"$work/runs"
+          done
         done
       done
     done
     {
-      echo "| links | keys | system | rps | p50 ms | p99 ms | errors |"
+      echo "| links | keys, requests | system | rps | p50 ms | p99 ms | errors |"
       echo "|---|---|---|---|---|---|---|"
       for dist in $DIST; do
-        for sys in $SYSTEMS; do
-          rps=$(awk -v d="$dist" -v s="$sys" '$1==d && $2==s {print $3}' "$work/runs" | median)
-          p50=$(awk -v d="$dist" -v s="$sys" '$1==d && $2==s {print $4}' "$work/runs" | median)
-          p99=$(awk -v d="$dist" -v s="$sys" '$1==d && $2==s {print $5}' "$work/runs" | median)
-          errs=$(awk -v d="$dist" -v s="$sys" '$1==d && $2==s {e+=$6} END{print e+0}' "$work/runs")
-          echo "$dist $sys $rps $p50 $p99" >>"$work/medians"
-          echo "| $n | $dist | $sys | $rps | $p50 | $p99 | $errs |"
+        for kind in $KINDS; do
+          for sys in $SYSTEMS; do
+            k="$dist/$kind"
+            rps=$(awk -v d="$k" -v s="$sys" '$1==d && $2==s {print $3}' "$work/runs" | median)
+            p50=$(awk -v d="$k" -v s="$sys" '$1==d && $2==s {print $4}' "$work/runs" | median)
+            p99=$(awk -v d="$k" -v s="$sys" '$1==d && $2==s {print $5}' "$work/runs" | median)
+            errs=$(awk -v d="$k" -v s="$sys" '$1==d && $2==s {e+=$6} END{print e+0}' "$work/runs")
+            echo "$k $sys $rps $p50 $p99" >>"$work/medians"
+            echo "| $n | $dist, $kind | $sys | $rps | $p50 | $p99 | $errs |"
+          done
         done
       done
       echo
       for dist in $DIST; do
-        get() { awk -v d="$dist" -v s="$1" -v f="$2" '$1==d && $2==s {print $f}' "$work/medians" | tail -1; }
-        ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a=="" || b=="" || b==0) print "-"; else printf "%.2f", a/b}'; }
-        echo "- $n links, $dist: linknode/nginx rps $(ratio "$(get linknode 3)" "$(get nginx 3)"), p99 $(ratio "$(get linknode 5)" "$(get nginx 5)")×;" \
-          "follower/nginx rps $(ratio "$(get follower 3)" "$(get nginx 3)"); linknode/gomap rps $(ratio "$(get linknode 3)" "$(get gomap 3)");" \
-          "linknode/flask rps $(ratio "$(get linknode 3)" "$(get flask 3)")"
+        for kind in $KINDS; do
+          k="$dist/$kind"
+          get() { awk -v d="$k" -v s="$1" -v f="$2" '$1==d && $2==s {print $f}' "$work/medians" | tail -1; }
+          ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a=="" || b=="" || b==0) print "-"; else printf "%.2f", a/b}'; }
+          echo "- $n links, $dist keys, $kind requests: **linknode as shipped / nginx: rps $(ratio "$(get linknode 3)" "$(get nginx 3)"), p99 $(ratio "$(get linknode 5)" "$(get nginx 5)")×**;" \
+            "analytics off / nginx: rps $(ratio "$(get linknode-off 3)" "$(get nginx 3)"), p99 $(ratio "$(get linknode-off 5)" "$(get nginx 5)")×;" \
+            "on/off $(ratio "$(get linknode 3)" "$(get linknode-off 3)"); follower/nginx $(ratio "$(get follower 3)" "$(get nginx 3)");" \
+            "linknode/gomap $(ratio "$(get linknode 3)" "$(get gomap 3)"); linknode/flask $(ratio "$(get linknode 3)" "$(get flask 3)")"
+        done
       done
       echo
     } | report
@@ -429,7 +481,7 @@ list_bench() {
       echo "ready after $((SECONDS - t0)) s" >&2
       label="$n, 3 nodes (loaded into one, then joined)"
     else
-      start_cluster3
+      start_cluster3 -analytics=false
       echo "loading $n links into the 3-node cluster..." >&2
       "$work/benchload" -targets "$targets" -n "$n" -bulk "$BULK" -clients "$LOAD_CLIENTS" -out "$work/codes-list" >&2
     fi
@@ -451,21 +503,162 @@ list_bench() {
   done
 }
 
+# ---------------------------------------------------------------- guard
+guard_bench() {
+  local base=${1:?usage: bench.sh guard BASE [HEAD]} head=${2:-}
+  local links=${GUARD_LINKS:-10000}
+  need none
+  local rev src
+  for rev in base head; do
+    src=.
+    if [ "$rev" = base ] || [ -n "$head" ]; then
+      src="$work/src-$rev"
+      git worktree add --detach "$src" "$([ "$rev" = base ] && echo "$base" || echo "$head")" >/dev/null 2>&1
+      guard_trees+=("$src")
+    fi
+    (cd "$src" && go build -o "$work/linknode-$rev" ./cmd/linknode)
+  done
+  go build -o "$work/benchcluster" ./scripts/benchcluster
+  go build -o "$work/benchload" ./scripts/benchload
+  LINKRAFT_KEY="lrk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+  export LINKRAFT_KEY
+  local base_id head_id
+  base_id=$(git rev-parse --short "$base")
+  head_id=$([ -n "$head" ] && git rev-parse --short "$head" || echo "$(git rev-parse --short HEAD)+tree")
+  local http=$((PORT + 80))
+  # guard_node REV: REV's node as shipped on its own data dir (its links
+  # stay there from round to round).
+  guard_node() {
+    LINKNODE_ADMIN_KEY=$LINKRAFT_KEY "$work/linknode-$1" -node-id g1 -data-dir "$work/g-$1" -http-addr "127.0.0.1:$http" \
+      -raft-addr "127.0.0.1:$((PORT + 70))" -gossip-addr "127.0.0.1:$((PORT + 60))" -admin-addr "127.0.0.1:$((PORT + 580))" \
+      -public-url "http://127.0.0.1:$http" -log-level warn >>"$work/g-$1.log" 2>&1 &
+    pids+=($!)
+    wait_http "http://127.0.0.1:$http/api/v1/keys"
+  }
+  guard_stop() { local p=${pids[-1]}; kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; unset 'pids[-1]'; }
+  for rev in base head; do
+    guard_node "$rev"
+    "$work/benchload" -targets "http://127.0.0.1:$http" -n "$links" -bulk "$BULK" -out "$work/codes-$rev" >/dev/null 2>&1
+    guard_stop
+  done
+  echo "== guard: base $base_id, head $head_id; $(machine)" | report
+  echo "== $ROUNDS rounds of $DURATION, order alternating; creates: 64 clients, closed loop; redirects: one node as shipped, $links links, browser-like, wrk -t$THREADS -c$CONNS" | report
+  : >"$work/guard-runs"
+  local r order line
+  for r in $(seq 1 "$ROUNDS"); do
+    order="base head"
+    [ $((r % 2)) -eq 0 ] && order="head base"
+    for rev in $order; do
+      for n in 1 3; do
+        # A cluster that fails to form is reported and tried once more.
+        line=$("$work/benchcluster" -bin "$work/linknode-$rev" -nodes "$n" -clients-list 64 -trials 0 -duration "$DURATION" -table) ||
+          { echo "round $r $rev: the $n-node run failed (above); once more" >&2
+            line=$("$work/benchcluster" -bin "$work/linknode-$rev" -nodes "$n" -clients-list 64 -trials 0 -duration "$DURATION" -table); }
+        echo "round $r $rev creates, $n node(s): $line" >&2
+        echo "$line" | awk -F'|' -v r="$rev" -v m="creates-$n" '{gsub(/ ms| /, "", $6); print m, r, $4+0, $6+0}' >>"$work/guard-runs"
+      done
+      guard_node "$rev"
+      line=$(CODES="$work/codes-$rev" BROWSER=1 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/codes.lua "http://127.0.0.1:$http" | grep RESULT || true)
+      guard_stop
+      echo "round $r $rev redirects: $line" >&2
+      echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\).*/redirects \1 \3/' |
+        awk -v r="$rev" '{print $1, r, $2, $3}' >>"$work/guard-runs"
+    done
+  done
+  # verdict FIGURE FIELD BETTER(up|down): one table row.
+  verdict() {
+    local b h
+    b=$(awk -v m="$1" -v f="$2" '$1==m && $2=="base" {print $f}' "$work/guard-runs" | tr '\n' ' ')
+    h=$(awk -v m="$1" -v f="$2" '$1==m && $2=="head" {print $f}' "$work/guard-runs" | tr '\n' ' ')
+    awk -v name="$1 $([ "$2" = 3 ] && echo "/s" || echo "p99 ms")" -v b="$b" -v h="$h" -v better="$3" '
+      function med(a, n,   t) { t = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2; return t }
+      function sorted(s, a,   n, i, j, t) { n = split(s, a, " "); for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }; return n }
+      BEGIN {
+        nb = sorted(b, B); nh = sorted(h, H)
+        mb = med(B, nb); mh = med(H, nh)
+        nz = 0; if (mb > 0) nz = (B[nb] - B[1]) / mb; if (mh > 0 && (H[nh] - H[1]) / mh > nz) nz = (H[nh] - H[1]) / mh
+        ratio = (mb > 0) ? mh / mb : 0
+        apart = (H[1] > B[nb] || B[1] > H[nh])
+        v = "within noise"
+        if (apart && (ratio - 1 > nz || 1 - ratio > nz)) {
+          up = (ratio > 1); v = ((up && better == "up") || (!up && better == "down")) ? "**better**" : "**WORSE**"
+        }
+        printf "| %s | %g (%g–%g) | %g (%g–%g) | %.3f | ±%.0f%% | %s |\n", name, mb, B[1], B[nb], mh, H[1], H[nh], ratio, nz * 100, v
+      }'
+  }
+  {
+    echo
+    echo "| figure | base $base_id | head $head_id | head/base | noise | verdict |"
+    echo "|---|---|---|---|---|---|"
+    for m in creates-1 creates-3 redirects; do
+      verdict "$m" 3 up
+      verdict "$m" 4 down
+    done
+    echo
+  } | report
+}
+
 # ---------------------------------------------------------------- create, failover
 create_bench() {
+  need vegeta
+  command -v etcd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
+  go build -o "$work/benchcluster" ./scripts/benchcluster
+  go build -o "$work/linknode" ./cmd/linknode
   {
     echo
     echo "## create — $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD)"
     echo
-    echo "machine: $(machine); closed loop: each client sends its next create when the last is answered; then open loop:"
-    echo "vegeta offers a fixed rate whatever the answers take (latency of every request, failed ones included); fsync on"
+    echo "machine: $(machine); $(etcd --version | head -1)"
+    echo
+    echo "64 clients, closed loop (each sends its next create when the last is answered), $ROUNDS rounds of $DURATION, systems"
+    echo "interleaved, medians; linknode as shipped (peer TLS, API key on every create, analytics on, 8 shards); etcd"
+    echo "with its defaults (fsync on, plain HTTP between members), puts of the same URLs to fresh keys through its JSON"
+    echo "gateway, from the same Go client (scripts/benchcluster -etcd)"
+    echo
+  } | report
+  : >"$work/create-runs"
+  local r n sys line
+  for r in $(seq 1 "$ROUNDS"); do
+    for n in 1 3; do
+      for sys in linknode etcd; do
+        if [ "$sys" = etcd ]; then
+          line=$("$work/benchcluster" -etcd "$(command -v etcd)" -nodes "$n" -clients-list 64 -duration "$DURATION" -table)
+        else
+          line=$("$work/benchcluster" -bin "$work/linknode" -nodes "$n" -clients-list 64 -trials 0 -duration "$DURATION" -table)
+        fi
+        echo "round $r, $n $sys: $line" >&2
+        # | nodes | clients | creates/s | p50 | p99 | failed |
+        echo "$line" | awk -F'|' -v s="$sys" '{gsub(/ ms| /, "", $4); gsub(/ ms| /, "", $5); gsub(/ ms| /, "", $6); print $2+0, s, $4, $5, $6, $7+0}' >>"$work/create-runs"
+      done
+    done
+  done
+  {
+    echo "| nodes | system | creates/s (median; runs) | p50 ms | p99 ms | failed |"
+    echo "|---|---|---|---|---|---|"
+    for n in 1 3; do
+      for sys in linknode etcd; do
+        pick() { awk -v n="$n" -v s="$sys" -v f="$1" '$1==n && $2==s {print $f}' "$work/create-runs"; }
+        echo "| $n | $sys | $(pick 3 | median) ($(pick 3 | tr '\n' ' ' | sed 's/ $//')) | $(pick 4 | median) | $(pick 5 | median) | $(pick 6 | awk '{t+=$1} END{print t+0}') |"
+      done
+    done
+    echo
+    for n in 1 3; do
+      l=$(awk -v n="$n" '$1==n && $2=="linknode" {print $3}' "$work/create-runs" | median)
+      e=$(awk -v n="$n" '$1==n && $2=="etcd" {print $3}' "$work/create-runs" | median)
+      echo "- $n node(s): linknode/etcd creates $(awk -v a="$l" -v b="$e" 'BEGIN{printf "%.2f", a/b}')×"
+    done
+    echo
+  } | report
+  [ -n "${CREATE_DETAIL:-}" ] || return 0
+  {
+    echo "linknode alone at 1, 16 and 64 clients, then open loop: vegeta offers a fixed rate whatever the answers take"
+    echo "(latency of every request, failed ones included)"
     echo
     echo "| nodes | clients | creates/s | p50 | p99 | failed |"
     echo "|---|---|---|---|---|---|"
   } | report
-  need vegeta
   for nodes in 1 3; do
-    go run ./scripts/benchcluster -nodes "$nodes" -clients-list "1,16,64" -open-rates "$OPEN_RATES" -vegeta "$VEGETA" \
+    "$work/benchcluster" -bin "$work/linknode" -nodes "$nodes" -clients-list "1,16,64" -open-rates "$OPEN_RATES" -vegeta "$VEGETA" \
       -duration "$DURATION" -trials 0 -table | report
   done
 }
@@ -498,7 +691,8 @@ case $WHAT in
   list) list_bench ;;
   failover) failover_bench ;;
   analytics) analytics_bench ;;
+  guard) shift; guard_bench "$@" ;;
   all) redirect_bench; create_bench; scale_bench; failover_bench; analytics_bench ;;
-  *) echo "usage: $0 [redirect|create|scale|list|failover|analytics|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [redirect|create|scale|list|failover|analytics|all] | $0 guard BASE [HEAD]" >&2; exit 2 ;;
 esac
 echo "results appended to $RESULTS" >&2

@@ -13,6 +13,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -47,6 +48,7 @@ var (
 	nodeArgs  = flag.String("node-args", "", "extra linknode flags for every node, space-separated (e.g. \"-pprof\")")
 	binary    = flag.String("bin", "", "the linknode binary to run (default: build ./cmd/linknode); scripts/bench-compare.sh runs two revisions' binaries under one load generator")
 	peerTLS   = flag.Bool("peer-tls", true, "give the nodes a cluster key (mutual TLS on the peer port, encrypted gossip); false runs them -insecure")
+	etcdBin   = flag.String("etcd", "", "run etcd (this binary) with -nodes members instead of linknode: the same create load as puts of the same URLs to fresh keys through etcd's JSON gateway (POST /v3/kv/put), for scripts/bench.sh create")
 )
 
 type node struct {
@@ -88,6 +90,10 @@ func main() {
 	work, err := os.MkdirTemp("", "benchcluster-")
 	check(err)
 	defer os.RemoveAll(work)
+	if *etcdBin != "" {
+		etcdMain(work)
+		return
+	}
 	bin := *binary
 	if bin == "" {
 		bin = filepath.Join(work, "linknode")
@@ -154,8 +160,9 @@ func newCluster(bin, work string) *cluster {
 	if *peerTLS {
 		keyFile := filepath.Join(work, "cluster.key")
 		keygen := exec.Command(bin, "keygen", "-o", keyFile)
-		keygen.Stderr = os.Stderr
-		check(keygen.Run())
+		if out, err := keygen.CombinedOutput(); err != nil { // on success it only says where the key went
+			check(fmt.Errorf("keygen: %v: %s", err, out))
+		}
 		c.security = []string{"-cluster-key-file", keyFile}
 	}
 	return c
@@ -342,6 +349,10 @@ func writeAfter(kill time.Time, aliases map[int]string, survivors []*node) (firs
 // createLoad runs conns closed-loop clients creating links for -duration
 // and prints the rate and latencies.
 func createLoad(ns []*node, conns int) {
+	ok201, path := 201, "/api/v1/links"
+	if *etcdBin != "" {
+		ok201, path = 200, "/v3/kv/put"
+	}
 	var ok, failed atomic.Int64
 	var lat []time.Duration
 	var latMu sync.Mutex
@@ -355,8 +366,8 @@ func createLoad(ns []*node, conns int) {
 			var mine []time.Duration
 			for i := 0; i < 1_000_000 && ctx.Err() == nil; i++ {
 				s := time.Now()
-				st, _ := post(n, fmt.Sprintf(`{"url":"https://bench.example/%d/%d"}`, c, i))
-				if st == 201 {
+				st, _ := postTo(n, path, createBody(c, i))
+				if st == ok201 {
 					ok.Add(1)
 					mine = append(mine, time.Since(s))
 				} else if ctx.Err() == nil {
@@ -459,13 +470,29 @@ func pct(xs []time.Duration, p int) time.Duration {
 	return xs[(len(xs)-1)*p/100].Round(100 * time.Microsecond)
 }
 
-func post(n *node, body string) (int, []byte) {
-	req, err := http.NewRequest("POST", "http://"+n.http+"/api/v1/links", bytes.NewReader([]byte(body)))
+// createBody is client c's i-th create: a link to a URL of about the size
+// real links have, or for etcd a put of that URL under a key of its own
+// (base64, as etcd's JSON gateway takes bytes).
+func createBody(c, i int) string {
+	url := fmt.Sprintf("https://bench.example/%d/%d", c, i)
+	if *etcdBin == "" {
+		return `{"url":"` + url + `"}`
+	}
+	key := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "links/%d/%d", c, i))
+	return `{"key":"` + key + `","value":"` + base64.StdEncoding.EncodeToString([]byte(url)) + `"}`
+}
+
+func post(n *node, body string) (int, []byte) { return postTo(n, "/api/v1/links", body) }
+
+func postTo(n *node, path, body string) (int, []byte) {
+	req, err := http.NewRequest("POST", "http://"+n.http+path, bytes.NewReader([]byte(body)))
 	if err != nil {
 		return 0, nil
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+adminKey)
+	if *etcdBin == "" { // etcd reads an Authorization header as its own token
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil
@@ -488,7 +515,11 @@ func waitReady(n *node) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	fmt.Fprintf(os.Stderr, "%s not ready; log %s.log\n", n.id, n.dir)
+	fmt.Fprintf(os.Stderr, "%s not ready; the end of its log %s.log:\n", n.id, n.dir)
+	if b, err := os.ReadFile(n.dir + ".log"); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		fmt.Fprintln(os.Stderr, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
 	exit(1)
 }
 
@@ -571,4 +602,50 @@ func check(err error) {
 		fmt.Fprintln(os.Stderr, "benchcluster:", err)
 		exit(1)
 	}
+}
+
+// etcdMain runs the create load against an etcd cluster of -nodes members
+// on loopback (fsync on, etcd's defaults otherwise; plain HTTP between its
+// members, where linknode's peers speak mutual TLS), in place of linknode.
+func etcdMain(work string) {
+	c := &cluster{work: work, nodes: make([]*node, *nodes)}
+	var initial []string
+	for i := range c.nodes {
+		c.nodes[i] = &node{id: fmt.Sprintf("e%d", i+1), dir: filepath.Join(work, fmt.Sprintf("e%d", i+1)), http: freePort(), raft: freePort()}
+		initial = append(initial, c.nodes[i].id+"=http://"+c.nodes[i].raft)
+	}
+	for _, n := range c.nodes {
+		logf, err := os.OpenFile(n.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		check(err)
+		n.cmd = exec.Command(*etcdBin, "--name", n.id, "--data-dir", n.dir,
+			"--listen-client-urls", "http://"+n.http, "--advertise-client-urls", "http://"+n.http,
+			"--listen-peer-urls", "http://"+n.raft, "--initial-advertise-peer-urls", "http://"+n.raft,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "benchcluster", "--logger", "zap", "--log-level", "warn")
+		n.cmd.Stdout, n.cmd.Stderr = logf, logf
+		check(n.cmd.Start())
+		n.done = make(chan struct{})
+		go func() { _ = n.cmd.Wait(); logf.Close(); close(n.done) }()
+	}
+	stopNodes = c.stop
+	defer stopNodes()
+	for _, n := range c.nodes {
+		waitEtcd(n)
+	}
+	for _, conns := range ints(*clients) {
+		createLoad(c.nodes, conns)
+	}
+}
+
+// waitEtcd waits until member n answers a put (it has a leader).
+func waitEtcd(n *node) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, _ := postTo(n, "/v3/kv/put", `{"key":"cmVhZHk=","value":"MQ=="}`); st == 200 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Fprintf(os.Stderr, "etcd %s not ready; log %s.log\n", n.id, n.dir)
+	exit(1)
 }
