@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -56,7 +57,8 @@ type Config struct {
 	VisitBuffer int
 	// Capacity bounds the clicks waiting for the pipeline (default 65536).
 	Capacity int
-	// FlushInterval is how often batches are submitted (default 1 s).
+	// FlushInterval is how often each shard's batch is submitted (default
+	// 1 s); the shards' submissions are spread over it (flushSlots).
 	FlushInterval time.Duration
 	// SubmitTimeout bounds one submission (default 5 s).
 	SubmitTimeout time.Duration
@@ -213,7 +215,7 @@ func (p *Pipeline) Record(c link.Click) bool {
 const drainPause = 2 * time.Millisecond
 
 // drainChunk bounds the clicks aggregated under one hold of mu.
-const drainChunk = 4096
+const drainChunk = 1024
 
 // drain takes the inbox and aggregates it. It reports whether there was
 // anything to take.
@@ -244,6 +246,9 @@ func (p *Pipeline) drain() bool {
 		if p.cfg.Visits != nil && p.visitsFull() {
 			p.writeVisits()
 		}
+		if len(chunk) > 0 {
+			runtime.Gosched() // redirects waiting for a core go first
+		}
 	}
 	clear(batch) // let go of the strings
 	p.inMu.Lock()
@@ -268,10 +273,18 @@ func (p *Pipeline) dropped() {
 	}
 }
 
+// flushSlots is how many parts of the flush interval the shards' batches
+// are spread over: shard s is submitted in slot s mod flushSlots, so that
+// the replicas apply one shard's batch at a time through the interval
+// instead of every shard's at once (a burst that held both cores here and
+// made the redirects' p99).
+const flushSlots = 8
+
 func (p *Pipeline) run() {
 	defer close(p.done)
-	t := time.NewTicker(p.cfg.FlushInterval)
+	t := time.NewTicker(p.cfg.FlushInterval / flushSlots)
 	defer t.Stop()
+	slot := 0
 	pause := time.NewTimer(drainPause)
 	defer pause.Stop()
 	for {
@@ -286,7 +299,8 @@ func (p *Pipeline) run() {
 			}
 		case <-t.C:
 			p.drain()
-			p.flush(false)
+			p.flushSlot(slot)
+			slot = (slot + 1) % flushSlots
 			p.mu.Lock()
 			due := time.Since(p.visitsAt) >= p.cfg.VisitFlushInterval
 			p.mu.Unlock()
@@ -376,11 +390,17 @@ func (p *Pipeline) visitorHash(c *link.Click) uint64 {
 // flush submits, per shard, the pending batch or a new one made of what has
 // accumulated. With wait it submits synchronously (Close); otherwise each
 // shard's submission runs on its own so one slow shard delays no other.
-func (p *Pipeline) flush(wait bool) {
+func (p *Pipeline) flush(wait bool) { p.submitShards(wait, -1) }
+
+// flushSlot submits, without waiting, the batches of the shards of slot
+// (shard mod flushSlots).
+func (p *Pipeline) flushSlot(slot int) { p.submitShards(false, slot) }
+
+func (p *Pipeline) submitShards(wait bool, slot int) {
 	p.mu.Lock()
 	var wg sync.WaitGroup
 	for shard, st := range p.shards {
-		if st.inFlight {
+		if st.inFlight || (slot >= 0 && int(shard)%flushSlots != slot) {
 			continue
 		}
 		if st.pending == nil && st.accN > 0 {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -454,6 +455,7 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 	var bk *bolt.Bucket
 	hour := int64(-1)
 	var val []byte
+	groups := 0
 	for i := 0; i < len(es); {
 		e := es[i]
 		if h := e.hour; h != hour || bk == nil {
@@ -486,6 +488,9 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 		}
 		if err := bk.SetSequence(bk.Sequence() + uint64(j-i)); err != nil {
 			return err
+		}
+		if groups++; groups%256 == 0 {
+			runtime.Gosched() // redirects waiting for a core go first now and then
 		}
 		i = j
 	}

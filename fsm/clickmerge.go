@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -35,11 +36,24 @@ func (f *ShardFSM) applyClickBatch(tx *bolt.Tx, body command.ClickBatchBody) (an
 		return nil, fmt.Errorf("click batch: %w", err)
 	}
 	a := newClickApply(tx)
-	if _, _, err := command.ReadClickBatch(body, func(d []byte) error { return f.applyClickDelta(a, d) }); err != nil {
+	n := 0
+	if _, _, err := command.ReadClickBatch(body, func(d []byte) error {
+		if n++; n%yieldEvery == 0 {
+			// A batch of thousands of codes is a burst of CPU; redirects
+			// waiting for a core go first now and then (the tail they see
+			// is this burst's length).
+			runtime.Gosched()
+		}
+		return f.applyClickDelta(a, d)
+	}); err != nil {
 		return nil, fmt.Errorf("click batch: %w", err)
 	}
 	return &command.ClickBatchResult{}, nil
 }
+
+// yieldEvery is how many deltas of a click batch are applied between
+// yields of the processor.
+const yieldEvery = 128
 
 // clickApply holds one batch's buckets and scratch space.
 type clickApply struct {
