@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # linknode beside its peers, measured in one run on this machine.
 #
-#   bash scripts/bench.sh [redirect|create|scale|list|failover|analytics|all]    (default: redirect)
+#   bash scripts/bench.sh [redirect|create|scale|list|failover|analytics|profile|all]    (default: redirect)
 #   bash scripts/bench.sh guard BASE [HEAD]
 #
 # redirect  GET /{code} with wrk (-t2 -c64, loopback) over the same links on:
@@ -47,6 +47,14 @@
 #           revisions' own spread, max-min over median) and a verdict: moved
 #           only if the ranges do not overlap and the change exceeds the
 #           noise. Defaults ROUNDS=3, DURATION=5s: about 4 minutes here.
+# profile [REV]
+#           where the CPU goes, for BENCHMARKS.md: CPU profiles (pprof) of
+#           a node as shipped under browser-like redirects (10,000 links, wrk
+#           -t2 -c64), of one node under 64 creating clients, and of node n1
+#           of 3 under the same; for each, `pprof -top` and a flame graph
+#           (pprof's own, drawn by headless Chromium) in PROFILE_DIR
+#           (default docs/profiles), named <what>-<commit>. REV: linknode
+#           built at that revision (default: the working tree).
 # failover  leader of most shards killed (SIGKILL): first successful write,
 #           every shard it led writable again, redirect errors on the survivors
 #           (scripts/benchcluster, median of 5).
@@ -598,6 +606,54 @@ guard_bench() {
   } | report
 }
 
+# ---------------------------------------------------------------- profile
+profile_bench() {
+  local out=${PROFILE_DIR:-docs/profiles} id rev=${1:-}
+  id=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench' ':!docs' || echo "+tree")
+  mkdir -p "$out"
+  command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+  build
+  if [ -n "$rev" ]; then # linknode at REV instead of the working tree's
+    id=$(git rev-parse --short "$rev")
+    git worktree add --detach "$work/src-profile" "$rev" >/dev/null 2>&1
+    guard_trees+=("$work/src-profile")
+    (cd "$work/src-profile" && go build -o "$work/linknode" ./cmd/linknode)
+  fi
+  go build -o "$work/benchcluster" ./scripts/benchcluster
+  local secs=15
+  # Redirects: one node as shipped.
+  rm -rf "$work/p1"
+  start_node p1 $((PORT + 80)) $((PORT + 70)) $((PORT + 60)) -pprof
+  local pid=${pids[-1]}
+  wait_http "http://127.0.0.1:$((PORT + 80))/api/v1/keys"
+  "$work/benchload" -targets "http://127.0.0.1:$((PORT + 80))" -n 10000 -bulk "$BULK" -out "$work/codes-p" >/dev/null 2>&1
+  CODES="$work/codes-p" BROWSER=1 wrk -t2 -c64 -d$((secs + 5))s --latency -s scripts/wrk/codes.lua "http://127.0.0.1:$((PORT + 80))" >"$work/wrk-p" &
+  local wrk_pid=$!
+  sleep 2
+  curl -fs -o "$work/redirect.pprof" "http://127.0.0.1:$((PORT + 580))/debug/pprof/profile?seconds=$secs"
+  wait "$wrk_pid"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  echo "redirects while profiled: $(grep RESULT "$work/wrk-p")" >&2
+  # Creates: one node, then n1 of 3.
+  "$work/benchcluster" -bin "$work/linknode" -nodes 1 -clients-list 64 -trials 0 -duration $((secs + 3))s -table -profile-dir "$work/c1" >&2
+  cp "$work/c1/n1.pprof" "$work/create-1node.pprof"
+  "$work/benchcluster" -bin "$work/linknode" -nodes 3 -clients-list 64 -trials 0 -duration $((secs + 3))s -table -profile-dir "$work/c3" >&2
+  cp "$work/c3/n1.pprof" "$work/create-3nodes.pprof"
+  local what port=$((PORT + 95))
+  for what in redirect create-1node create-3nodes; do
+    go tool pprof -top -nodecount=40 "$work/linknode" "$work/$what.pprof" 2>/dev/null >"$out/$what-$id.txt"
+    go tool pprof -top -cum -nodecount=60 "$work/linknode" "$work/$what.pprof" 2>/dev/null >"$out/$what-$id.cum.txt"
+    go tool pprof -http "127.0.0.1:$port" -no_browser "$work/linknode" "$work/$what.pprof" >/dev/null 2>&1 &
+    local ppid=$!
+    pids+=("$ppid")
+    wait_http "http://127.0.0.1:$port/ui/flamegraph"
+    chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,1100 --virtual-time-budget=5000 \
+      --screenshot="$out/$what-$id.png" "http://127.0.0.1:$port/ui/flamegraph" >/dev/null 2>&1
+    kill "$ppid"; wait "$ppid" 2>/dev/null || true
+    echo "$out/$what-$id.{txt,cum.txt,png}" >&2
+  done
+}
+
 # ---------------------------------------------------------------- create, failover
 create_bench() {
   need vegeta
@@ -692,7 +748,8 @@ case $WHAT in
   failover) failover_bench ;;
   analytics) analytics_bench ;;
   guard) shift; guard_bench "$@" ;;
+  profile) shift; profile_bench "$@" ;;
   all) redirect_bench; create_bench; scale_bench; failover_bench; analytics_bench ;;
-  *) echo "usage: $0 [redirect|create|scale|list|failover|analytics|all] | $0 guard BASE [HEAD]" >&2; exit 2 ;;
+  *) echo "usage: $0 [redirect|create|scale|list|failover|analytics|profile|all] | $0 guard BASE [HEAD]" >&2; exit 2 ;;
 esac
 echo "results appended to $RESULTS" >&2

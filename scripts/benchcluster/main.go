@@ -48,6 +48,7 @@ var (
 	nodeArgs  = flag.String("node-args", "", "extra linknode flags for every node, space-separated (e.g. \"-pprof\")")
 	binary    = flag.String("bin", "", "the linknode binary to run (default: build ./cmd/linknode); scripts/bench-compare.sh runs two revisions' binaries under one load generator")
 	peerTLS   = flag.Bool("peer-tls", true, "give the nodes a cluster key (mutual TLS on the peer port, encrypted gossip); false runs them -insecure")
+	profDir   = flag.String("profile-dir", "", "write each node's CPU profile of the first create run (from its second second to its last) to DIR/<node>.pprof; starts the nodes with -pprof")
 	etcdBin   = flag.String("etcd", "", "run etcd (this binary) with -nodes members instead of linknode: the same create load as puts of the same URLs to fresh keys through etcd's JSON gateway (POST /v3/kv/put), for scripts/bench.sh create")
 )
 
@@ -184,6 +185,9 @@ func (c *cluster) start(n *node) {
 	}
 	n.cmd.Args = append(n.cmd.Args, c.security...)
 	n.cmd.Args = append(n.cmd.Args, strings.Fields(*nodeArgs)...)
+	if *profDir != "" {
+		n.cmd.Args = append(n.cmd.Args, "-pprof")
+	}
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	check(n.cmd.Start())
 	n.done = make(chan struct{})
@@ -359,6 +363,10 @@ func createLoad(ns []*node, conns int) {
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
 	defer cancel()
 	var wg sync.WaitGroup
+	if *profDir != "" && *etcdBin == "" {
+		profile(ns, &wg)
+		*profDir = "" // the first run only
+	}
 	t0 := time.Now()
 	for c := 0; c < conns; c++ {
 		wg.Go(func() {
@@ -648,4 +656,32 @@ func waitEtcd(n *node) {
 	}
 	fmt.Fprintf(os.Stderr, "etcd %s not ready; log %s.log\n", n.id, n.dir)
 	exit(1)
+}
+
+// profile starts, in wg, a CPU profile of every node in ns over the create
+// run about to start (from its second second to its last), written to
+// -profile-dir.
+func profile(ns []*node, wg *sync.WaitGroup) {
+	check(os.MkdirAll(*profDir, 0o755))
+	secs := max(int(duration.Seconds())-2, 1)
+	dir := *profDir
+	for _, n := range ns {
+		wg.Go(func() {
+			time.Sleep(time.Second)
+			c := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
+			resp, err := c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", n.admin, secs))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(dir, n.id+".pprof"))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+				return
+			}
+			defer f.Close()
+			_, _ = io.Copy(f, resp.Body)
+		})
+	}
 }
