@@ -118,3 +118,34 @@ func BenchmarkClickPath(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkVisitWriteLateInTheHour is one write of raw visits (10,000
+// visits of 10,000 codes: five seconds of a busy node) into an hour that
+// already holds 40 such writes: the cost of a write must not grow with
+// the hour (it did while every write's records went into one B+tree keyed
+// code first).
+func BenchmarkVisitWriteLateInTheHour(b *testing.B) {
+	s, err := OpenVisitStore(filepath.Join(b.TempDir(), "visits.db"), VisitLimits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	hour := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	write := func(w int) {
+		var vb VisitBatch
+		for i := range 10000 {
+			vb.Append(&link.Visit{Code: fmt.Sprintf("c%05d", i), Time: hour.Add(time.Duration(w)*5*time.Second + time.Duration(i)*time.Microsecond),
+				Node: "n1", Network: "192.0.2.0/24", Country: "FR", UserAgent: chromeUA, Referer: "https://news.example/item"})
+		}
+		if _, err := s.AddBatch(&vb); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for w := range 40 {
+		write(w)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		write(40 + i%600)
+	}
+}

@@ -452,17 +452,35 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 	})
 	keys := make([]byte, 0, size) // one allocation for every key
 	parent := tx.Bucket(bucketVisits)
-	var bk *bolt.Bucket
+	var hb, bk *bolt.Bucket
 	hour := int64(-1)
 	var val []byte
 	groups := 0
 	for i := 0; i < len(es); {
 		e := es[i]
 		if h := e.hour; h != hour || bk == nil {
+			// This write's segment of the hour: a bucket of its own, filled
+			// in key order, keyed by the write's newest visit.
+			end := i
+			for end < len(es) && es[end].hour == h {
+				end++
+			}
+			newest := int64(0)
+			for _, x := range es[i:end] {
+				newest = max(newest, x.t)
+			}
 			var err error
-			if bk, err = parent.CreateBucketIfNotExists(hourKey(h)); err != nil {
+			if hb, err = parent.CreateBucketIfNotExists(hourKey(h)); err != nil {
 				return err
 			}
+			segs, err := hb.CreateBucketIfNotExists(segmentsKey)
+			if err != nil {
+				return err
+			}
+			if bk, err = segs.CreateBucketIfNotExists(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, uint64(newest)), es[end-1].seq)); err != nil {
+				return err
+			}
+			bk.FillPercent = 1 // keys arrive in order: full pages
 			hour = h
 		}
 		// The group: this code's visits of this hour in the batch, up to
@@ -486,7 +504,7 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 		if err := bk.Put(keys[from:len(keys):len(keys)], bytes.Clone(val)); err != nil {
 			return err
 		}
-		if err := bk.SetSequence(bk.Sequence() + uint64(j-i)); err != nil {
+		if err := hb.SetSequence(hb.Sequence() + uint64(j-i)); err != nil {
 			return err
 		}
 		if groups++; groups%256 == 0 {
@@ -501,8 +519,15 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 // (up to maxGroupVisits visits within maxGroupSpan), keyed by the code and
 // its last visit's time, where a record per visit made a B+tree insert
 // per click (a sixth of the node's CPU under a browser-like redirect
-// load). Files written before hold single visits (visitFormat); both are
-// read.
+// load). Each write's records of an hour are a segment: a bucket of their
+// own under the hour's segmentsKey bucket, keyed by the write's newest
+// visit time and a sequence number, so that a write fills fresh pages in
+// order instead of rewriting every page of the hour so far (records of
+// thousands of codes keyed code first land all over one B+tree: each
+// write rewrote the whole hour). Files written before hold single visits
+// (visitFormat) directly in the hour's bucket; both are read.
+var segmentsKey = []byte{0} // no code starts with 0x00
+
 const (
 	visitGroupFormat = 2
 	maxGroupVisits   = 256
@@ -604,6 +629,39 @@ func (s *VisitStore) List(code string, from, to time.Time, limit int) ([]link.Vi
 		}
 		return out[limit-1].Time.UnixNano() >= t
 	}
+	// scan reads code's records in b, newest key first.
+	scan := func(b *bolt.Bucket) error {
+		c := b.Cursor()
+		vk, v := c.Seek(seekTo)
+		if vk == nil {
+			vk, v = c.Last()
+		} else {
+			vk, v = c.Prev()
+		}
+		for ; vk != nil && bytes.HasPrefix(vk, prefix) && len(vk) == len(prefix)+12; vk, v = c.Prev() {
+			if v == nil {
+				continue // a bucket
+			}
+			last := int64(binary.BigEndian.Uint64(vk[len(prefix):]))
+			if last < lo || full(last+1) {
+				break
+			}
+			var recs [][]byte
+			if err := eachVisit(v, func(rec []byte) error { recs = append(recs, rec); return nil }); err != nil {
+				return err
+			}
+			for i := len(recs) - 1; i >= 0; i-- { // newest first, as the keys go
+				vis, err := decodeVisit(recs[i])
+				if err != nil {
+					return err
+				}
+				if t := vis.Time.UnixNano(); t >= lo && t < hi {
+					out, sorted = append(out, vis), false
+				}
+			}
+		}
+		return nil
+	}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		parent := tx.Bucket(bucketVisits)
 		pc := parent.Cursor()
@@ -617,36 +675,34 @@ func (s *VisitStore) List(code string, from, to time.Time, limit int) ([]link.Vi
 			if full((int64(binary.BigEndian.Uint64(k)) + 1) * int64(time.Hour)) {
 				break
 			}
-			b := parent.Bucket(k)
-			if b == nil {
+			hb := parent.Bucket(k)
+			if hb == nil {
 				continue
 			}
-			c := b.Cursor()
-			vk, v := c.Seek(seekTo)
-			if vk == nil {
-				vk, v = c.Last()
-			} else {
-				vk, v = c.Prev()
+			// Records of the layout before segments, in the hour's own
+			// bucket (their newest time unknown: read first, in full).
+			if err := scan(hb); err != nil {
+				return err
 			}
-			for ; vk != nil && bytes.HasPrefix(vk, prefix) && len(vk) == len(prefix)+12; vk, v = c.Prev() {
-				last := int64(binary.BigEndian.Uint64(vk[len(prefix):]))
-				if last < lo {
+			segs := hb.Bucket(segmentsKey)
+			if segs == nil {
+				continue
+			}
+			sc := segs.Cursor()
+			for sk, _ := sc.Last(); sk != nil; sk, _ = sc.Prev() {
+				if len(sk) != 12 {
+					continue
+				}
+				newest := int64(binary.BigEndian.Uint64(sk))
+				if newest < lo {
+					break // segments are in newest-visit order
+				}
+				if full(newest + 1) {
 					break
 				}
-				if full(last + 1) {
-					break
-				}
-				var recs [][]byte
-				if err := eachVisit(v, func(rec []byte) error { recs = append(recs, rec); return nil }); err != nil {
-					return err
-				}
-				for i := len(recs) - 1; i >= 0; i-- { // newest first, as the keys go
-					vis, err := decodeVisit(recs[i])
-					if err != nil {
+				if seg := segs.Bucket(sk); seg != nil {
+					if err := scan(seg); err != nil {
 						return err
-					}
-					if t := vis.Time.UnixNano(); t >= lo && t < hi {
-						out, sorted = append(out, vis), false
 					}
 				}
 			}
