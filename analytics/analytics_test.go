@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/google/go-cmp/cmp"
@@ -185,7 +187,7 @@ func TestPipelineDropsWhenFull(t *testing.T) {
 		accepted++
 	}
 	// Wait until the worker holds the first click (and is stuck with it).
-	inbox := func() int { p.inMu.Lock(); defer p.inMu.Unlock(); return len(p.inBuf) }
+	inbox := func() int { p.inMu.Lock(); defer p.inMu.Unlock(); return len(p.in.clicks) }
 	testkit.WaitFor(t, 5*time.Second, "the worker to take the first click", func() bool { return inbox() == 0 })
 	for range 19 {
 		if p.Record(link.Click{Code: "abc", Time: time.Now()}) {
@@ -335,4 +337,40 @@ func TestPipelineWritesVisitsEarlyRatherThanDrop(t *testing.T) {
 		t.Fatalf("%d visit records for %d clicks through a buffer of %d", len(vs), clicks, buffer)
 	}
 	_ = p.Close(context.Background())
+}
+
+// TestRecordKeepsNoViewOfTheCallersBuffer: Record copies a click's strings
+// (the fast path hands it views of a connection buffer it reuses), and
+// nothing the pipeline keeps — the aggregate's codes, breakdown keys, memos,
+// raw visits — points into its own inbox once that is reused: a batch made
+// after the caller's bytes and the inbox were overwritten still names the
+// right code, browser and referrer.
+func TestRecordKeepsNoViewOfTheCallersBuffer(t *testing.T) {
+	t.Parallel()
+	var got *command.ClickBatch
+	p, err := New(Config{Node: "n1", FlushInterval: time.Hour, Shard: func(string) command.ShardID { return 0 },
+		Submit: func(_ context.Context, _ command.ShardID, b *command.ClickBatch) error { got = b; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	buf := []byte("abc " + chromeUA + " https://news.example/item")
+	view := func(from, to int) string { return unsafe.String(&buf[from], to-from) }
+	p.Record(link.Click{Code: view(0, 3), Time: time.Now(), UA: view(4, 4+len(chromeUA)), Referer: view(5+len(chromeUA), len(buf))})
+	for i := range buf { // the caller reuses its buffer
+		buf[i] = 'x'
+	}
+	p.drain()
+	for range 3 { // and the inbox is reused, twice over
+		p.Record(link.Click{Code: "zzz", Time: time.Now(), UA: strings.Repeat("y", len(chromeUA)), Referer: "https://other.example/"})
+		p.drain()
+	}
+	p.flush(true)
+	if got == nil || len(got.Deltas) != 2 {
+		t.Fatalf("batch %+v, want deltas of abc and zzz", got)
+	}
+	d := got.Deltas[0]
+	if d.Code != "abc" || d.Delta.Humans.Total != 1 || d.Delta.Humans.Browsers["Chrome"] != 1 || d.Delta.Humans.Referrers["news.example"] != 1 {
+		t.Fatalf("abc's delta %+v: a kept string changed under the pipeline", d)
+	}
 }

@@ -72,7 +72,7 @@ func (e *Enricher) Agent(ua string) Agent {
 	if len(e.memo) >= maxMemo {
 		e.memo = map[string]Agent{}
 	}
-	e.memo[ua] = a
+	e.memo[strings.Clone(ua)] = a // ua may be a view of a reused buffer
 	e.mu.Unlock()
 	return a
 }

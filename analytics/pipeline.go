@@ -7,11 +7,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/axiomhq/hyperloglog"
 
@@ -84,11 +87,11 @@ type Pipeline struct {
 
 	// The inbox: handlers append under inMu (a lock and a copy per click,
 	// where a channel cost the pipeline a wake-up and a select per click);
-	// the pipeline takes the whole slice at once and gives back the one it
+	// the pipeline takes the whole inbox at once and gives back the one it
 	// emptied. wake is signalled when the inbox stops being empty.
 	inMu    sync.Mutex
-	inBuf   []link.Click
-	inSpare []link.Click
+	in      *inbox
+	inSpare *inbox
 	wake    chan struct{}
 
 	// visitsMu is held through a write of raw visits.
@@ -122,6 +125,45 @@ type Pipeline struct {
 	done   chan struct{}
 	closed atomic.Bool
 }
+
+// inbox is clicks handed over and not yet aggregated: fixed-size records
+// and their strings' bytes back to back, so that a click costs the
+// handler no allocation (once the inbox has grown to the load) and the
+// garbage collector finds nothing to scan in it.
+type inbox struct {
+	clicks []inClick
+	bytes  []byte
+}
+
+// inClick is a click in an inbox; its strings are spans of the inbox's
+// bytes.
+type inClick struct {
+	time          time.Time
+	ip            netip.Addr
+	code, ua, ref span
+	private       bool
+}
+
+// span is a string in an inbox's bytes.
+type span struct{ off, n uint32 }
+
+// put appends s to the inbox's bytes.
+func (in *inbox) put(s string) span {
+	sp := span{uint32(len(in.bytes)), uint32(len(s))}
+	in.bytes = append(in.bytes, s...)
+	return sp
+}
+
+// view is the string of sp, a view of the inbox's bytes: valid until the
+// inbox is reset, so whatever keeps one copies it (aggregate keys, memos).
+func (in *inbox) view(sp span) string {
+	if sp.n == 0 {
+		return ""
+	}
+	return unsafe.String(&in.bytes[sp.off], int(sp.n))
+}
+
+func (in *inbox) reset() { in.clicks, in.bytes = in.clicks[:0], in.bytes[:0] }
 
 // shardState is one shard's clicks: those being aggregated, and the batch
 // submitted but not yet acknowledged (sent again until it is, before any
@@ -164,7 +206,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Seq0 == 0 {
 		cfg.Seq0 = uint64(time.Now().UnixNano())
 	}
-	p := &Pipeline{cfg: cfg, wake: make(chan struct{}, 1), shards: map[command.ShardID]*shardState{}, orphans: map[string]uint64{},
+	p := &Pipeline{cfg: cfg, in: &inbox{}, wake: make(chan struct{}, 1), shards: map[command.ShardID]*shardState{}, orphans: map[string]uint64{},
 		orphansNew: map[string]uint64{}, visitBuf: &VisitBatch{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if cfg.Visits != nil {
 		// The counts of earlier runs: at most maxOrphanCodes codes were
@@ -181,21 +223,24 @@ func New(cfg Config) (*Pipeline, error) {
 }
 
 // Record hands a click to the pipeline without waiting; if the pipeline is
-// full (or closed) the click is dropped and counted as dropped.
+// full (or closed) the click is dropped and counted as dropped. Its strings
+// are copied before Record returns (they may be views of a buffer the
+// caller reuses).
 func (p *Pipeline) Record(c link.Click) bool {
 	if p.closed.Load() {
 		p.dropped()
 		return false
 	}
 	p.inMu.Lock()
-	if len(p.inBuf) >= p.cfg.Capacity {
+	in := p.in
+	if len(in.clicks) >= p.cfg.Capacity {
 		p.inMu.Unlock()
 		p.dropped()
 		return false
 	}
 	p.queued.Add(1)
-	p.inBuf = append(p.inBuf, c)
-	first := len(p.inBuf) == 1
+	in.clicks = append(in.clicks, inClick{time: c.Time, ip: c.IP, code: in.put(c.Code), ua: in.put(c.UA), ref: in.put(c.Referer), private: c.Private})
+	first := len(in.clicks) == 1
 	p.inMu.Unlock()
 	if first {
 		select {
@@ -221,24 +266,25 @@ const drainChunk = 1024
 // anything to take.
 func (p *Pipeline) drain() bool {
 	p.inMu.Lock()
-	batch := p.inBuf
-	p.inBuf, p.inSpare = p.inSpare, nil
-	p.inMu.Unlock()
-	if len(batch) == 0 {
-		p.inMu.Lock()
-		if p.inSpare == nil {
-			p.inSpare = batch
-		}
+	in := p.in
+	if len(in.clicks) == 0 {
 		p.inMu.Unlock()
 		return false
 	}
+	p.in, p.inSpare = p.inSpare, nil
+	if p.in == nil {
+		p.in = &inbox{}
+	}
+	p.inMu.Unlock()
 	// Chunks of at most half the visit buffer: checked after each, the
 	// buffer never fills.
-	for chunk := batch; len(chunk) > 0; {
+	for chunk := in.clicks; len(chunk) > 0; {
 		n := min(len(chunk), drainChunk, max(p.cfg.VisitBuffer/2, 1))
 		p.mu.Lock()
 		for i := range chunk[:n] {
-			p.add(&chunk[i])
+			ic := &chunk[i]
+			c := link.Click{Code: in.view(ic.code), Time: ic.time, IP: ic.ip, UA: in.view(ic.ua), Referer: in.view(ic.ref), Private: ic.private}
+			p.add(&c)
 		}
 		p.queued.Add(-int64(n))
 		p.mu.Unlock()
@@ -250,10 +296,10 @@ func (p *Pipeline) drain() bool {
 			runtime.Gosched() // redirects waiting for a core go first
 		}
 	}
-	clear(batch) // let go of the strings
+	in.reset()
 	p.inMu.Lock()
 	if p.inSpare == nil {
-		p.inSpare = batch[:0]
+		p.inSpare = in
 	}
 	p.inMu.Unlock()
 	return true
@@ -321,13 +367,14 @@ func (p *Pipeline) add(c *link.Click) {
 	a := p.cfg.Enricher.Agent(c.UA)
 	country := Country(c.IP)
 	shard := p.cfg.Shard(c.Code)
+	// c's strings are views of the inbox: what is kept is copied.
 	ref, ok := p.refMemo[c.Referer]
 	if !ok {
-		ref = RefererHost(c.Referer)
+		ref = strings.Clone(RefererHost(c.Referer))
 		if p.refMemo == nil || len(p.refMemo) >= maxMemo {
 			p.refMemo = map[string]string{}
 		}
-		p.refMemo[c.Referer] = ref
+		p.refMemo[strings.Clone(c.Referer)] = ref
 	}
 	st := p.shards[shard]
 	if st == nil {
@@ -341,7 +388,7 @@ func (p *Pipeline) add(c *link.Click) {
 		} else {
 			g = &agg{}
 		}
-		st.acc[c.Code] = g
+		st.acc[strings.Clone(c.Code)] = g
 	}
 	st.accN++
 	aud := 0

@@ -107,10 +107,15 @@ func TestAnonymousCreatesAreOffByDefaultAndLimitedPerClient(t *testing.T) {
 	}
 }
 
-// recorder keeps the clicks it is given.
+// recorder keeps the clicks it is given, copied as the ClickRecorder
+// contract says (the handler's strings may be views of its buffers).
 type recorder struct{ clicks chan link.Click }
 
-func (r *recorder) Record(c link.Click) bool { r.clicks <- c; return true }
+func (r *recorder) Record(c link.Click) bool {
+	c.Code, c.UA, c.Referer = strings.Clone(c.Code), strings.Clone(c.UA), strings.Clone(c.Referer)
+	r.clicks <- c
+	return true
+}
 func (r *recorder) RecordOrphan(string)      {}
 
 func TestTrustedProxiesOnly(t *testing.T) {

@@ -218,9 +218,9 @@ func (s *Server) visitor(ua string, ip netip.Addr, acceptLanguage string) link.V
 	if c := s.analytics.Country(ip); c != "unknown" {
 		v.Country = c
 	}
-	// A copy: the platform memo keeps it, and a clip of a 64 KiB header
-	// would pin the whole header.
-	v.Device = s.analytics.Platform(strings.Clone(clip(ua, MaxUserAgent)))
+	// The platform memo copies what it keeps (a clip of a 64 KiB header
+	// would otherwise pin the whole header).
+	v.Device = s.analytics.Platform(clip(ua, MaxUserAgent))
 	return v
 }
 
@@ -283,11 +283,12 @@ func (s *Server) goneReason(l *link.Link) error {
 
 // recordClick hands a GET redirect to analytics, never waiting for it;
 // HEAD is a link checker, not a visit. private is DNT: 1 or Sec-GPC: 1.
-// The strings are clipped here, before anything keeps them (the caller's
-// may be views of a larger buffer).
+// The strings are clipped here; the recorder copies them before it
+// returns (they may be views of the connection's buffer), into its own
+// inbox: a click allocates nothing.
 func (s *Server) recordClick(code string, ip netip.Addr, ua, referer string, private bool) {
 	s.clicks.Record(link.Click{Code: code, Time: s.now(), IP: ip,
-		UA: strings.Clone(clip(ua, MaxUserAgent)), Referer: strings.Clone(clip(referer, MaxReferer)), Private: private})
+		UA: clip(ua, MaxUserAgent), Referer: clip(referer, MaxReferer), Private: private})
 }
 
 // remoteIP is the connection's peer address (proxies' X-Forwarded-For is

@@ -112,7 +112,8 @@ type Analytics interface {
 }
 
 // ClickRecorder takes redirects for analytics without blocking
-// (implemented by *analytics.Pipeline).
+// (implemented by *analytics.Pipeline). Record copies the click's strings
+// before it returns: they may be views of a buffer the caller reuses.
 type ClickRecorder interface {
 	Record(c link.Click) bool
 	RecordOrphan(code string)
