@@ -116,7 +116,7 @@ func (r *recorder) Record(c link.Click) bool {
 	r.clicks <- c
 	return true
 }
-func (r *recorder) RecordOrphan(string)      {}
+func (r *recorder) RecordOrphan(string) {}
 
 func TestTrustedProxiesOnly(t *testing.T) {
 	t.Parallel()
