@@ -43,10 +43,11 @@
 #           each round): creates on one node and on 3 nodes (64 clients,
 #           closed loop) and browser-like redirects (one node as shipped,
 #           GUARD_LINKS links), with p99s. Per figure: each revision's median
-#           and range, head/base, the noise (the larger of the two
-#           revisions' own spread, max-min over median) and a verdict: moved
-#           only if the ranges do not overlap and the change exceeds the
-#           noise. Defaults ROUNDS=3, DURATION=5s: about 4 minutes here.
+#           and range (from 5 rounds on, without its lowest and highest
+#           run), head/base, the noise (the larger of the two revisions' own
+#           spread: that range over the median) and a verdict: moved only if
+#           the ranges do not overlap and the change exceeds the noise.
+#           Defaults ROUNDS=5, DURATION=5s: about 6 minutes here.
 # profile [REV]
 #           where the CPU goes, for BENCHMARKS.md: CPU profiles (pprof) of
 #           a node as shipped under browser-like redirects (10,000 links, wrk
@@ -78,7 +79,7 @@ LINKS=${LINKS:-100000}
 DIST=${DIST:-zipf uniform}
 SYSTEMS=${SYSTEMS:-linknode linknode-off nginx follower gomap flask}
 KINDS=${KINDS:-browser plain}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-$([ "$WHAT" = guard ] && echo 5 || echo 3)}
 DURATION=${DURATION:-$([ "$WHAT" = guard ] && echo 5s || echo 10s)}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
@@ -584,14 +585,18 @@ guard_bench() {
       BEGIN {
         nb = sorted(b, B); nh = sorted(h, H)
         mb = med(B, nb); mh = med(H, nh)
-        nz = 0; if (mb > 0) nz = (B[nb] - B[1]) / mb; if (mh > 0 && (H[nh] - H[1]) / mh > nz) nz = (H[nh] - H[1]) / mh
+        # The range of each: from five runs on, without the lowest and the
+        # highest (one disturbed run on a shared machine is not a change).
+        t = (nb >= 5 && nh >= 5) ? 1 : 0
+        blo = B[1 + t]; bhi = B[nb - t]; hlo = H[1 + t]; hhi = H[nh - t]
+        nz = 0; if (mb > 0) nz = (bhi - blo) / mb; if (mh > 0 && (hhi - hlo) / mh > nz) nz = (hhi - hlo) / mh
         ratio = (mb > 0) ? mh / mb : 0
-        apart = (H[1] > B[nb] || B[1] > H[nh])
+        apart = (hlo > bhi || blo > hhi)
         v = "within noise"
         if (apart && (ratio - 1 > nz || 1 - ratio > nz)) {
           up = (ratio > 1); v = ((up && better == "up") || (!up && better == "down")) ? "**better**" : "**WORSE**"
         }
-        printf "| %s | %g (%g–%g) | %g (%g–%g) | %.3f | ±%.0f%% | %s |\n", name, mb, B[1], B[nb], mh, H[1], H[nh], ratio, nz * 100, v
+        printf "| %s | %g (%g–%g) | %g (%g–%g) | %.3f | ±%.0f%% | %s |\n", name, mb, blo, bhi, mh, hlo, hhi, ratio, nz * 100, v
       }'
   }
   {
