@@ -1,5 +1,5 @@
-# Sourced by the one-node benchmark scripts (bench-analytics.sh,
-# bench-compare.sh): wrk, an admin key, a node started in the background
+# Sourced by the one-node benchmark script bench-analytics.sh:
+# wrk, an admin key, a node started in the background
 # and ended by PID, and links made through its API. Needs HTTP (the node's
 # -http-addr) set before it is sourced.
 
