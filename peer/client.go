@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/linkraft/linkraft/link"
@@ -212,12 +213,46 @@ func (c *Client) takeIdle(key string) (ic idleConn, ok bool, err error) {
 	for conns := c.idle[key]; len(conns) > 0; conns = c.idle[key] {
 		ic := conns[len(conns)-1]
 		c.idle[key] = conns[:len(conns)-1]
-		if time.Since(ic.since) < maxIdleAge {
+		// A peer that restarted (or closed the connection) since it was
+		// pooled: the call would find EOF with its request written, an
+		// outcome it could not tell from a peer that died mid-way.
+		if time.Since(ic.since) < maxIdleAge && !closedByPeer(ic.conn) {
 			return ic, true, nil
 		}
 		_ = ic.conn.Close()
 	}
 	return idleConn{}, false, nil
+}
+
+// closedByPeer reports whether an idle connection has anything to read:
+// its peer's end of file (it closed or restarted), or bytes no request
+// asked for; either way the connection is not to be used. It peeks at the
+// socket without blocking (a TLS connection's underneath it); a connection
+// that is not a socket is taken as open.
+func closedByPeer(c net.Conn) bool {
+	for {
+		inner, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = inner.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	_ = rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+		return true // done: never wait for readiness
+	})
+	return closed
 }
 
 // put keeps ic as an idle connection under addr, or closes it when the

@@ -4,16 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/internal/certfile/certtest"
 	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
@@ -267,4 +270,104 @@ func TestHelloIsTheseBytes(t *testing.T) {
 	if err := replyCodec.DecodeInto(frame, &rep); err != nil || rep.Code != 0 || helloCodec.DecodeInto(rep.Body, &h) != nil || h.Version != ProtocolVersion {
 		t.Fatalf("hello answered %+v (%v)", rep, err)
 	}
+}
+
+// TestClosedPooledConnectionIsNotUsed: a pooled connection is used again
+// while its peer lives (one dial for many calls); once the peer has closed
+// it (a restart: the old process's connections close), the next call
+// dials instead of writing into the dead connection, so a peer that is
+// down is ErrUnreachable (nothing was sent) and not an EOF after the
+// request went out (an unknown outcome), and a restarted one is simply
+// called.
+func TestClosedPooledConnectionIsNotUsed(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var conns []net.Conn
+	tracked := &trackingListener{Listener: ln, add: func(c net.Conn) { mu.Lock(); conns = append(conns, c); mu.Unlock() }}
+	done := make(chan struct{})
+	go func() { defer close(done); server().Serve(ctx, tracked) }()
+	var dials atomic.Int32
+	c := NewClient(ClientConfig{Dial: func(ctx context.Context, a string) (net.Conn, error) { dials.Add(1); return tcpDial(ctx, a) }})
+	defer c.Close()
+	tctx := testkit.Context(t, 10*time.Second)
+	for range 5 {
+		if _, err := c.Lookup(tctx, addr, 1, "abc", false, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials for 5 calls to a live peer, want 1 (the pool)", n)
+	}
+	// The peer's process ends: its listener and every connection close.
+	cancel()
+	ln.Close()
+	<-done
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	testkit.WaitFor(t, 5*time.Second, "the pooled connection's end of file to arrive", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.idle[addr]) == 1 && closedByPeer(c.idle[addr][0].conn)
+	})
+	if _, err := c.Lookup(tctx, addr, 1, "abc", false, 0); !errors.Is(err, ErrUnreachable) || !NotDone(err) {
+		t.Fatalf("a call to the stopped peer: %v, want ErrUnreachable (a dial, nothing sent)", err)
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d dials, want 2", n)
+	}
+}
+
+// TestPooledTLSConnectionIsReused: over TLS 1.3 (the peer port's; the
+// server sends session tickets after the handshake) an idle connection has
+// nothing left to read once a call has been answered, so the pool's check
+// keeps it: one dial for many calls.
+func TestPooledTLSConnectionIsReused(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, _ := certtest.Write(t, t.TempDir(), 1)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := listen(t, func(ctx context.Context, ln net.Listener) {
+		server().Serve(ctx, tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}))
+	})
+	var dials atomic.Int32
+	c := NewClient(ClientConfig{Dial: func(ctx context.Context, a string) (net.Conn, error) {
+		dials.Add(1)
+		d := tls.Dialer{Config: &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}} //nolint:gosec // a test's own certificate
+		return d.DialContext(ctx, "tcp", a)
+	}})
+	defer c.Close()
+	ctx := testkit.Context(t, 10*time.Second)
+	for range 5 {
+		if _, err := c.Lookup(ctx, addr, 1, "abc", false, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials for 5 calls over TLS, want 1", n)
+	}
+}
+
+// trackingListener hands every accepted connection to add.
+type trackingListener struct {
+	net.Listener
+	add func(net.Conn)
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.add(c)
+	}
+	return c, err
 }
