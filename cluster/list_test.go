@@ -65,8 +65,12 @@ func TestListingPagesAcrossShards(t *testing.T) {
 		case 1:
 			tags := []string{"green"}
 			via := tc.Nodes[rng.IntN(3)]
+			code := l.Code
 			testkit.Eventually(t, 20*time.Second, func() error {
-				l, err = via.Links().Update(ctx(t), l.Code, link.Patch{Tags: &tags})
+				u, err := via.Links().Update(ctx(t), code, link.Patch{Tags: &tags})
+				if err == nil {
+					l = u // a failed try leaves l as it was
+				}
 				return err
 			})
 			live[l.Code] = l
