@@ -374,3 +374,31 @@ func TestRecordKeepsNoViewOfTheCallersBuffer(t *testing.T) {
 		t.Fatalf("abc's delta %+v: a kept string changed under the pipeline", d)
 	}
 }
+
+// TestFloodedInboxLetsGoOfItsArena: clicks with the longest User-Agent and
+// Referer a handler passes on, up to the pipeline's capacity, grow an
+// inbox's byte arena past keptInboxBytes; once emptied it keeps none of
+// it, so a stranger's flood does not leave the node holding tens of MiB.
+func TestFloodedInboxLetsGoOfItsArena(t *testing.T) {
+	t.Parallel()
+	p, err := New(Config{Node: "n1", FlushInterval: time.Hour, Capacity: 8192, Shard: func(string) command.ShardID { return 0 },
+		Submit: func(context.Context, command.ShardID, *command.ClickBatch) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ua, ref := strings.Repeat("u", 512), "https://x.example/"+strings.Repeat("r", 1000)
+	p.inMu.Lock() // the worker waits: the whole flood lands in one inbox
+	in := p.in
+	p.inMu.Unlock()
+	for range 8192 {
+		in.clicks = append(in.clicks, inClick{code: in.put("abc"), ua: in.put(ua), ref: in.put(ref)})
+	}
+	if cap(in.bytes) <= keptInboxBytes {
+		t.Fatalf("a flood of 8,192 long clicks grew the arena to only %d bytes", cap(in.bytes))
+	}
+	in.reset()
+	if cap(in.bytes) > keptInboxBytes || len(in.clicks) != 0 {
+		t.Fatalf("an emptied inbox keeps %d bytes of arena and %d clicks", cap(in.bytes), len(in.clicks))
+	}
+}

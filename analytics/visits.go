@@ -418,6 +418,7 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 	if from > 0 {
 		start = b.ends[from-1]
 	}
+	start0 := start
 	for i, end := range b.ends[from:to] {
 		rec := b.buf[start:end:end]
 		start = end
@@ -451,10 +452,12 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq))
 	})
 	keys := make([]byte, 0, size) // one allocation for every key
+	// and one for every value: the records, each behind its length, and
+	// a format byte per group (at most one group per visit)
+	vals := make([]byte, 0, b.ends[to-1]-start0+len(es)*(binary.MaxVarintLen32+1))
 	parent := tx.Bucket(bucketVisits)
 	var hb, bk *bolt.Bucket
 	hour := int64(-1)
-	var val []byte
 	groups := 0
 	for i := 0; i < len(es); {
 		e := es[i]
@@ -495,13 +498,14 @@ func (s *VisitStore) put(tx *bolt.Tx, b *VisitBatch, from, to int) error {
 		keys = append(keys, 0)
 		keys = binary.BigEndian.AppendUint64(keys, uint64(last.t))
 		keys = binary.BigEndian.AppendUint32(keys, last.seq)
-		val = append(val[:0], visitGroupFormat)
+		// bbolt keeps the value until the commit: vals is never reused.
+		at := len(vals)
+		vals = append(vals, visitGroupFormat)
 		for _, g := range es[i:j] {
-			val = binary.AppendUvarint(val, uint64(len(g.rec)))
-			val = append(val, g.rec...)
+			vals = binary.AppendUvarint(vals, uint64(len(g.rec)))
+			vals = append(vals, g.rec...)
 		}
-		// bbolt keeps the value until the commit: a copy of its own.
-		if err := bk.Put(keys[from:len(keys):len(keys)], bytes.Clone(val)); err != nil {
+		if err := bk.Put(keys[from:len(keys):len(keys)], vals[at:len(vals):len(vals)]); err != nil {
 			return err
 		}
 		if err := hb.SetSequence(hb.Sequence() + uint64(j-i)); err != nil {
@@ -630,6 +634,7 @@ func (s *VisitStore) List(code string, from, to time.Time, limit int) ([]link.Vi
 		return out[limit-1].Time.UnixNano() >= t
 	}
 	// scan reads code's records in b, newest key first.
+	var recs [][]byte
 	scan := func(b *bolt.Bucket) error {
 		c := b.Cursor()
 		vk, v := c.Seek(seekTo)
@@ -646,7 +651,7 @@ func (s *VisitStore) List(code string, from, to time.Time, limit int) ([]link.Vi
 			if last < lo || full(last+1) {
 				break
 			}
-			var recs [][]byte
+			recs = recs[:0]
 			if err := eachVisit(v, func(rec []byte) error { recs = append(recs, rec); return nil }); err != nil {
 				return err
 			}
