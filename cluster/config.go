@@ -82,6 +82,12 @@ type Config struct {
 	// ListScan bounds the index entries a listing examines on each shard
 	// for one page (default DefaultListScan: link.ListQuery.Scan).
 	ListScan int
+	// StateCommitInterval is how long applied entries may wait in a link
+	// shard's state file before it commits them (default
+	// shard.DefaultCommitInterval; negative: commit every batch before
+	// answering it). Raft's log holds them meanwhile: a crash loses nothing
+	// acknowledged, and a restart applies them again.
+	StateCommitInterval time.Duration
 	// ReapAfter, if positive, has the meta leader remove nodes it has seen
 	// dead (or never seen in gossip) for this long, one per round, while
 	// the live nodes are at least the replication factor (Consul
@@ -192,6 +198,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	defaultTo(&cfg.RemoteCacheTTL, 30*time.Second)
 	defaultTo(&cfg.StorageInterval, time.Second)
 	defaultTo(&cfg.ListScan, DefaultListScan)
+	if cfg.StateCommitInterval == 0 {
+		cfg.StateCommitInterval = shard.DefaultCommitInterval
+	}
 	if cfg.QuotaBytes == 0 {
 		cfg.QuotaBytes = DefaultQuotaBytes
 	}

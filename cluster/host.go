@@ -250,7 +250,7 @@ func (h *host) open(id command.ShardID, nodes []string, first bool) error {
 		Group: raftgroup.Config{NodeID: n.cfg.NodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.port.verifyRPC,
 			Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots, Logger: n.log},
 		CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
-		Observer: n.cfg.Observer, OnChange: n.remote.changed,
+		Observer: n.cfg.Observer, OnChange: n.remote.changed, CommitInterval: max(n.cfg.StateCommitInterval, 0),
 	})
 	if err != nil {
 		layer.Close()

@@ -110,13 +110,21 @@ func storedClicks(tx *bolt.Tx, code string) (uint64, error) {
 // index puts l's index entries, or removes them for a tombstone; old is
 // the link as stored before (nil for none), whose tags l no longer has
 // lose their entries.
+// has reports whether b holds key k. Index entries have empty values, and
+// bbolt's Get answers nil for an empty value put in the same transaction
+// (a page gives an empty slice): Get cannot tell such an entry from none.
+func has(b *bolt.Bucket, k []byte) bool {
+	got, _ := b.Cursor().Seek(k)
+	return bytes.Equal(got, k)
+}
+
 func index(tx *bolt.Tx, old, l *link.Link) error {
 	byOwner, byCreated, byTag := tx.Bucket(bucketByOwner), tx.Bucket(bucketByCreated), tx.Bucket(bucketByTag)
 	if old != nil && !old.Deleted {
 		for _, t := range old.Tags {
 			if l.Deleted || !slices.Contains(l.Tags, t) {
 				k := tagKey(old, t)
-				if byTag.Get(k) == nil {
+				if !has(byTag, k) {
 					continue
 				}
 				if err := byTag.Delete(k); err != nil {
@@ -152,7 +160,7 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 	for _, t := range l.Tags {
 		// A tag the link had already keeps its entry and its count.
 		k := tagKey(l, t)
-		if byTag.Get(k) != nil {
+		if has(byTag, k) {
 			continue
 		}
 		if err := byTag.Put(k, nil); err != nil {

@@ -46,13 +46,13 @@ type MetaConfig struct {
 // NewMetaFSM opens (or creates) the meta bbolt file.
 func NewMetaFSM(cfg MetaConfig) (*MetaFSM, error) {
 	f := &MetaFSM{}
-	s, err := openStore(cfg.Path, command.GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers, bucketKeys, bucketBlocked}, f.applyCommand, nil, cfg.Logger)
+	s, err := openStore(cfg.Path, command.GroupMeta, [][]byte{bucketSettings, bucketIDs, bucketLeases, bucketGrants, bucketMembers, bucketKeys, bucketBlocked}, f.applyCommand, nil, cfg.Logger, 0)
 	if err != nil {
 		return nil, err
 	}
 	f.store = s
 	s.beforeBatch = func() { f.keysChanged = false }
-	s.afterCommit = func() {
+	s.afterApply = func() {
 		if f.keysChanged {
 			f.keysVersion.Add(1)
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -22,11 +24,16 @@ var (
 type ShardConfig struct {
 	// Path of the bbolt file; created if missing.
 	Path string
-	// OnChange, if set, is called after each committed batch with every link
-	// the batch changed (tombstones included), in apply order. The shard
-	// uses it to update its cache. It runs on the FSM goroutine: keep it
-	// short.
+	// OnChange, if set, is called after each applied batch with every link
+	// the batch changed (tombstones included), in apply order, once reads
+	// see them (with a commit interval, before the file commits them). The
+	// shard uses it to update its cache. It runs on the FSM goroutine (or
+	// on a goroutine applying pending batches again): keep it short.
 	OnChange func(l *link.Link)
+	// CommitInterval is how long applied entries may wait in the state
+	// file's open transaction before a commit (DefaultCommitInterval is
+	// what a node uses); 0 commits every batch before answering it.
+	CommitInterval time.Duration
 	// OnRestore, if set, is called after a snapshot replaced the state.
 	OnRestore func()
 	// Logger receives rejected entries and apply stalls (may be nil).
@@ -37,7 +44,12 @@ type ShardConfig struct {
 type ShardFSM struct {
 	*store
 	onChange func(*link.Link)
-	changed  []*link.Link // filled during a batch, drained after commit
+	changed  []*link.Link // filled during a batch, drained once applied
+	// pending holds the links changed by applied entries that the file
+	// has not committed yet, by code: Get answers from it first, so a
+	// point read needs no commit.
+	pendingMu sync.RWMutex
+	pending   map[string]*link.Link
 }
 
 // NewShardFSM opens (or creates) the shard's bbolt file.
@@ -46,14 +58,22 @@ func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 	s, err := openStore(cfg.Path, command.GroupShard,
 		[][]byte{bucketLinks, bucketVisitNonces, bucketClicks, bucketClickHours, bucketClickSeq, bucketByOwner, bucketByCreated, bucketByTag, bucketByClicks, bucketByClicksAll,
 			bucketTagCounts, bucketTagCountsAll, bucketClaims, bucketClaimExpiry},
-		f.applyCommand, buildIndexes, cfg.Logger)
+		f.applyCommand, buildIndexes, cfg.Logger, cfg.CommitInterval)
 	if err != nil {
 		return nil, err
 	}
-	s.afterCommit = f.flushChanges
+	s.afterApply = f.flushChanges
 	s.beforeBatch = func() { // a retried commit starts its changes over
 		clear(f.changed)
 		f.changed = f.changed[:0]
+	}
+	if s.interval > 0 {
+		f.pending = map[string]*link.Link{}
+		s.committed = func() {
+			f.pendingMu.Lock()
+			clear(f.pending)
+			f.pendingMu.Unlock()
+		}
 	}
 	s.onRestore = cfg.OnRestore
 	f.store = s
@@ -61,6 +81,13 @@ func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 }
 
 func (f *ShardFSM) flushChanges() {
+	if f.pending != nil && len(f.changed) > 0 {
+		f.pendingMu.Lock()
+		for _, l := range f.changed {
+			f.pending[l.Code] = l
+		}
+		f.pendingMu.Unlock()
+	}
 	if f.onChange != nil {
 		for _, l := range f.changed {
 			f.onChange(l)
@@ -241,8 +268,18 @@ func (f *ShardFSM) applyDelete(tx *bolt.Tx, d *command.Delete, index uint64) (an
 // link.ErrNotFound. It reads the local file: on a follower it may lag the
 // leader.
 func (f *ShardFSM) Get(code string) (*link.Link, error) {
+	if f.pending != nil {
+		// Changed since the last commit: the newest state is here. A
+		// code not here has its newest state in the file.
+		f.pendingMu.RLock()
+		l, ok := f.pending[code]
+		f.pendingMu.RUnlock()
+		if ok {
+			return l, nil
+		}
+	}
 	var l *link.Link
-	err := f.view(func(tx *bolt.Tx) (err error) {
+	err := f.viewCommitted(func(tx *bolt.Tx) (err error) {
 		l, err = getLink(tx, code)
 		return err
 	})

@@ -49,9 +49,16 @@ type store struct {
 	// beforeBatch runs before each attempt at a batch (a retried commit
 	// starts over).
 	beforeBatch func()
-	// afterCommit runs after each committed batch (cache hooks).
-	afterCommit func()
-	onRestore   func()
+	// afterApply runs once a batch's effects are visible to reads (cache
+	// hooks): at once when the file commits on an interval, after the
+	// commit when it commits every batch. A batch applied again after a
+	// failed commit does not run it again.
+	afterApply func()
+	// committed runs after each commit of the file, when nothing applied
+	// is pending any more (and after a restore discarded what was): the
+	// shard drops its overlay of pending links.
+	committed func()
+	onRestore func()
 	// prepare, if set, runs on every file opened (at start and after a
 	// restore) before it is used: derived state an older version did not
 	// keep is built here.
@@ -77,7 +84,53 @@ type store struct {
 	released    chan struct{}
 	releaseOnce sync.Once
 	dead        atomic.Bool
+
+	// The open write transaction, when the file commits on an interval
+	// (etcd's backend): batches are applied to tx as raft hands them over
+	// and are answered at once; tx is committed (one fsync for all of
+	// them) when interval has passed since the first, when maxPending
+	// entries or maxPendingBytes of commands are in it, before a snapshot,
+	// before any read that the pending overlay cannot answer, and at
+	// Close. What a crash loses of it, raft applies again from its log:
+	// the log is compacted only up to a snapshot, and a snapshot commits
+	// first. interval 0 commits every batch before answering it.
+	interval time.Duration
+	txMu     sync.Mutex // guards tx, pending, redo, timerSet
+	tx       *bolt.Tx
+	pending  []pendingBatch // applied to tx (or to be applied again), oldest first
+	pendingN int            // entries in pending
+	pendingB int            // command bytes in pending
+	// redo is set when a failed commit rolled tx back: pending must be
+	// applied again to a new transaction before anything else.
+	redo       bool
+	hasPending atomic.Bool
+	timer      *time.Timer
+	timerSet   bool
 }
+
+// pendingBatch is a batch applied to the open transaction and not yet
+// committed, kept so that a failed commit can apply it again.
+type pendingBatch struct {
+	logs []*raft.Log
+	vals []any
+	// out receives the batch's answers when it is applied again before raft
+	// has them (its first apply failed); nil once they were handed back.
+	out []any
+}
+
+// Bounds of what the open transaction holds before it is committed.
+const (
+	maxPending      = 8192
+	maxPendingBytes = 16 << 20
+)
+
+// DefaultCommitInterval is how long applied entries may wait in the open
+// transaction of a link shard's state file before it is committed.
+const DefaultCommitInterval = 50 * time.Millisecond
+
+// ErrStalled is returned by reads that need the pending state committed
+// while commits of the state file are failing (a full disk).
+var ErrStalled = fmt.Errorf("%w: the state file cannot commit (a full disk?)", link.ErrUnavailable)
 
 // Halt says where and why a group stopped applying on this node: an entry
 // of a command type this version does not know (a newer version wrote it),
@@ -106,12 +159,12 @@ func boltOptions() *bolt.Options {
 	}
 }
 
-func openStore(path string, kind command.GroupKind, buckets [][]byte, apply applyFunc, prepare func(*bolt.DB, *slog.Logger) error, log *slog.Logger) (*store, error) {
+func openStore(path string, kind command.GroupKind, buckets [][]byte, apply applyFunc, prepare func(*bolt.DB, *slog.Logger) error, log *slog.Logger, interval time.Duration) (*store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &store{path: path, kind: kind, buckets: append([][]byte{bucketMeta}, buckets...), apply: apply, prepare: prepare,
-		log: log.With("file", path), released: make(chan struct{})}
+		log: log.With("file", path), released: make(chan struct{}), interval: max(interval, 0)}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -160,19 +213,69 @@ func (s *store) openDB() (*bolt.DB, uint64, error) {
 	return db, applied, nil
 }
 
-// AppliedIndex returns the last Raft index whose effects are on disk.
+// AppliedIndex returns the last Raft index whose effects reads see. With
+// a commit interval they may not be in the file yet: a crash loses them
+// from the file and raft applies them again from its log.
 func (s *store) AppliedIndex() uint64 {
 	return s.applied.Load()
 }
 
-// view runs fn in a read transaction of the current file.
+// view runs fn in a read transaction of the current file, after
+// committing what is pending so that the read sees every applied entry.
 func (s *store) view(fn func(tx *bolt.Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.db == nil || s.dead.Load() {
 		return ErrClosed
 	}
+	if err := s.flushForRead(); err != nil {
+		return err
+	}
 	return s.db.View(fn)
+}
+
+// viewCommitted runs fn in a read transaction of the file as committed:
+// for reads that consult the pending overlay first.
+func (s *store) viewCommitted(fn func(tx *bolt.Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.db == nil || s.dead.Load() {
+		return ErrClosed
+	}
+	return s.db.View(fn)
+}
+
+// flushForRead commits the open transaction, if any, for a reader (s.mu
+// held shared). While commits fail it does not try: the apply loop and the
+// timer retry, and the reader gets ErrStalled.
+func (s *store) flushForRead() error {
+	if !s.hasPending.Load() {
+		return nil
+	}
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	if s.redo || s.stall.Load() != nil {
+		return ErrStalled
+	}
+	if err := s.flushOnce(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStalled, err)
+	}
+	return nil
+}
+
+// flushOnce commits the open transaction (txMu held). A failure is
+// recorded as a stall and tried again by the timer (and by the next batch).
+func (s *store) flushOnce() error {
+	err := s.flushLocked()
+	if err != nil {
+		s.noteStall(err, 1)
+		s.timerSet = false
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.armLocked(min(time.Duration(s.stall.Load().Attempts)*100*time.Millisecond, 2*time.Second))
+	}
+	return err
 }
 
 // FreeBytes adds the bytes of the state file's free pages to into, under
@@ -221,10 +324,25 @@ var ErrNotApplying = errors.New("fsm: apply is halted or stalled; no snapshot")
 // a request that races shutdown may be retried elsewhere.
 var ErrClosed = fmt.Errorf("%w: fsm closed", link.ErrUnavailable)
 
-// Close closes the bbolt file once open snapshots are released.
+// Close commits what is pending (raft applies it again from its log if
+// that fails) and closes the bbolt file once open snapshots are released.
 func (s *store) Close() error {
 	s.Release()
 	s.mu.Lock()
+	s.txMu.Lock()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.tx != nil && !s.redo {
+		if err := s.flushLocked(); err != nil {
+			s.log.Warn("commit at close failed; the log holds the entries", "err", err)
+		}
+	}
+	if s.tx != nil {
+		_ = s.tx.Rollback()
+		s.tx = nil
+	}
+	s.txMu.Unlock()
 	db, snaps := s.db, s.snaps
 	s.db = nil
 	s.mu.Unlock()
@@ -300,7 +418,7 @@ func (s *store) ApplyBatch(logs []*raft.Log) []any {
 	}
 	halted := false
 	if cut > 0 {
-		halted = s.commit(logs[:cut], vals[:cut], out[:cut], applied)
+		halted = s.applyBatch(logs[:cut], vals[:cut], out[:cut], applied)
 	}
 	if !halted && cut < len(logs) {
 		s.haltAt(logs[cut], "command type "+strconv.Itoa(int(logs[cut].Data[0]))+" is unknown to this version; upgrade linknode")
@@ -322,82 +440,253 @@ func (s *store) haltAt(l *raft.Log, reason string) {
 	s.log.Error("apply halted on this node", "index", h.Index, "type", h.Type, "reason", reason)
 }
 
-// commit applies logs (their decoded vals) and the new applied index in one
-// transaction, retrying a failed commit until it succeeds or Release. An
+// applyBatch applies logs (their decoded vals) and the new applied index to
+// the open transaction, and commits it when that is due (every batch
+// without an interval). A failed commit is retried, with every pending
+// batch applied again, until it succeeds or Release: never skipped. An
 // entry whose apply meets state the file cannot give back (ErrCorrupt)
-// cannot succeed on a retry: the entries before it are committed, and the
-// group halts at it (commit reports true).
-func (s *store) commit(logs []*raft.Log, vals, out []any, applied uint64) (halted bool) {
+// cannot succeed on a retry: what is pending and the entries before it are
+// committed, and the group halts at it (applyBatch reports true).
+func (s *store) applyBatch(logs []*raft.Log, vals, out []any, applied uint64) (halted bool) {
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
 	last := logs[len(logs)-1].Index
-	delay := 10 * time.Millisecond
-	for attempt := 1; ; attempt++ {
+	if s.redo && !s.flushBlocking() {
+		return false
+	}
+	failed, err := -1, error(nil)
+	if s.tx == nil {
+		s.tx, err = s.db.Begin(true)
+	}
+	if err == nil {
 		if s.beforeBatch != nil {
 			s.beforeBatch()
 		}
-		failed := -1
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			for i, l := range logs {
-				if vals[i] == nil {
-					continue
-				}
-				res, err := s.apply(tx, command.Type(l.Data[0]), vals[i], l.Index)
-				if err != nil {
-					failed = i
-					return fmt.Errorf("entry %d: %w", l.Index, err)
-				}
-				out[i] = res
-			}
-			if last <= applied {
-				return nil
-			}
-			var buf [8]byte
-			binary.BigEndian.PutUint64(buf[:], last)
-			return tx.Bucket(bucketMeta).Put(keyApplied, buf[:])
-		})
-		if err == nil {
-			if attempt > 1 {
-				s.log.Info("commit succeeded after retries; apply resumed", "index", last, "attempts", attempt)
-				s.stall.Store(nil)
-			}
-			break
+		failed, err = s.applyTo(s.tx, logs, vals, out, applied)
+	}
+	if err != nil {
+		// The transaction holds part of this batch: it goes, and what was
+		// pending in it is applied again.
+		if s.tx != nil {
+			_ = s.tx.Rollback()
+			s.tx = nil
 		}
+		s.redo = len(s.pending) > 0
 		if failed >= 0 && errors.Is(err, ErrCorrupt) {
-			// bbolt rolled the transaction back: the entries before the
-			// one that cannot apply go in alone.
 			clear(out)
-			if failed > 0 && (s.commit(logs[:failed], vals[:failed], out[:failed], applied) || s.dead.Load()) {
+			if failed > 0 {
+				s.addPending(pendingBatch{logs: logs[:failed], vals: vals[:failed], out: out[:failed]})
+			}
+			s.redo = len(s.pending) > 0
+			if !s.flushBlocking() {
 				return true
+			}
+			if failed > 0 {
+				if done := logs[failed-1].Index; done > applied {
+					s.applied.Store(done)
+				}
+				if s.afterApply != nil {
+					s.afterApply()
+				}
 			}
 			s.stall.Store(nil)
 			s.haltAt(logs[failed], err.Error()+"; if the group's other replicas are healthy, repair this one (linknode repair-shard)")
 			return true
 		}
-		// bbolt rolled the transaction back: the file is as before, and
-		// the batch is tried again whole. Skipping it would let this
-		// replica diverge from the others.
-		st := &Stall{Index: last, Err: err.Error(), Attempts: attempt, Since: time.Now()}
-		if prev := s.stall.Load(); prev != nil {
-			st.Since = prev.Since
-		}
-		s.stall.Store(st)
-		if attempt == 1 || attempt%50 == 0 {
-			s.log.Error("commit failed; retrying (a full disk?)", "index", last, "attempt", attempt, "err", err)
-		}
-		select {
-		case <-s.released:
-			s.dead.Store(true)
+		s.addPending(pendingBatch{logs: logs, vals: vals, out: out})
+		s.redo = true
+		s.noteStall(err, 1)
+		if !s.flushBlocking() {
 			return false
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, 2*time.Second)
+		// flushBlocking applied this batch last, keeping its changes.
+	} else {
+		s.addPending(pendingBatch{logs: logs, vals: vals})
+		if s.interval == 0 || s.pendingN >= maxPending || s.pendingB >= maxPendingBytes {
+			if !s.flushBlocking() {
+				return false
+			}
+		}
 	}
 	if last > applied {
 		s.applied.Store(last)
 	}
-	if s.afterCommit != nil {
-		s.afterCommit()
+	if s.afterApply != nil {
+		s.afterApply()
+	}
+	if s.tx != nil {
+		s.armLocked(s.interval)
 	}
 	return false
+}
+
+// addPending records b as applied to the open transaction.
+func (s *store) addPending(b pendingBatch) {
+	s.pending = append(s.pending, b)
+	s.pendingN += len(b.logs)
+	for _, l := range b.logs {
+		s.pendingB += len(l.Data)
+	}
+	s.hasPending.Store(true)
+}
+
+// applyTo applies logs and the new applied index in tx. It returns the
+// position of the entry whose apply failed, or -1.
+func (s *store) applyTo(tx *bolt.Tx, logs []*raft.Log, vals, out []any, applied uint64) (int, error) {
+	for i, l := range logs {
+		if vals[i] == nil {
+			continue
+		}
+		res, err := s.apply(tx, command.Type(l.Data[0]), vals[i], l.Index)
+		if err != nil {
+			return i, fmt.Errorf("entry %d: %w", l.Index, err)
+		}
+		out[i] = res
+	}
+	last := logs[len(logs)-1].Index
+	if last <= applied {
+		return -1, nil
+	}
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], last)
+	return -1, tx.Bucket(bucketMeta).Put(keyApplied, buf[:])
+}
+
+// flushLocked commits the open transaction (txMu held), first applying
+// the pending batches again if a failed commit rolled them back.
+func (s *store) flushLocked() error {
+	if s.redo {
+		if err := s.reapplyLocked(); err != nil {
+			return err
+		}
+	}
+	if s.tx == nil {
+		return nil
+	}
+	err := s.tx.Commit() // a failed commit rolls back
+	s.tx = nil
+	if err != nil {
+		s.redo = len(s.pending) > 0
+		return err
+	}
+	if s.stall.Load() != nil {
+		s.log.Info("commit succeeded after retries; apply resumed", "index", s.lastPending(), "attempts", s.stall.Load().Attempts)
+		s.stall.Store(nil)
+	}
+	clear(s.pending)
+	s.pending, s.pendingN, s.pendingB = s.pending[:0], 0, 0
+	s.hasPending.Store(false)
+	if s.committed != nil {
+		s.committed()
+	}
+	return nil
+}
+
+// reapplyLocked applies the pending batches to a new transaction after a
+// failed commit rolled them back. Their answers were handed back already
+// (but for a batch whose first apply failed) and their changes delivered:
+// only the last batch's changes are kept, and only if it is such a batch.
+func (s *store) reapplyLocked() error {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	keep := false
+	for _, b := range s.pending {
+		if s.beforeBatch != nil {
+			s.beforeBatch()
+		}
+		out := b.out
+		if out == nil {
+			out = make([]any, len(b.logs))
+		}
+		if _, err := s.applyTo(tx, b.logs, b.vals, out, 0); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		keep = b.out != nil
+	}
+	if !keep && s.beforeBatch != nil {
+		s.beforeBatch()
+	}
+	for i := range s.pending {
+		s.pending[i].out = nil
+	}
+	s.tx, s.redo = tx, false
+	return nil
+}
+
+// lastPending is the last index in the open transaction (0 for none).
+func (s *store) lastPending() uint64 {
+	if len(s.pending) == 0 {
+		return 0
+	}
+	b := s.pending[len(s.pending)-1]
+	return b.logs[len(b.logs)-1].Index
+}
+
+// flushBlocking commits the open transaction, retrying with backoff until
+// it succeeds (true) or Release (false: the store is dead). txMu is held,
+// and let go while it waits, so that readers are answered meanwhile.
+func (s *store) flushBlocking() bool {
+	delay := 10 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.flushLocked()
+		if err == nil {
+			return true
+		}
+		s.noteStall(err, attempt)
+		s.txMu.Unlock()
+		select {
+		case <-s.released:
+			s.dead.Store(true)
+			s.txMu.Lock()
+			return false
+		case <-time.After(delay):
+		}
+		s.txMu.Lock()
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// noteStall records a failed commit (or apply) of the pending entries.
+func (s *store) noteStall(err error, attempt int) {
+	st := &Stall{Index: s.lastPending(), Err: err.Error(), Attempts: attempt, Since: time.Now()}
+	if prev := s.stall.Load(); prev != nil {
+		st.Since = prev.Since
+		st.Attempts = max(attempt, prev.Attempts+1)
+	}
+	s.stall.Store(st)
+	if st.Attempts == 1 || st.Attempts%50 == 0 {
+		s.log.Error("commit failed; retrying (a full disk?)", "index", st.Index, "attempt", st.Attempts, "err", err)
+	}
+}
+
+// armLocked makes sure the open transaction is committed within d (txMu
+// held).
+func (s *store) armLocked(d time.Duration) {
+	if s.timerSet || s.dead.Load() {
+		return
+	}
+	s.timerSet = true
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.onTimer)
+		return
+	}
+	s.timer.Reset(d)
+}
+
+// onTimer commits the open transaction; a failure is tried again later.
+func (s *store) onTimer() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	s.timerSet = false
+	if s.db == nil || s.dead.Load() || (s.tx == nil && !s.redo) {
+		return
+	}
+	_ = s.flushOnce()
 }
 
 // waitRelease blocks until Release, then marks the store dead.
@@ -468,6 +757,14 @@ func (s *store) Snapshot() (raft.FSMSnapshot, error) {
 	if s.dead.Load() || s.halt.Load() != nil || s.stall.Load() != nil {
 		return nil, ErrNotApplying
 	}
+	// The marker says the file holds every applied entry, and raft
+	// compacts its log behind it: what is pending is committed first.
+	s.txMu.Lock()
+	err := s.flushOnce()
+	s.txMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotApplying, err)
+	}
 	return liveMarker(s.applied.Load()), nil
 }
 
@@ -496,6 +793,9 @@ func (s *store) StateSnapshot() (raft.FSMSnapshot, error) {
 	defer s.mu.RUnlock()
 	if s.db == nil {
 		return nil, ErrClosed
+	}
+	if err := s.flushForRead(); err != nil {
+		return nil, err
 	}
 	tx, err := s.db.Begin(false)
 	if err != nil {
@@ -636,6 +936,21 @@ func (s *store) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: open restored file: %w", err)
 	}
 	s.mu.Lock()
+	// What is pending was applied to the old file, and the restored state
+	// is newer: it goes.
+	s.txMu.Lock()
+	if s.tx != nil {
+		_ = s.tx.Rollback()
+		s.tx = nil
+	}
+	clear(s.pending)
+	s.pending, s.pendingN, s.pendingB, s.redo = s.pending[:0], 0, 0, false
+	s.hasPending.Store(false)
+	s.stall.Store(nil)
+	if s.committed != nil {
+		s.committed()
+	}
+	s.txMu.Unlock()
 	oldDB, oldSnaps := s.db, s.snaps
 	s.db, s.snaps = db, new(sync.WaitGroup)
 	s.applied.Store(applied)

@@ -19,6 +19,10 @@ import (
 	"github.com/linkraft/linkraft/raftgroup"
 )
 
+// DefaultCommitInterval is how long a node lets applied entries wait
+// before a shard's state file commits them (fsm.DefaultCommitInterval).
+const DefaultCommitInterval = fsm.DefaultCommitInterval
+
 // Config configures a link Shard.
 type Config struct {
 	// ID is the shard id (0 ≤ ID < shard count).
@@ -39,6 +43,9 @@ type Config struct {
 	// OnChange, if set, is called on the FSM goroutine after every applied
 	// change (after the cache has it). Keep it short and non-blocking.
 	OnChange func(shard command.ShardID, l *link.Link)
+	// CommitInterval is fsm.ShardConfig's: how long applied entries may
+	// wait before the state file commits them (0: every batch).
+	CommitInterval time.Duration
 }
 
 // Observer receives a shard's measurements (implemented by the metrics
@@ -118,10 +125,11 @@ func Open(cfg Config) (*Shard, error) {
 		cfg.Group.Logger = slog.New(slog.DiscardHandler)
 	}
 	f, err := fsm.NewShardFSM(fsm.ShardConfig{
-		Path:      StatePath(cfg.Group.Dir),
-		Logger:    cfg.Group.Logger.With("group", cfg.ID.Group().String()),
-		OnChange:  s.applied,
-		OnRestore: func() { s.restores.Add(1); s.cache.InvalidateAll() },
+		Path:           StatePath(cfg.Group.Dir),
+		Logger:         cfg.Group.Logger.With("group", cfg.ID.Group().String()),
+		OnChange:       s.applied,
+		OnRestore:      func() { s.restores.Add(1); s.cache.InvalidateAll() },
+		CommitInterval: cfg.CommitInterval,
 	})
 	if err != nil {
 		return nil, err

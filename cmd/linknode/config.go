@@ -19,6 +19,7 @@ import (
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
+	"github.com/linkraft/linkraft/shard"
 )
 
 // Config is the node's configuration: flags, each also read from
@@ -116,6 +117,9 @@ type Config struct {
 	// RemoteCacheTTL bounds how long a node serves a cached link of a shard
 	// it does not host when no invalidation reaches it.
 	RemoteCacheTTL time.Duration
+	// StateCommitInterval is how long applied entries wait before a shard's
+	// state file commits them (0: every batch).
+	StateCommitInterval time.Duration
 	// SnapshotThreshold, TrailingLogs and SnapshotInterval are every Raft
 	// group's snapshot policy (raftgroup.DefaultSnapshots).
 	SnapshotThreshold uint64
@@ -197,6 +201,7 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.ReapAfter, "reap-after", 0, "remove a node dead for this long, as linknode remove would, while the live nodes are at least -replicas (0: never; dead nodes wait for an operator)")
 	fs.String("config", "", "a TOML (.toml) or YAML (.yaml, .yml) file of flag values, keyed by flag name (flag > environment > file > default); linknode config print shows the result")
 	fs.BoolVar(&c.FastRaft, "fast-raft", false, "short Raft and gossip timers (tests on one machine only)")
+	fs.DurationVar(&c.StateCommitInterval, "state-commit-interval", shard.DefaultCommitInterval, "longest applied writes wait before a shard's state file commits them in one fsync; Raft's log already holds them, so a crash loses nothing acknowledged (0: commit every batch before answering, slower)")
 	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", raftgroup.DefaultSnapshots.Threshold, "log entries applied since the last snapshot that make a group snapshot (snapshots are markers: cheap)")
 	fs.Uint64Var(&c.TrailingLogs, "raft-trailing-logs", raftgroup.DefaultSnapshots.TrailingLogs, "log entries kept behind a snapshot; a follower further behind is sent the leader's state file")
 	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", raftgroup.DefaultSnapshots.Interval, "how often each group checks whether to snapshot (raft adds up to as much again in jitter)")
@@ -399,6 +404,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("-shutdown-timeout must be positive")
+	}
+	if c.StateCommitInterval < 0 || c.StateCommitInterval > time.Minute {
+		return errors.New("-state-commit-interval must be between 0 and 1m")
 	}
 	if c.SnapshotThreshold < 1 || c.TrailingLogs < 1 || c.SnapshotInterval < 5*time.Millisecond {
 		return errors.New("-raft-snapshot-threshold and -raft-trailing-logs must be at least 1, -raft-snapshot-interval at least 5ms")

@@ -208,6 +208,9 @@ func (m *Main) nodeConfig(dataDir string) (cluster.Config, error) {
 		Snapshots:    raftgroup.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
 		FeatureLevel: cfg.FeatureLevel,
 	}
+	if ncfg.StateCommitInterval = cfg.StateCommitInterval; ncfg.StateCommitInterval == 0 {
+		ncfg.StateCommitInterval = -1 // every batch
+	}
 	if cfg.FastRaft {
 		ncfg.Timing = raftgroup.FastTiming
 	}
