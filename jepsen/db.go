@@ -21,6 +21,7 @@ import (
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/jepsen/checker"
 	"github.com/linkraft/linkraft/jepsen/history"
+	"github.com/linkraft/linkraft/jepsen/lazyfs"
 	"github.com/linkraft/linkraft/jepsen/netns"
 )
 
@@ -99,6 +100,9 @@ type db struct {
 	// smallDisk is the tmpfs of the disk-full node's data dir, if mounted
 	// (disk.go).
 	smallDisk string
+	// lazy are the nodes' data dirs on lazyfs, in node order, when the run
+	// has the power-loss fault (power.go).
+	lazy []*lazyfs.FS
 	// expect is the nodes' -bootstrap-expect.
 	expect int
 }

@@ -81,7 +81,9 @@ var (
 	faultGroups     = map[string][]string{
 		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults, "hostile": hostileFaults, "flood": floodFaults,
 		"disk": diskFaults, "membership": membershipFaults, "restart": restartFaults, "meta": metaFaults, "composed": composedFaults,
-		"snapshot": snapshotFaults,
+		"snapshot": snapshotFaults, "power": powerFaults,
+		// power-loss is not in all: it puts every data dir on lazyfs, and
+		// disk-full puts one on a tmpfs of its own.
 		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults, floodFaults, diskFaults,
 			membershipFaults, restartFaults, metaFaults, composedFaults, snapshotFaults),
 	}
@@ -92,14 +94,14 @@ func parseNemesis(s string) ([]string, error) {
 	if s == "" || s == "none" {
 		return nil, nil
 	}
-	all := faultGroups["all"]
+	all := slices.Concat(faultGroups["all"], powerFaults)
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		names, ok := faultGroups[f]
 		if !ok {
 			if !slices.Contains(all, f) {
-				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, flood, disk, membership, restart, meta, composed, snapshot, all, none; faults: %s)", f, strings.Join(all, ", "))
+				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, flood, disk, membership, restart, meta, composed, snapshot, power, all, none; faults: %s)", f, strings.Join(all, ", "))
 			}
 			names = []string{f}
 		}
@@ -288,6 +290,8 @@ func (n *nemesis) buildFaults(names []string) {
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.startFlood(ctx) }
 		case "disk-full":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.fillDisk(ctx) }
+		case "power-loss":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.powerLoss(ctx) }
 		case "partition-halves":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ix := n.indexes()

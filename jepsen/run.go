@@ -202,6 +202,9 @@ func Run(ctx context.Context, opt Options) (out *Outcome, err error) {
 		if uerr := tr.d.unmountSmallDisk(context.WithoutCancel(ctx)); uerr != nil && err == nil {
 			err = uerr
 		}
+		if uerr := tr.d.unmountLazy(); uerr != nil && err == nil {
+			err = uerr
+		}
 		if terr := tr.env.Teardown(context.WithoutCancel(ctx)); terr != nil && err == nil {
 			err = terr
 		}
@@ -303,6 +306,15 @@ func (tr *trial) start(ctx context.Context) error {
 			return err
 		}
 		opt.logf("%s keeps its data dir on a %s tmpfs (the disk-full fault)", d.diskNode().id, smallDiskSize)
+	}
+	if slices.Contains(tr.faults, "power-loss") {
+		if slices.Contains(tr.faults, "disk-full") {
+			return fmt.Errorf("%w: power-loss and disk-full both need the data dirs' file system", ErrBadOptions)
+		}
+		if err := d.mountLazy(); err != nil {
+			return err
+		}
+		opt.logf("the data dirs are on lazyfs: writes not fsynced are lost at a power-loss fault")
 	}
 	tr.cl = newClient(opt.OpTimeout, opt.Concurrency*len(tr.workloads), d.adminKey)
 	opt.logf("starting %d nodes in namespaces %s..%s", opt.Nodes, tr.env.Namespace(0), tr.env.Namespace(opt.Nodes-1))

@@ -316,7 +316,8 @@ func openStores(cfg Config, hl hclog.Logger) (*raftboltdb.BoltStore, *raft.LogCa
 		return nil, nil, nil, fmt.Errorf("shard %s: log store %s: %w", cfg.Name, filepath.Join(cfg.Dir, "raft.db"), err)
 	}
 	logStore, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.Dir, "raft.db"),
+		Path:   filepath.Join(cfg.Dir, "raft.db"),
+		NoSync: faultLogNoSync(),
 		BoltOptions: &bolt.Options{
 			Timeout:        5 * time.Second,
 			NoFreelistSync: true,

@@ -57,8 +57,12 @@ const (
 	// ExitOnce: a node exits with status 3, without a log line, ten seconds
 	// after its first start on a data dir (nodes).
 	ExitOnce = "exit-once"
+	// LogNoSync: the Raft log stores commit without fdatasync, so an entry
+	// is acknowledged before it is durable anywhere (a power cut to every
+	// node loses acknowledged creates; set).
+	LogNoSync = "log-nosync"
 )
 
 // All lists every fault, in the order of JEPSEN.md's table.
 var All = []string{FollowerRead, EarlyAck, NoLease, ClickDouble, StaleConsistent, TombstoneReuse,
-	NoInvalidate, RetryNewCode, DropClickBatch, PanicOnce, LoseLastApply, ExitOnce}
+	NoInvalidate, RetryNewCode, DropClickBatch, PanicOnce, LoseLastApply, ExitOnce, LogNoSync}

@@ -131,8 +131,10 @@ func (l *FS) PowerLoss() (Lost, error) {
 	var lost Lost
 	for _, v := range l.files {
 		v.mu.Lock()
-		lost.Files++
-		lost.Bytes += int64(len(v.pages)) * pageSize
+		if v.dirty {
+			lost.Files++
+			lost.Bytes += int64(len(v.pages)) * pageSize
+		}
 		v.mu.Unlock()
 	}
 	l.files = map[uint64]*volatile{}
@@ -154,18 +156,23 @@ func (l *FS) Pending() Lost {
 	var p Lost
 	for _, v := range l.files {
 		v.mu.Lock()
-		p.Files++
-		p.Bytes += int64(len(v.pages)) * pageSize
+		if v.dirty {
+			p.Files++
+			p.Bytes += int64(len(v.pages)) * pageSize
+		}
 		v.mu.Unlock()
 	}
 	return p
 }
 
 // volatile is what a file's readers see that its backing file does not
-// hold yet. A file has one from its first unsynced write or size change
-// until its next fsync.
+// hold yet. A file has one from its first write or size change on; it is
+// clean (dirty false, no pages) after an fsync. It stays in the map until
+// the file's last name goes: a write racing an fsync always finds the one
+// state of its file.
 type volatile struct {
 	mu    sync.Mutex
+	dirty bool
 	pages map[int64][]byte // page number → the page as readers see it
 	size  int64            // the size readers see
 	// low is the smallest size the file was cut to since the last sync:
@@ -433,7 +440,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 		copy(p[po:po+chunk], data[pos-off:pos-off+chunk])
 		pos += chunk
 	}
-	v.size = max(v.size, end)
+	v.size, v.dirty = max(v.size, end), true
 	return uint32(len(data)), 0
 }
 
@@ -472,7 +479,7 @@ func (f *file) truncate(size int64) syscall.Errno {
 			clear(p[size-start:])
 		}
 	}
-	v.size = size
+	v.size, v.dirty = size, true
 	v.low = min(v.low, size)
 	return 0
 }
@@ -487,9 +494,6 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if v := f.l.state(ino); v != nil {
 		v.mu.Lock()
 		err := v.writeThrough(f.fd)
-		if err == nil {
-			f.l.forget(ino)
-		}
 		v.mu.Unlock()
 		if err != nil {
 			return fs.ToErrno(err)
@@ -500,6 +504,9 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // writeThrough puts v's pages and size into the backing file at fd.
 func (v *volatile) writeThrough(fd int) error {
+	if !v.dirty {
+		return nil
+	}
 	if err := syscall.Ftruncate(fd, v.low); err != nil {
 		return err
 	}
@@ -517,7 +524,7 @@ func (v *volatile) writeThrough(fd int) error {
 		return err
 	}
 	clear(v.pages)
-	v.low = v.size
+	v.low, v.dirty = v.size, false
 	return nil
 }
 
