@@ -53,6 +53,10 @@ fuzz ./internal/backup FuzzRead
 if [ "$(id -u)" -eq 0 ]; then
   step "the short chaos run"
   bash scripts/jepsen-ci.sh
+  # The bug cases that need the machine to themselves: power-loss puts every
+  # node's data dir on lazyfs (FUSE, served by the test process).
+  step "the power-loss bug case (log-nosync), alone"
+  LINKRAFT_JEPSEN_ALONE=1 go test -count=1 -run TestCheckersCatchBugs ./jepsen
 else
   echo "NOT RUN: the chaos run (scripts/jepsen-ci.sh) needs root; CI runs it"
 fi
