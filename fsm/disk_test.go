@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,13 @@ import (
 // takes no snapshot meanwhile, and carries on by itself when space returns.
 func TestFullDiskStallsAndResumes(t *testing.T) {
 	dir := tmpfs.Mount(t, "4m")
-	f, err := NewShardFSM(ShardConfig{Path: filepath.Join(dir, "shard.db")})
+	var mu sync.Mutex
+	changed := map[string]bool{}
+	f, err := NewShardFSM(ShardConfig{Path: filepath.Join(dir, "shard.db"), OnChange: func(l *link.Link) {
+		mu.Lock()
+		changed[l.Code] = true
+		mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,5 +81,14 @@ func TestFullDiskStallsAndResumes(t *testing.T) {
 	}
 	if _, err := f.Get("bigh"); err != nil {
 		t.Fatalf("the stalled batch's last create: %v", err)
+	}
+	// The retried batch's changes reach the cache hook once it commits
+	// (applying it again must not drop them).
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range 8 {
+		if code := "big" + string(rune('a'+i)); !changed[code] {
+			t.Fatalf("%s was never delivered to OnChange: %v", code, changed)
+		}
 	}
 }

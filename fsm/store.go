@@ -501,11 +501,16 @@ func (s *store) applyBatch(logs []*raft.Log, vals, out []any, applied uint64) (h
 		}
 		// flushBlocking applied this batch last, keeping its changes.
 	} else {
-		s.addPending(pendingBatch{logs: logs, vals: vals})
-		if s.interval == 0 || s.pendingN >= maxPending || s.pendingB >= maxPendingBytes {
-			if !s.flushBlocking() {
-				return false
-			}
+		b := pendingBatch{logs: logs, vals: vals}
+		due := s.interval == 0 || s.pendingN+len(logs) >= maxPending || s.pendingB >= maxPendingBytes
+		if due {
+			// Committed before it is answered or delivered: a commit that
+			// fails and applies it again keeps its answers and changes.
+			b.out = out
+		}
+		s.addPending(b)
+		if due && !s.flushBlocking() {
+			return false
 		}
 	}
 	if last > applied {
