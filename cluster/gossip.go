@@ -328,16 +328,24 @@ const msgRefused = 'r'
 
 // refuse tells node id why it is not taken into the cluster.
 func (g *gossip) refuse(id, from, reason string) {
-	var target *memberlist.Node
-	for _, m := range g.ml.Members() {
-		if m.Name == id {
-			target = m
-			break
-		}
-	}
-	if target == nil {
+	// The address as the event callbacks copied it: the nodes Members
+	// returns are memberlist's own records, which it rewrites as gossip
+	// arrives (a data race the detector found in CI).
+	g.mu.Lock()
+	m, ok := g.nodes[id]
+	g.mu.Unlock()
+	if !ok || !m.Alive {
 		return
 	}
+	host, port, err := net.SplitHostPort(m.GossipAddr)
+	if err != nil {
+		return
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return
+	}
+	target := &memberlist.Node{Name: id, Addr: net.ParseIP(host), Port: uint16(p)}
 	msg := append([]byte{msgRefused}, from...)
 	msg = append(append(msg, 0), reason...)
 	if err := g.ml.SendReliable(target, msg); err != nil {
