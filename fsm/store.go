@@ -471,7 +471,6 @@ func (s *store) applyBatch(logs []*raft.Log, vals, out []any, applied uint64) (h
 			_ = s.tx.Rollback()
 			s.tx = nil
 		}
-		s.redo = len(s.pending) > 0
 		if failed >= 0 && errors.Is(err, ErrCorrupt) {
 			clear(out)
 			if failed > 0 {

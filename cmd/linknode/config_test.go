@@ -93,6 +93,8 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-log-level", "loud"}, want: "-log-level"},
 		{args: []string{"-raft-trailing-logs", "0"}, want: "-raft-trailing-logs"},
 		{args: []string{"-raft-snapshot-interval", "1ns"}, want: "-raft-snapshot-interval"},
+		{args: []string{"-state-commit-interval", "-1s"}, want: "-state-commit-interval must be between 0 and 1m"},
+		{args: []string{"-state-commit-interval", "2h"}, want: "-state-commit-interval must be between 0 and 1m"},
 		{args: []string{"extra"}, want: "unexpected argument"},
 		// Secure by default: no multi-node cluster without a key.
 		{args: []string{"-bootstrap-expect", "3"}, want: "linknode keygen"},

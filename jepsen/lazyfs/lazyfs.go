@@ -128,15 +128,7 @@ func unmount(server *fuse.Server) error {
 // using the mount must have been killed first.
 func (l *FS) PowerLoss() (Lost, error) {
 	l.mu.Lock()
-	var lost Lost
-	for _, v := range l.files {
-		v.mu.Lock()
-		if v.dirty {
-			lost.Files++
-			lost.Bytes += int64(len(v.pages)) * pageSize
-		}
-		v.mu.Unlock()
-	}
+	lost := l.pendingLocked()
 	l.files = map[uint64]*volatile{}
 	server := l.server
 	l.server = nil
@@ -153,6 +145,11 @@ func (l *FS) PowerLoss() (Lost, error) {
 func (l *FS) Pending() Lost {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.pendingLocked()
+}
+
+// pendingLocked counts the files with unsynced changes (l.mu held).
+func (l *FS) pendingLocked() Lost {
 	var p Lost
 	for _, v := range l.files {
 		v.mu.Lock()
