@@ -93,41 +93,9 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 			bad("filter", "filter.tag is required (at most 64 bytes)")
 			return
 		}
-		owner, err := ownerScope(r, b.Filter.Owner, "filter.owner")
-		if err != nil {
-			s.Error(w, r, err)
+		var ok bool
+		if codes, truncated, ok = s.bulkCodesByTag(w, r, p, b.Filter); !ok {
 			return
-		}
-		// Pages until MaxBulkLinks, or what the caller's bucket can ever
-		// pay for (then truncated: the caller sends the filter again): a
-		// tag across owners is a scan, whose pages may be short
-		// (link.ListQuery.Scan). Each page takes a token before it is
-		// read, so a filter that matches nothing still pays for its scan.
-		most := MaxBulkLinks
-		if _, _, rate, limited := s.rateOf(p); limited && rate.PerSecond > 0 {
-			most = max(min(most, rate.Burst/2), 1)
-		}
-		q := link.ListQuery{Owner: owner, Tag: b.Filter.Tag, Limit: most, Now: s.now()}
-		for {
-			if !s.limit(w, r, p, 1) {
-				return
-			}
-			page, err := s.links.List(r.Context(), q)
-			if err != nil {
-				s.Error(w, r, err)
-				return
-			}
-			for _, l := range page.Links {
-				codes = append(codes, l.Code)
-			}
-			if page.Next == nil {
-				break
-			}
-			if len(codes) >= most {
-				truncated = true
-				break
-			}
-			q.After, q.Limit = page.Next, most-len(codes)
 		}
 	case len(b.Codes) == 0 || len(b.Codes) > MaxBulkLinks:
 		bad("codes", fmt.Sprintf("codes must hold 1 to %d codes", MaxBulkLinks))
@@ -176,6 +144,47 @@ func (s *Server) bulkManage(w http.ResponseWriter, r *http.Request, update bool)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, r, http.StatusOK, map[string]any{key: done, "failed": failed, "results": results, "truncated": truncated})
+}
+
+// bulkCodesByTag lists the codes a bulk filter selects: pages until
+// MaxBulkLinks, or what the caller's bucket can ever pay for (then
+// truncated: the caller sends the filter again). A tag across owners is a
+// scan, whose pages may be short (link.ListQuery.Scan). Each page takes a
+// token before it is read, so a filter that matches nothing still pays for
+// its scan. ok is false when an answer was written.
+func (s *Server) bulkCodesByTag(w http.ResponseWriter, r *http.Request, p *principal, f *bulkFilter) (codes []string, truncated, ok bool) {
+	owner, err := ownerScope(r, f.Owner, "filter.owner")
+	if err != nil {
+		s.Error(w, r, err)
+		return nil, false, false
+	}
+	most := MaxBulkLinks
+	if _, _, rate, limited := s.rateOf(p); limited && rate.PerSecond > 0 {
+		most = max(min(most, rate.Burst/2), 1)
+	}
+	q := link.ListQuery{Owner: owner, Tag: f.Tag, Limit: most, Now: s.now()}
+	for {
+		if !s.limit(w, r, p, 1) {
+			return nil, false, false
+		}
+		page, err := s.links.List(r.Context(), q)
+		if err != nil {
+			s.Error(w, r, err)
+			return nil, false, false
+		}
+		for _, l := range page.Links {
+			codes = append(codes, l.Code)
+		}
+		if page.Next == nil {
+			break
+		}
+		if len(codes) >= most {
+			truncated = true
+			break
+		}
+		q.After, q.Limit = page.Next, most-len(codes)
+	}
+	return codes, truncated, true
 }
 
 // bulkOne updates or deletes one code as the single route would.

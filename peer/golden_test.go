@@ -3,6 +3,13 @@ package peer
 import (
 	"bytes"
 	goflag "flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,20 +117,76 @@ func TestMessagesAreUnchanged(t *testing.T) {
 	}
 }
 
-// TestEveryOperationIsPinned: each operation the server may be asked for
-// has its request and response in the golden file (a new operation
-// without a pin fails here).
+// TestEveryOperationIsPinned: each operation declared in this package
+// (an Op[...] literal in its source, the hello and the legacy table's
+// included) has its request and response in the golden file, so a new
+// operation without a pin fails here.
 func TestEveryOperationIsPinned(t *testing.T) {
 	t.Parallel()
 	names := map[string]bool{}
 	for _, s := range samples() {
 		names[s.name] = true
 	}
+	declared := declaredOps(t)
 	for id, op := range legacyOps {
+		declared[op.name] = fmt.Sprintf("legacy operation %d", id)
+	}
+	if len(declared) < 13 {
+		t.Fatalf("found %d operations in the source, want at least 13: %v", len(declared), declared)
+	}
+	for name, where := range declared {
 		for _, kind := range []string{" request", " response"} {
-			if !names[op.name+kind] {
-				t.Errorf("operation %d (%s) has no pinned%s", id, op.name, kind)
+			if !names[name+kind] {
+				t.Errorf("%s (%s) has no pinned%s", where, name, kind)
 			}
 		}
 	}
+}
+
+// declaredOps finds every Op[...]{...} literal in the package's non-test
+// source and returns its Name by where it is declared.
+func declaredOps(t *testing.T) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			ix, ok := lit.Type.(*ast.IndexListExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := ix.X.(*ast.Ident); !ok || id.Name != "Op" {
+				return true
+			}
+			for _, e := range lit.Elts {
+				kv, ok := e.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Name" {
+					if v, ok := kv.Value.(*ast.BasicLit); ok {
+						name, _ := strconv.Unquote(v.Value)
+						out[name] = fset.Position(lit.Pos()).String()
+					}
+				}
+			}
+			return true
+		})
+	}
+	return out
 }
