@@ -15,8 +15,8 @@ import (
 // TestAddDrainRemoveReplaceCommands runs README's membership runbook on
 // real processes: a fourth node joins a 3-node cluster and replicas move to
 // it; linknode drain empties it; linknode remove takes it out; a new node
-// joins in its place and takes replicas in turn. Every link redirects on
-// every node throughout.
+// joins in its place and takes replicas in turn; a drain of it is called
+// off with drain -cancel. Every link redirects on every node throughout.
 func TestAddDrainRemoveReplaceCommands(t *testing.T) {
 	t.Parallel()
 	addrs := make([]procAddrs, 5)
@@ -51,7 +51,7 @@ func TestAddDrainRemoveReplaceCommands(t *testing.T) {
 		code := runCLI(name, append([]string{"-addr", procs[0].admin}, args...), env, &out, &errOut)
 		return code, out.String() + errOut.String()
 	}
-	replicas := func(id string) int {
+	member := func(id string) status.Node {
 		code, out := cli("members", "-o", "json")
 		if code != 0 {
 			t.Fatalf("members: %s", out)
@@ -62,11 +62,12 @@ func TestAddDrainRemoveReplaceCommands(t *testing.T) {
 		}
 		for _, n := range nodes {
 			if n.ID == id {
-				return n.Replicas
+				return n
 			}
 		}
-		return -1
+		return status.Node{ID: id, Replicas: -1}
 	}
+	replicas := func(id string) int { return member(id).Replicas }
 	links := map[string]string{}
 	for i := range 12 {
 		u := fmt.Sprintf("https://runbook.example/%d", i)
@@ -115,6 +116,22 @@ func TestAddDrainRemoveReplaceCommands(t *testing.T) {
 	procs[4] = launch(4)
 	procs[4].waitReady(t)
 	testkit.WaitFor(t, 90*time.Second, "replicas moved to the replacement", func() bool { return replicas("n5") == 3 })
+	redirects()
+	// A drain called off: n5 is told to drain (without waiting), the drain
+	// is cancelled, and n5 ends up hosting its share again.
+	if code, out := cli("drain", "-wait=false", "n5"); code != 0 || !strings.Contains(out, "draining") {
+		t.Fatalf("drain -wait=false: %d %s", code, out)
+	}
+	if code, out := cli("drain", "-cancel", "n5"); code != 0 || !strings.Contains(out, "no longer draining") {
+		t.Fatalf("drain -cancel: %d %s", code, out)
+	}
+	if member("n5").Draining {
+		t.Fatal("n5 still draining after drain -cancel")
+	}
+	testkit.WaitFor(t, 90*time.Second, "n5 back at its share after the drain was called off", func() bool {
+		n := member("n5")
+		return n.Replicas == 3 && !n.Draining
+	})
 	redirects()
 	if code, out := cli("drain", "nobody"); code == 0 || !strings.Contains(out, "404") {
 		t.Fatalf("drain of a stranger: %d %s", code, out)

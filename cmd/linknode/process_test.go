@@ -168,6 +168,12 @@ func launchBin(tb testing.TB, bin string, env []string, dataDir string, a procAd
 // node knows the test's admin key (the meta leader installs it).
 func (p *proc) waitReady(tb testing.TB) {
 	tb.Helper()
+	p.waitReadyAs(tb, testAdminKey)
+}
+
+// waitReadyAs is waitReady for a node whose admin key is adminKey.
+func (p *proc) waitReadyAs(tb testing.TB, adminKey string) {
+	tb.Helper()
 	ready := false
 	testkit.Eventually(tb, 60*time.Second, func() error {
 		select {
@@ -185,7 +191,7 @@ func (p *proc) waitReady(tb testing.TB) {
 				return fmt.Errorf("readyz: %d", resp.StatusCode)
 			}
 		}
-		if status, _, _, err := call("GET", p.base+"/api/v1/keys", ""); err != nil || status != 200 {
+		if status, _, _, err := callAs(adminKey, "GET", p.base+"/api/v1/keys", ""); err != nil || status != 200 {
 			return fmt.Errorf("ready, but the key API answers %d %v", status, err)
 		}
 		return nil
@@ -212,6 +218,11 @@ var client = &http.Client{
 }
 
 func call(method, url, body string) (int, map[string]any, http.Header, error) {
+	return callAs(testAdminKey, method, url, body)
+}
+
+// callAs is call with another key.
+func callAs(key, method, url, body string) (int, map[string]any, http.Header, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -223,7 +234,7 @@ func call(method, url, body string) (int, map[string]any, http.Header, error) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, nil, err

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"image"
 	_ "image/png"
@@ -427,7 +426,7 @@ func TestBrowserNewcomer(t *testing.T) {
 	if h := b.text("main h1"); h != "Refused" {
 		t.Fatalf("a cross-origin post was answered %q at %s", h, b.location())
 	}
-	if st, m, _, _ := callKey("GET", p.base+"/api/v1/links?q=evil.example", key); st != 200 || len(m["links"].([]any)) != 0 {
+	if st, m, _, _ := callAs(key, "GET", p.base+"/api/v1/links?q=evil.example", ""); st != 200 || len(m["links"].([]any)) != 0 {
 		t.Fatalf("the cross-origin post stored a link: %d %v", st, m)
 	}
 	b.expect("403")
@@ -500,7 +499,7 @@ func TestBrowserAdminPages(t *testing.T) {
 		click("#new-key-form button[type=submit]"), waitVisible("#secret"))
 	var secret string
 	b.run(valueOf("#secret", &secret))
-	if st, _, _, err := callKey("GET", procs[2].base+"/api/v1/links", secret); err != nil || st != 200 {
+	if st, _, _, err := callAs(secret, "GET", procs[2].base+"/api/v1/links", ""); err != nil || st != 200 {
 		t.Fatalf("the key made in the browser: %d %v", st, err)
 	}
 	b.shot("09-keys")
@@ -624,21 +623,4 @@ func decodeQR(t *testing.T, file string) string {
 		t.Fatalf("decode the QR code: %v", err)
 	}
 	return res.GetText()
-}
-
-// callKey is call with another key.
-func callKey(method, url, key string) (int, map[string]any, http.Header, error) {
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m, resp.Header, nil
 }
