@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,12 +57,37 @@ type dbNode struct {
 	dir     string // node folder in the store: log, data/
 	logPath string
 
+	// gen counts the times the node was replaced (replace-node): its
+	// linknode node ID is id, then id-r1, id-r2, …
+	gen atomic.Int32
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when cmd has exited and its run is recorded
 	state  nodeState
 	expect string // why the running process will end (checker.Cause*), "" if nobody ends it
 	runs   []checker.NodeRun
+}
+
+// nodeID is the -node-id the node runs with now.
+func (n *dbNode) nodeID() string {
+	if g := n.gen.Load(); g > 0 {
+		return fmt.Sprintf("%s-r%d", n.id, g)
+	}
+	return n.id
+}
+
+// nameOf is the harness's name of the node that ran with linknode node ID
+// id (itself, or a replacement's id-rK), or id if no node did.
+func (d *db) nameOf(id string) string {
+	for _, n := range d.nodes {
+		for g := range n.gen.Load() + 1 {
+			if id == n.id || id == fmt.Sprintf("%s-r%d", n.id, g) {
+				return n.id
+			}
+		}
+	}
+	return id
 }
 
 // HTTP is the node's base URL.
@@ -154,7 +180,7 @@ func (d *db) args(n *dbNode) []string {
 		join = append(join, net.JoinHostPort(o.ip, strconv.Itoa(gossipPort)))
 	}
 	args := []string{
-		"-node-id", n.id,
+		"-node-id", n.nodeID(),
 		"-data-dir", filepath.Join(n.dir, "data"),
 		"-http-addr", net.JoinHostPort(n.ip, strconv.Itoa(httpPort)),
 		"-raft-addr", net.JoinHostPort(n.ip, strconv.Itoa(raftPort)),
@@ -176,6 +202,22 @@ func (d *db) args(n *dbNode) []string {
 		"-admin-key-file", d.adminKeyFile,
 	}
 	return append(args, d.extra...)
+}
+
+// wipe empties node n's data dir (n stopped): the disk of a new machine.
+// The dir itself stays, as it may be a mount (lazyfs, the disk-full tmpfs).
+func (d *db) wipe(n *dbNode) error {
+	dir := filepath.Join(n.dir, "data")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // start launches node n (first start or restart on the same data dir) and

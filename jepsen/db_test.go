@@ -168,3 +168,27 @@ func TestClientSendsTheKey(t *testing.T) {
 		t.Fatalf("Authorization %q", a)
 	}
 }
+
+// TestReplacedNodesKeepTheirNames: a replaced node runs under a new
+// linknode ID (n2-r1, then n2-r2), and the checkers' view maps every ID it
+// ran under back to its address's node; an ID no node ran under stays.
+func TestReplacedNodesKeepTheirNames(t *testing.T) {
+	d := &db{}
+	for i := range 3 {
+		d.nodes = append(d.nodes, &dbNode{index: i, id: fmt.Sprintf("n%d", i+1)})
+	}
+	n2 := d.nodes[1]
+	if n2.nodeID() != "n2" || d.nameOf("n2-r1") != "n2-r1" {
+		t.Fatalf("before a replacement: %s, %s", n2.nodeID(), d.nameOf("n2-r1"))
+	}
+	n2.gen.Add(1)
+	n2.gen.Add(1)
+	if n2.nodeID() != "n2-r2" {
+		t.Fatalf("after two replacements the node runs as %s", n2.nodeID())
+	}
+	for id, want := range map[string]string{"n2": "n2", "n2-r1": "n2", "n2-r2": "n2", "n2-r3": "n2-r3", "n1": "n1", "n3-r1": "n3-r1"} {
+		if got := d.nameOf(id); got != want {
+			t.Errorf("nameOf(%s) = %s, want %s", id, got, want)
+		}
+	}
+}

@@ -131,6 +131,12 @@ func finalListings(ctx context.Context, cl *client, d *db, final *checker.Final)
 			if lerr != nil {
 				errs[i] = fmt.Errorf("leases of %s: %w", n.id, lerr)
 			}
+			// A lease names the node ID it was granted to; the history
+			// names nodes by the harness's name (a replaced node's new ID
+			// is still its address's node).
+			for k := range leases {
+				leases[k].Node = d.nameOf(leases[k].Node)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			final.Links[n.id] = links
@@ -207,7 +213,13 @@ func finalDigests(ctx context.Context, cl *client, d *db, final *checker.Final, 
 		}
 		for _, g := range append([]groupStatus{st.Meta}, st.Shards...) {
 			if len(g.Replicas) > len(final.Replicas[g.ID]) {
-				final.Replicas[g.ID] = g.Replicas
+				// Members by the harness's node names, as the digests
+				// are (a replaced node's new ID is its address's node).
+				names := make([]string, len(g.Replicas))
+				for k, id := range g.Replicas {
+					names[k] = d.nameOf(id)
+				}
+				final.Replicas[g.ID] = names
 			}
 		}
 	}

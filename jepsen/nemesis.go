@@ -347,6 +347,8 @@ func (n *nemesis) buildFaults(names []string) {
 			}
 		case "membership":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.membership(ctx) }
+		case "replace-node":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.replaceNode(ctx) }
 		case "rolling-restart":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.rollingRestart(ctx) }
 		case "partition-meta-leader":

@@ -18,7 +18,7 @@ import (
 // composed of two: the things an operator does to a running cluster
 // (drains, rolling restarts) must keep every guarantee too.
 var (
-	membershipFaults = []string{"membership"}
+	membershipFaults = []string{"membership", "replace-node"}
 	restartFaults    = []string{"rolling-restart"}
 	metaFaults       = []string{"partition-meta-leader", "kill-meta-leader"}
 	composedFaults   = []string{"partition-then-kill-leader"}
@@ -103,14 +103,14 @@ func (n *nemesis) drainCall(ctx context.Context, via *dbNode, method, id string)
 func (n *nemesis) membership(ctx context.Context) (*injection, error) {
 	ix := n.shuffled()
 	target, via := n.db.nodes[ix[0]], n.db.nodes[ix[len(ix)-1]]
-	before, err := n.drainCall(ctx, via, http.MethodPost, target.id)
+	before, err := n.drainCall(ctx, via, http.MethodPost, target.nodeID())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoTarget, err)
 	}
 	return &injection{
-		detail: fmt.Sprintf("drain %s (%d replicas) through %s", target.id, before.Replicas, via.id),
+		detail: fmt.Sprintf("drain %s (%d replicas) through %s", target.nodeID(), before.Replicas, via.id),
 		measure: func(ctx context.Context) (string, bool, error) {
-			now, err := n.drainCall(ctx, via, http.MethodGet, target.id)
+			now, err := n.drainCall(ctx, via, http.MethodGet, target.nodeID())
 			if err != nil {
 				return "", false, err
 			}
@@ -119,7 +119,7 @@ func (n *nemesis) membership(ctx context.Context) (*injection, error) {
 		heal: func(ctx context.Context) error {
 			var err error
 			for try := 0; try < 10; try++ { // the meta leader may be moving
-				if _, err = n.drainCall(ctx, via, http.MethodDelete, target.id); err == nil {
+				if _, err = n.drainCall(ctx, via, http.MethodDelete, target.nodeID()); err == nil {
 					return nil
 				}
 				time.Sleep(500 * time.Millisecond) // pacing the retries of an admin call, not a synchronisation
@@ -159,6 +159,15 @@ const restartGrace = 30 * time.Second
 // restart stops node t with SIGTERM (expecting a clean exit), starts it
 // again and waits until it is ready.
 func (d *db) restart(ctx context.Context, t *dbNode, cl *client) (string, bool, error) {
+	if effect, ok, err := d.stopCleanly(t); err != nil || !ok {
+		return effect, ok, err
+	}
+	return d.startReady(ctx, t, cl)
+}
+
+// stopCleanly stops node t with SIGTERM and waits for it to exit; ok if
+// it exited cleanly within restartGrace.
+func (d *db) stopCleanly(t *dbNode) (string, bool, error) {
 	_, done, err := t.signal(syscall.SIGTERM, checker.CauseRestart, stopped)
 	if err != nil {
 		return "", false, err
@@ -177,6 +186,11 @@ func (d *db) restart(ctx context.Context, t *dbNode, cl *client) (string, bool, 
 	if r.Signal != "" || r.ExitCode != 0 {
 		return fmt.Sprintf("%s ended with %s after SIGTERM", t.id, r.How()), false, nil
 	}
+	return t.id + " stopped cleanly", true, nil
+}
+
+// startReady starts node t and waits until it is ready.
+func (d *db) startReady(ctx context.Context, t *dbNode, cl *client) (string, bool, error) {
 	if err := d.start(t); err != nil {
 		return err.Error(), false, nil
 	}
@@ -190,6 +204,89 @@ func (d *db) restart(ctx context.Context, t *dbNode, cl *client) (string, bool, 
 		}
 	}
 	return t.id + " stopped cleanly and is ready again", true, nil
+}
+
+// replaceNode replaces a node for good, as an operator replaces a lost
+// machine (README's runbook: remove it, start the new one): the node is
+// stopped (SIGTERM), removed from the cluster through another node, its
+// data dir emptied, and a node with a new ID and an empty disk started in
+// its place (the same namespace and address), which joins and takes
+// replicas. The heal does nothing: the new node stays. Effective if the
+// new node hosts a replica after the heal and the old ID is gone from the
+// placement (its replicas were made again on the others and the new one).
+func (n *nemesis) replaceNode(ctx context.Context) (*injection, error) {
+	ix := n.shuffled()
+	t, via := n.db.nodes[ix[0]], n.db.nodes[ix[len(ix)-1]]
+	old := t.nodeID()
+	effect, ok, err := n.db.stopCleanly(t)
+	if err != nil {
+		return nil, err
+	}
+	noHeal := func(context.Context) error { return nil }
+	if !ok {
+		// Whatever happened, the run goes on with the node running.
+		_, _, _ = n.db.startReady(ctx, t, n.cl)
+		return &injection{detail: "replace " + old, effect: effect, heal: noHeal}, nil
+	}
+	if err := n.removeNode(ctx, via, old); err != nil {
+		// Not removed: it comes back as it was (its data kept).
+		_, _, _ = n.db.startReady(ctx, t, n.cl)
+		return &injection{detail: "replace " + old, effect: fmt.Sprintf("%s not removed: %v", old, err), heal: noHeal}, nil
+	}
+	if err := n.db.wipe(t); err != nil {
+		return nil, err
+	}
+	t.gen.Add(1)
+	neu := t.nodeID()
+	started, ok, err := n.db.startReady(ctx, t, n.cl)
+	if err != nil {
+		return nil, err
+	}
+	inj := &injection{
+		detail:    fmt.Sprintf("replace %s by %s (an empty disk, at %s's address) through %s", old, neu, t.id, via.id),
+		effect:    fmt.Sprintf("%s removed; %s", old, started),
+		effective: ok,
+		heal:      noHeal,
+	}
+	if !ok {
+		return inj, nil
+	}
+	inj.after = func(ctx context.Context) (string, bool, error) {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			st, err := n.drainCall(ctx, via, http.MethodGet, neu)
+			if err == nil && st.Replicas > 0 {
+				return fmt.Sprintf("%s removed; %s hosts %d replicas", old, neu, st.Replicas), true, nil
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Sprintf("%s removed; %s hosts no replica 60 s after the heal (%v)", old, neu, err), false, nil
+			}
+			time.Sleep(500 * time.Millisecond) // polling the placement through the admin API
+		}
+	}
+	return inj, nil
+}
+
+// removeNode removes node id for good through the admin listener of via
+// (DELETE /admin/v1/nodes/{id}, linknode remove), tried again while the
+// meta leader moves.
+func (n *nemesis) removeNode(ctx context.Context, via *dbNode, id string) error {
+	var err error
+	for try := 0; try < 20; try++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var resp *http.Response
+		var b []byte
+		resp, b, err = n.cl.do(cctx, http.MethodDelete, via.Admin()+"/admin/v1/nodes/"+id, nil)
+		cancel()
+		if err == nil {
+			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent {
+				return nil
+			}
+			err = fmt.Errorf("remove %s: %d %s", id, resp.StatusCode, strings.TrimSpace(string(b)))
+		}
+		time.Sleep(500 * time.Millisecond) // pacing the retries of an admin call, not a synchronisation
+	}
+	return err
 }
 
 // partitionThenKillLeader is two faults composed: the node leading the

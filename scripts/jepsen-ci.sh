@@ -2,13 +2,16 @@
 # The short chaos run CI makes (needs root): 5 nodes in network namespaces,
 # 60 s of register + set + unique-ids + ryw + counter under partitions, kills,
 # pauses, a hostile stranger, an anonymous flood and the operator's actions (drains, rolling
-# restarts, faults aimed at the meta leader, a partition then a kill; a fault
-# every 5 s), the nodes started in a random
+# restarts, a node replaced by one with an empty disk, faults aimed at the
+# meta leader, a partition then a kill, a node cut off until it must install
+# a snapshot; a fault every 5 s) with the snapshot profile (snapshots every
+# 32 entries, 16 kept: installs happen), the nodes started in a random
 # order with -bootstrap-expect 3 (a formation run), linknode built with the race detector. Exits
 # non-zero unless every checker says valid. Results: store/ci/latest/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go run ./jepsen/cmd/jepsen test -name ci -store store \
   -nodes 5 -bootstrap-expect 3 -start-jitter 2s -time-limit "${JEPSEN_TIME:-60s}" \
-  -nemesis partition,kill,pause,hostile,flood,membership,restart,meta,composed -nemesis-interval 5s \
+  -nemesis partition,kill,pause,hostile,flood,membership,restart,meta,composed,snapshot -nemesis-interval 5s \
+  -node-args "-raft-snapshot-threshold 32 -raft-trailing-logs 16 -raft-snapshot-interval 100ms" \
   -workload register,set,unique-ids,ryw,counter -race "$@"
