@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,37 +112,51 @@ func TestCheckersCatchBugs(t *testing.T) {
 	if err := buildLinknode(ctx, bin, "jepsenbugs", false); err != nil {
 		t.Fatal(err)
 	}
+	// The cases run bugCasesAtOnce at a time, each on its own namespaces
+	// and subnet: they wait on their clusters more than they compute, and
+	// go test's -parallel (the core count) would run two at a time here.
+	sem := make(chan struct{}, bugCasesAtOnce)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for i, c := range bugCases {
 		if c.alone != alone {
 			continue
 		}
-		t.Run(c.bug, func(t *testing.T) {
-			// The cases run side by side (go test -parallel of them),
-			// each on its own namespaces and subnet.
-			t.Parallel()
-			limit := c.limit
-			if limit == 0 {
-				limit = 12 * time.Second
-			}
-			out, err := Run(ctx, Options{
-				Name: c.bug, Nodes: 3, TimeLimit: limit, Rate: 150,
-				Workloads: c.workload, Nemesis: c.nemesis, NemesisInterval: 3 * time.Second,
-				Binary: bin, Bugs: []string{c.bug}, Store: t.TempDir(),
-				Prefix: fmt.Sprintf("lkb%c", 'a'+i), Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 79, byte(i), 0}), 24),
-				Log: testWriter{t},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			judge(t, c, out.Results)
-			if t.Failed() {
-				// The store goes with the test: show the node logs' ends.
-				for i := range 3 {
-					path := filepath.Join(out.Dir, "nodes", fmt.Sprintf("n%d", i+1), "log")
-					t.Logf("last lines of %s:\n%s", path, strings.Join(lastLines(path, 150), "\n"))
-				}
-			}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t.Run(c.bug, func(t *testing.T) { runBugCase(t, i, c, bin) })
 		})
+	}
+}
+
+// bugCasesAtOnce is how many bug cases run at once.
+const bugCasesAtOnce = 4
+
+// runBugCase runs case c (the i-th) against the bug build bin and judges it.
+func runBugCase(t *testing.T, i int, c bugCase, bin string) {
+	ctx := context.Background()
+	limit := c.limit
+	if limit == 0 {
+		limit = 12 * time.Second
+	}
+	out, err := Run(ctx, Options{
+		Name: c.bug, Nodes: 3, TimeLimit: limit, Rate: 150,
+		Workloads: c.workload, Nemesis: c.nemesis, NemesisInterval: 3 * time.Second,
+		Binary: bin, Bugs: []string{c.bug}, Store: t.TempDir(),
+		Prefix: fmt.Sprintf("lkb%c", 'a'+i), Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 79, byte(i), 0}), 24),
+		Log: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge(t, c, out.Results)
+	if t.Failed() {
+		// The store goes with the test: show the node logs' ends.
+		for i := range 3 {
+			path := filepath.Join(out.Dir, "nodes", fmt.Sprintf("n%d", i+1), "log")
+			t.Logf("last lines of %s:\n%s", path, strings.Join(lastLines(path, 150), "\n"))
+		}
 	}
 }
 
