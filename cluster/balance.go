@@ -17,90 +17,151 @@ import (
 // node gossips it leads (a node knows the leaders of its own shards
 // only). One move per round, and a shard moved is left alone for a while,
 // so the cluster converges without a stampede or a shard passed back and
-// forth on counts gossip has not yet updated.
+// forth on counts gossip has not yet updated. A node within its share
+// makes room when an overloaded node leads one of its shards (see
+// pickTransfer).
 func (ll *leaderLoop) balanceLeaders(ctx context.Context) {
 	n := ll.n
 	shards := n.host.localShards()
 	if n.gossip == nil {
 		return
 	}
-	alive := map[string]bool{}
-	leads := map[string]int{}
+	view := balanceView{self: n.cfg.NodeID, alive: map[string]bool{}, leads: map[string]int{}}
 	for _, m := range n.gossip.members() {
-		alive[m.ID] = m.Alive
-		leads[m.ID] = m.Leads
+		view.alive[m.ID] = m.Alive
+		view.leads[m.ID] = m.Leads
 	}
 	local := map[string]int{}
-	var mine []*shard.Shard
+	byID := map[command.ShardID]*shard.Shard{}
 	for _, s := range shards {
 		_, id := s.Group().Leader()
 		if id == "" {
 			return // an election is under way; look again next round
 		}
 		local[id]++
-		if id == n.cfg.NodeID {
-			mine = append(mine, s)
-		}
+		byID[s.ID()] = s
+		view.shards = append(view.shards, localShard{id: s.ID(), leader: id})
 	}
-	n.gossip.setLeads(len(mine))
+	mine := local[n.cfg.NodeID]
+	n.gossip.setLeads(mine)
 	for id, k := range local {
-		leads[id] = max(leads[id], k)
+		view.leads[id] = max(view.leads[id], k)
 	}
-	leads[n.cfg.NodeID] = len(mine)
+	view.leads[n.cfg.NodeID] = mine
 	p, err := n.meta.Placement()
-	if err != nil || p == nil || len(mine) == 0 {
+	if err != nil || p == nil || mine == 0 {
 		return
 	}
+	view.placement = p
+	for i := range view.shards {
+		if view.shards[i].leader != n.cfg.NodeID {
+			continue
+		}
+		servers, err := byID[view.shards[i].id].Group().Servers()
+		if err != nil {
+			continue
+		}
+		view.shards[i].servers = servers
+	}
+	now := time.Now()
+	view.allow = func(id command.ShardID) bool { return ll.transfers.allow(id, now) }
+	id, to, share, ok := pickTransfer(view)
+	if !ok {
+		return
+	}
+	s := byID[id]
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err = s.Group().TransferLeadership(tctx, to.ID, to.Address)
+	cancel()
+	ll.transfers.hold(id, time.Now())
+	if err != nil {
+		n.log.Warn("leader balancing", "shard", id, "to", to.ID, "err", err, "retry_after", transferBackoff)
+	} else {
+		n.log.Info("shard leadership moved for balance", "shard", id, "to", to.ID, "leads", mine, "share", share)
+	}
+}
+
+// localShard is a shard this node hosts, with its leader and, when this
+// node leads it, its members.
+type localShard struct {
+	id      command.ShardID
+	leader  string
+	servers []raftgroup.Server
+}
+
+// balanceView is what a node knows when it balances leaderships.
+type balanceView struct {
+	self      string
+	alive     map[string]bool
+	leads     map[string]int // shards each node leads (gossip, and this node's own groups)
+	placement *command.Placement
+	shards    []localShard
+	allow     func(command.ShardID) bool // the shard was not moved lately
+}
+
+// pickTransfer chooses the one leadership this node hands over, if any:
+// one of the shards it leads, and the live placed voter of that shard
+// leading the fewest. A node over its share moves a shard to a voter
+// leading at least two fewer (and so no more than the share after it), so
+// two nodes never pass a shard back and forth. That alone can stall: the
+// overloaded node's voters may all be at their share while other nodes
+// lead nothing. So a node within its share that hosts a shard an
+// overloaded node leads makes room: it hands one of its own shards to a
+// voter leading none, and the overloaded node can then move one to it.
+func pickTransfer(v balanceView) (command.ShardID, raftgroup.Server, int, bool) {
+	mine := v.leads[v.self]
 	placed := map[string]bool{}
-	for _, reps := range p.Shards {
+	for _, reps := range v.placement.Shards {
 		for _, id := range reps {
-			if alive[id] {
+			if v.alive[id] {
 				placed[id] = true
 			}
 		}
 	}
-	if len(placed) < 2 {
-		return
+	if mine == 0 || len(placed) < 2 {
+		return 0, raftgroup.Server{}, 0, false
 	}
-	share := (len(p.Shards) + len(placed) - 1) / len(placed)
-	if len(mine) <= share {
-		return
+	share := (len(v.placement.Shards) + len(placed) - 1) / len(placed)
+	makeRoom := false
+	if mine <= share {
+		for _, s := range v.shards {
+			if s.leader != v.self && v.leads[s.leader] > share {
+				makeRoom = true
+			}
+		}
+		if !makeRoom {
+			return 0, raftgroup.Server{}, share, false
+		}
 	}
-	for _, s := range mine {
-		servers, err := s.Group().Servers()
-		if err != nil {
+	for _, s := range v.shards {
+		if s.leader != v.self {
 			continue
 		}
 		var to raftgroup.Server
 		best := -1
-		for _, srv := range servers {
+		for _, srv := range s.servers {
 			id := srv.ID
-			if id == n.cfg.NodeID || srv.Nonvoter || !alive[id] || !slices.Contains(p.Shards[s.ID()], id) {
+			if id == v.self || srv.Nonvoter || !v.alive[id] || !slices.Contains(v.placement.Shards[s.id], id) {
 				continue
 			}
-			if best < 0 || leads[id] < best {
-				to, best = srv, leads[id]
+			if best < 0 || v.leads[id] < best {
+				to, best = srv, v.leads[id]
 			}
 		}
-		// Move only to a node leading at least two fewer, so two nodes
-		// never pass a shard back and forth.
-		if best < 0 || best+2 > len(mine) || best+1 > share {
+		switch {
+		case best < 0:
+			continue
+		case makeRoom && best != 0:
+			continue
+		case !makeRoom && (best+2 > mine || best+1 > share):
 			continue
 		}
-		if !ll.transfers.allow(s.ID(), time.Now()) {
+		if v.allow != nil && !v.allow(s.id) {
 			continue
 		}
-		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err = s.Group().TransferLeadership(tctx, to.ID, to.Address)
-		cancel()
-		ll.transfers.hold(s.ID(), time.Now())
-		if err != nil {
-			n.log.Warn("leader balancing", "shard", s.ID(), "to", to.ID, "err", err, "retry_after", transferBackoff)
-		} else {
-			n.log.Info("shard leadership moved for balance", "shard", s.ID(), "to", to.ID, "leads", len(mine), "share", share)
-		}
-		return
+		return s.id, to, share, true
 	}
+	return 0, raftgroup.Server{}, share, false
 }
 
 // transferBackoff is how long the balancer leaves a shard alone after a
