@@ -2,10 +2,13 @@ package testkit
 
 import "os"
 
-// DamagePages overwrites, with a pattern no page holds, every fifth page
-// of the file at path from its fifth page up to the middle of the file:
-// the meta pages stay valid, so bbolt would open the file and meet the
-// damage on its walk. For tests of what opens a damaged file.
+// DamageBoltPages overwrites, with a pattern no page holds, every page of
+// the bbolt file at path but its two meta pages: the meta pages stay
+// valid, so bbolt would open the file and meet the damage on its walk
+// (the root page is always among those overwritten, however small the
+// file). For tests of what opens a damaged file. (Overwriting only some
+// pages of the file's first half missed every page in use when a file had
+// not grown past bbolt's initial 32 KiB.)
 func DamageBoltPages(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -20,7 +23,7 @@ func DamageBoltPages(path string) error {
 	for i := range junk {
 		junk[i] = 0xAB
 	}
-	for off := int64(4 * 4096); off+4096 <= fi.Size()/2; off += 5 * 4096 {
+	for off := int64(2 * 4096); off+4096 <= fi.Size(); off += 4096 {
 		if _, err := f.WriteAt(junk, off); err != nil {
 			f.Close()
 			return err
