@@ -22,7 +22,7 @@ run() {
   [ -e "$STORE/$name/latest" ] && dirs+=("$(readlink -f "$STORE/$name/latest")")
   if [ "$c" -ne 0 ]; then echo "== $name exited $c"; rc=1; fi
 }
-for nem in partition kill pause loss hostile disk membership restart meta composed power; do
+for nem in partition kill pause loss hostile flood disk membership restart meta composed power; do
   run "soak-$nem" -nemesis "$nem" -time-limit "$CELL_TIME" -nemesis-interval 5s
 done
 # snapshot-install needs snapshots taken often and few entries kept behind
