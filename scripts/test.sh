@@ -62,21 +62,10 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "NOT RUN: the chaos harness's bug cases need root (network namespaces, nftables, FUSE); CI runs them"
 fi
-running() {
-  for p in "${bug_pids[@]}"; do
-    if kill -0 "$p" 2>/dev/null; then return 0; fi
-  done
-  return 1
-}
-
 # Fuzz targets, each for $FUZZTIME executions (one target per invocation is
-# all go test allows): one worker while the bug cases run, then two.
+# all go test allows).
 step "fuzz targets, $FUZZTIME each"
-fuzz() {
-  local workers=2
-  if running; then workers=1; fi
-  go test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" -parallel "$workers" "$1"
-}
+fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" "$1"; }
 fuzz ./idrange FuzzBase62RoundTrip
 fuzz ./idrange FuzzBase62Decode
 fuzz ./idrange FuzzPermutation
