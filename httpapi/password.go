@@ -211,10 +211,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) int {
 	}
 	if l.MaxVisits > 0 {
 		if l, err = s.links.ConsumeVisit(r.Context(), code); err != nil {
-			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
-				return s.redirectError(w, r, errUsedUp)
-			}
-			return s.Error(w, r, err)
+			return s.consumeError(w, r, err)
 		}
 	}
 	loc, _ := s.target(l, r.UserAgent(), s.clientIP(r), r.Header.Get("Accept-Language"), r.URL.RawQuery)

@@ -166,10 +166,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, code string) i
 			return http.StatusOK
 		}
 		if l, err = s.links.ConsumeVisit(r.Context(), code); err != nil {
-			if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
-				return s.redirectError(w, r, errUsedUp)
-			}
-			return s.Error(w, r, err)
+			return s.consumeError(w, r, err)
 		}
 	}
 	loc, cc := s.target(l, r.UserAgent(), s.clientIP(r), r.Header.Get("Accept-Language"), r.URL.RawQuery)
@@ -299,6 +296,15 @@ func remoteIP(r *http.Request) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr()
+}
+
+// consumeError answers a failed ConsumeVisit: a link used up or gone
+// meanwhile is 410 (used up), anything else as any error.
+func (s *Server) consumeError(w http.ResponseWriter, r *http.Request, err error) int {
+	if errors.Is(err, link.ErrGone) || errors.Is(err, link.ErrNotFound) {
+		return s.redirectError(w, r, errUsedUp)
+	}
+	return s.Error(w, r, err)
 }
 
 // redirectError answers 404 or 410: a small page for browsers, a problem
