@@ -117,14 +117,10 @@ func (n *nemesis) membership(ctx context.Context) (*injection, error) {
 			return fmt.Sprintf("%s hosts %d of its %d replicas", target.id, now.Replicas, before.Replicas), now.Replicas < before.Replicas, nil
 		},
 		heal: func(ctx context.Context) error {
-			var err error
-			for try := 0; try < 10; try++ { // the meta leader may be moving
-				if _, err = n.drainCall(ctx, via, http.MethodDelete, target.nodeID()); err == nil {
-					return nil
-				}
-				time.Sleep(500 * time.Millisecond) // pacing the retries of an admin call, not a synchronisation
-			}
-			return err
+			return adminRetry(10, func() error {
+				_, err := n.drainCall(ctx, via, http.MethodDelete, target.nodeID())
+				return err
+			})
 		},
 	}, nil
 }
@@ -162,7 +158,11 @@ func (d *db) restart(ctx context.Context, t *dbNode, cl *client) (string, bool, 
 	if effect, ok, err := d.stopCleanly(t); err != nil || !ok {
 		return effect, ok, err
 	}
-	return d.startReady(ctx, t, cl)
+	effect, ok, err := d.startReady(ctx, t, cl)
+	if ok {
+		effect = t.id + " stopped cleanly and is ready again"
+	}
+	return effect, ok, err
 }
 
 // stopCleanly stops node t with SIGTERM and waits for it to exit; ok if
@@ -203,7 +203,7 @@ func (d *db) startReady(ctx context.Context, t *dbNode, cl *client) (string, boo
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return t.id + " stopped cleanly and is ready again", true, nil
+	return t.id + " is ready", true, nil
 }
 
 // replaceNode replaces a node for good, as an operator replaces a lost
@@ -271,18 +271,28 @@ func (n *nemesis) replaceNode(ctx context.Context) (*injection, error) {
 // (DELETE /admin/v1/nodes/{id}, linknode remove), tried again while the
 // meta leader moves.
 func (n *nemesis) removeNode(ctx context.Context, via *dbNode, id string) error {
-	var err error
-	for try := 0; try < 20; try++ {
+	return adminRetry(20, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var resp *http.Response
-		var b []byte
-		resp, b, err = n.cl.do(cctx, http.MethodDelete, via.Admin()+"/admin/v1/nodes/"+id, nil)
-		cancel()
-		if err == nil {
-			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent {
-				return nil
-			}
-			err = fmt.Errorf("remove %s: %d %s", id, resp.StatusCode, strings.TrimSpace(string(b)))
+		defer cancel()
+		resp, b, err := n.cl.do(cctx, http.MethodDelete, via.Admin()+"/admin/v1/nodes/"+id, nil)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+			return fmt.Errorf("remove %s: %d %s", id, resp.StatusCode, strings.TrimSpace(string(b)))
+		}
+		return nil
+	})
+}
+
+// adminRetry calls an operator's admin call up to tries times, half a
+// second apart, while it fails (the meta leader may be moving); the last
+// error if it never succeeds.
+func adminRetry(tries int, call func() error) error {
+	var err error
+	for try := 0; try < tries; try++ {
+		if err = call(); err == nil {
+			return nil
 		}
 		time.Sleep(500 * time.Millisecond) // pacing the retries of an admin call, not a synchronisation
 	}
