@@ -343,6 +343,19 @@ func TestCounter(t *testing.T) {
 	if r := CheckCounter(killed, final(7), CounterOptions{LossWindow: time.Second}); r.Valid != Valid {
 		t.Fatalf("loss within the kill window judged %v: %+v", r.Valid, r)
 	}
+	// A power cut kills every node it names; a cut to n2 alone does not
+	// excuse n1's losses.
+	for value, want := range map[string]Validity{
+		"power cut to n1 n2: SIGKILL, then unsynced writes dropped": Valid,
+		"power cut to n2: SIGKILL, then unsynced writes dropped":    Invalid,
+		"SIGKILL n2 (while cut off)":                                Invalid,
+	} {
+		cut := slices.Clone(killed)
+		cut[len(cut)-1].Value = value
+		if r := CheckCounter(cut, final(7), CounterOptions{LossWindow: time.Second}); r.Valid != want {
+			t.Fatalf("losses on n1 after %q judged %v, want %v: %+v", value, r.Valid, want, r)
+		}
+	}
 }
 
 // TestCounterWindowStartsWhenTheNodeCanCommit: n1 serves clicks while a

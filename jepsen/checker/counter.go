@@ -42,15 +42,11 @@ func CheckCounter(ops []history.Op, final Final, opt CounterOptions) Result {
 		res.Valid, res.Summary = Unknown, err.Error()
 		return res
 	}
-	// Kill times per node, from the nemesis's "SIGKILL n1 n3" entries (a
-	// composed fault says more after the names, in parentheses).
+	// Kill times per node, from the nemesis's kills.
 	kills := map[string][]int64{}
 	for _, op := range ops {
-		if op.Process == history.NemesisProcess && op.F == "start" && op.Type == history.OK && strings.HasPrefix(op.Value, "SIGKILL ") {
-			for _, n := range strings.Fields(strings.TrimPrefix(op.Value, "SIGKILL ")) {
-				if strings.HasPrefix(n, "(") {
-					break
-				}
+		if op.Process == history.NemesisProcess && op.F == "start" && op.Type == history.OK {
+			for _, n := range killedNodes(op.Value) {
 				kills[n] = append(kills[n], op.Time)
 			}
 		}
@@ -191,4 +187,23 @@ func committable(done int64, faults [][2]int64, recovery time.Duration) int64 {
 		}
 	}
 	return from
+}
+
+// killedNodes are the nodes a fault's start entry says were SIGKILLed:
+// "SIGKILL n1 n3" (a composed fault says more after the names, in
+// parentheses) or a power cut, "power cut to n1 n2 n3: SIGKILL, then …"
+// (every node crashes at once: what a node had not flushed is lost as to
+// a kill).
+func killedNodes(value string) []string {
+	var names string
+	switch {
+	case strings.HasPrefix(value, "SIGKILL "):
+		names = strings.TrimPrefix(value, "SIGKILL ")
+		if i := strings.Index(names, "("); i >= 0 {
+			names = names[:i]
+		}
+	case strings.HasPrefix(value, "power cut to "):
+		names, _, _ = strings.Cut(strings.TrimPrefix(value, "power cut to "), ":")
+	}
+	return strings.Fields(names)
 }

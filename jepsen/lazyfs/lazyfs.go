@@ -19,6 +19,18 @@
 //   - A lost write is lost whole: no torn pages and no reordering within
 //     what was not synced (LazyFS's "torn-seq" faults are not modelled).
 //
+// The kernel's page cache of a file is kept, as a local file system's is:
+// every write reaches the file through it, so it is never stale, and it is
+// never dropped but at a power cut (the remount). Letting the kernel drop
+// it when a file's attributes change (FUSE's default, auto_inval_data)
+// broke bbolt: an fsync moves the backing file's mtime, the next stat or
+// open drops the cached pages, and a page fault on bbolt's mmap could be
+// answered by this process before it had applied a write still in flight
+// for the same page (the kernel had already put that write in the page it
+// dropped), so a commit began from an older meta page: "page N already
+// freed" panics and lost commits in nodes that had not lost power at all
+// (TestCacheKeptUnderStatAndOpen).
+//
 // Mount needs root (or fusermount) and /dev/fuse.
 package lazyfs
 
@@ -29,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,7 +58,13 @@ type FS struct {
 
 	mu     sync.Mutex
 	files  map[uint64]*volatile // by backing inode: what is not synced yet
+	opens  map[uint64]int       // by backing inode: open handles
 	server *fuse.Server
+
+	// writeDelay (nanoseconds) holds every write back before it is
+	// applied, so that tests can widen the window in which a write is in
+	// flight.
+	writeDelay atomic.Int64
 }
 
 // Lost is what a power cut dropped.
@@ -64,7 +83,7 @@ func Mount(backing, dir string) (*FS, error) {
 			return nil, err
 		}
 	}
-	l := &FS{backing: backing, dir: dir, files: map[uint64]*volatile{}}
+	l := &FS{backing: backing, dir: dir, files: map[uint64]*volatile{}, opens: map[uint64]int{}}
 	if err := l.mount(); err != nil {
 		return nil, err
 	}
@@ -84,10 +103,12 @@ func (l *FS) mount() error {
 	zero := time.Duration(0)
 	server, err := fs.Mount(l.dir, root.RootNode, &fs.Options{
 		// No caching of names or attributes in the kernel: a size that a
-		// power cut takes back must not be remembered there.
+		// power cut takes back must not be remembered there. File data is
+		// cached, and dropped only by the remount (see the package doc):
+		// no invalidation when attributes change.
 		EntryTimeout: &zero, AttrTimeout: &zero, NegativeTimeout: &zero,
 		MountOptions: fuse.MountOptions{FsName: "lazyfs:" + l.backing, Name: "lazyfs", DirectMount: true, AllowOther: true,
-			MaxWrite: 1 << 20},
+			MaxWrite: 1 << 20, ExplicitDataCacheControl: true},
 	})
 	if err != nil {
 		return fmt.Errorf("lazyfs: mount %s: %w", l.dir, err)
@@ -102,6 +123,7 @@ func (l *FS) Unmount() error {
 	server := l.server
 	l.server = nil
 	l.files = map[uint64]*volatile{}
+	l.opens = map[uint64]int{}
 	l.mu.Unlock()
 	if server == nil {
 		return nil
@@ -130,6 +152,7 @@ func (l *FS) PowerLoss() (Lost, error) {
 	l.mu.Lock()
 	lost := l.pendingLocked()
 	l.files = map[uint64]*volatile{}
+	l.opens = map[uint64]int{}
 	server := l.server
 	l.server = nil
 	l.mu.Unlock()
@@ -201,12 +224,34 @@ func (l *FS) stateFor(ino uint64, fd int) (*volatile, error) {
 	return v, nil
 }
 
-// forget drops the state of inode ino (its last name is gone, or it was
-// synced).
+// forget drops the state of inode ino (its last name is gone, or the
+// file was made anew).
 func (l *FS) forget(ino uint64) {
 	l.mu.Lock()
 	delete(l.files, ino)
 	l.mu.Unlock()
+}
+
+// opened counts a handle of inode ino.
+func (l *FS) opened(ino uint64) {
+	l.mu.Lock()
+	l.opens[ino]++
+	l.mu.Unlock()
+}
+
+// closed uncounts a handle of inode ino; the last handle of a file with
+// no name left takes its state along (nothing can read it again, and the
+// inode number may be reused).
+func (l *FS) closed(ino uint64, nlink uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opens[ino]--; l.opens[ino] > 0 {
+		return
+	}
+	delete(l.opens, ino)
+	if nlink == 0 {
+		delete(l.files, ino)
+	}
 }
 
 // node is a loopback node whose files are opened as lazy files.
@@ -241,7 +286,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, fs.ToErrno(err)
 	}
-	return n.l.newFile(fd), 0, 0
+	f, errno := n.l.newFile(fd)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	// Kept: the cache holds nothing this file system would not answer.
+	return f, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Create creates the backing file (at once) and wraps it.
@@ -259,7 +309,11 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, fs.ToErrno(err)
 	}
 	n.l.forget(inode.StableAttr().Ino)
-	return inode, n.l.newFile(fd), fl, 0
+	f, errno := n.l.newFile(fd)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return inode, f, fl | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Tmpfile is not offered (O_TMPFILE callers fall back to a named file): the
@@ -307,7 +361,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 				return fs.ToErrno(err)
 			}
 			defer syscall.Close(fd)
-			lf = &file{l: n.l, fd: fd}
+			lf = &file{l: n.l, fd: fd, ino: n.StableAttr().Ino}
 		}
 		if errno := lf.truncate(int64(sz)); errno != 0 {
 			return errno
@@ -346,9 +400,10 @@ func (n *node) forgetIfLast(name string) {
 // file is an open lazy file: reads see its volatile pages over the backing
 // file, writes go to them, fsync writes them through.
 type file struct {
-	l  *FS
-	fd int
-	mu sync.Mutex
+	l   *FS
+	fd  int
+	ino uint64 // the backing inode: the key of the file's volatile state
+	mu  sync.Mutex
 }
 
 var (
@@ -361,17 +416,21 @@ var (
 	_ fs.FileSetattrer = (*file)(nil)
 )
 
-func (l *FS) newFile(fd int) *file { return &file{l: l, fd: fd} }
+// newFile wraps the backing descriptor fd as an open lazy file (closing
+// fd if it cannot).
+func (l *FS) newFile(fd int) (*file, syscall.Errno) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return nil, fs.ToErrno(err)
+	}
+	l.opened(st.Ino)
+	return &file{l: l, fd: fd, ino: st.Ino}, 0
+}
 
 // inode is the key of the file's volatile state: the backing inode number
 // (the loopback's own, as the backing dir is one file system).
-func (f *file) inode() (uint64, syscall.Errno) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(f.fd, &st); err != nil {
-		return 0, fs.ToErrno(err)
-	}
-	return st.Ino, 0
-}
+func (f *file) inode() (uint64, syscall.Errno) { return f.ino, 0 }
 
 // Read reads what readers see: volatile pages, else the backing file.
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -419,6 +478,9 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	ino, errno := f.inode()
 	if errno != 0 {
 		return 0, errno
+	}
+	if d := f.l.writeDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
 	}
 	v, err := f.l.stateFor(ino, f.fd)
 	if err != nil {
@@ -528,13 +590,20 @@ func (v *volatile) writeThrough(fd int) error {
 // Flush keeps volatile pages volatile: closing a file syncs nothing.
 func (f *file) Flush(ctx context.Context) syscall.Errno { return 0 }
 
-// Release closes the backing descriptor; volatile pages stay.
+// Release closes the backing descriptor; volatile pages stay (but for a
+// file whose names are all gone and that nobody has open any more).
 func (f *file) Release(ctx context.Context) syscall.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fd < 0 {
 		return syscall.EBADF
 	}
+	var st syscall.Stat_t
+	nlink := uint64(1)
+	if syscall.Fstat(f.fd, &st) == nil {
+		nlink = st.Nlink
+	}
+	f.l.closed(f.ino, nlink)
 	err := syscall.Close(f.fd)
 	f.fd = -1
 	return fs.ToErrno(err)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,4 +217,128 @@ func boltChild(t *testing.T, path, step string) {
 	fmt.Printf("keys=%d\n", count())
 	// The process ends without closing (a kill): nothing more is synced.
 	os.Exit(0)
+}
+
+// TestCacheKeptUnderStatAndOpen: a page written through the mmap's file
+// keeps what was written while other calls stat and open the file. With
+// the kernel allowed to drop a file's cached pages when its attributes
+// change (FUSE's auto_inval_data) or when it is opened, a page fault
+// while a write of that page was in flight here was answered with the
+// page as it was before the write, and the page stayed so: bbolt began
+// commits from older meta pages (nodes panicked with "page N already
+// freed" and lost commits without a power cut). Every write is held back
+// 300 ms here to keep it in flight; the child, which maps the file as
+// bbolt does, fails if the page is stale.
+func TestCacheKeptUnderStatAndOpen(t *testing.T) {
+	if path := os.Getenv("LAZYFS_TEST_COHERENT"); path != "" {
+		coherentChild(t, path)
+		return
+	}
+	l := mount(t)
+	l.writeDelay.Store(int64(300 * time.Millisecond))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCacheKeptUnderStatAndOpen$", "-test.v")
+	cmd.Env = append(os.Environ(), "LAZYFS_TEST_COHERENT="+filepath.Join(l.dir, "f"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "page=B") {
+		t.Fatalf("child:\n%s", out)
+	}
+}
+
+// coherentChild is TestCacheKeptUnderStatAndOpen's child.
+func coherentChild(t *testing.T, path string) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	page := func(c byte) []byte { return bytes.Repeat([]byte{c}, pageSize) }
+	if _, err := f.WriteAt(append(page('A'), page('a')...), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, 2*pageSize, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(m)
+	if m[0] != 'A' {
+		t.Fatalf("mapped page 0 starts %q", m[0])
+	}
+	// An fsync moves the backing file's mtime: the next stat sees it.
+	if _, err := f.WriteAt(page('x'), pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt(page('B'), 0)
+		done <- err
+	}()
+	// The kernel puts the write in its cached page, then sends it: once
+	// the mapping shows it, the write is in flight (held back 300 ms).
+	for deadline := time.Now().Add(5 * time.Second); m[0] != 'B'; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the write never reached the mapping")
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := os.Open(path); err == nil {
+		g.Close()
+	}
+	during := m[0] // a fault now, if the page was dropped
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if during != 'B' || m[0] != 'B' || buf[0] != 'B' {
+		t.Fatalf("page 0 read %q while its write was in flight, %q through the mapping and %q by pread after it: want B", during, m[0], buf[0])
+	}
+	fmt.Println("page=B")
+}
+
+// TestUnlinkedFileIsForgotten: a file written, unlinked while open and
+// then closed leaves no state behind (its pages would otherwise be held,
+// and counted as lost at the next power cut, for good); while it is open
+// it still reads what was written.
+func TestUnlinkedFileIsForgotten(t *testing.T) {
+	l := mount(t)
+	path := filepath.Join(l.dir, "tmp")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Repeat([]byte("u"), 3*pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := f.ReadAt(buf, 2*pageSize); err != nil || buf[0] != 'u' {
+		t.Fatalf("read %q, %v from the unlinked file", buf, err)
+	}
+	if p := l.Pending(); p.Files != 1 {
+		t.Fatalf("pending %+v while the unlinked file is open", p)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel's release reaches the file system after close returns.
+	for deadline := time.Now().Add(5 * time.Second); l.Pending().Files != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pending %+v after the last close of an unlinked file", l.Pending())
+		}
+	}
 }
