@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/linkraft/linkraft/internal/crashpoint"
 	"github.com/linkraft/linkraft/link"
 )
 
@@ -96,6 +97,7 @@ func (s *store) flushLocked() error {
 		s.redo = len(s.pending) > 0
 		return err
 	}
+	crashpoint.Hit(crashpoint.StateCommitted)
 	if s.stall.Load() != nil {
 		s.log.Info("commit succeeded after retries; apply resumed", "index", s.lastPending(), "attempts", s.stall.Load().Attempts)
 		s.stall.Store(nil)

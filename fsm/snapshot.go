@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/internal/boltcheck"
+	"github.com/linkraft/linkraft/internal/crashpoint"
 )
 
 // LiveStateMarker begins every snapshot that raft persists for this FSM.
@@ -68,6 +69,7 @@ func (m liveMarker) Persist(sink raft.SnapshotSink) error {
 		_ = sink.Cancel()
 		return err
 	}
+	crashpoint.Hit(crashpoint.SnapshotPersist)
 	return sink.Close()
 }
 
@@ -221,6 +223,7 @@ func (s *store) Restore(rc io.ReadCloser) error {
 		_ = d.Sync()
 		_ = d.Close()
 	}
+	crashpoint.Hit(crashpoint.RestoreSwap)
 	db, applied, err := s.openDB()
 	if err != nil {
 		return fmt.Errorf("restore: open restored file: %w", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/internal/boltcheck"
+	"github.com/linkraft/linkraft/internal/crashpoint"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/internal/wire"
 	"github.com/linkraft/linkraft/link"
@@ -382,6 +383,10 @@ func (s *store) haltAt(l *raft.Log, reason string) {
 func (s *store) applyBatch(logs []*raft.Log, vals, out []any, applied uint64) (halted bool) {
 	s.txMu.Lock()
 	defer s.txMu.Unlock()
+	if s.tx != nil && len(s.pending) > 0 {
+		// Earlier batches are applied and answered, not committed.
+		crashpoint.Hit(crashpoint.StatePending)
+	}
 	last := logs[len(logs)-1].Index
 	if s.redo && !s.flushBlocking() {
 		return false

@@ -77,7 +77,7 @@ func moduleRoot(ctx context.Context) (string, error) {
 func testRecord(opt Options, workloads, faults []string) map[string]any {
 	return map[string]any{
 		"name": opt.Name, "nodes": opt.Nodes, "bootstrap_expect": opt.BootstrapExpect, "start_jitter": opt.StartJitter.String(), "time_limit": opt.TimeLimit.String(), "concurrency": opt.Concurrency,
-		"rate": opt.Rate, "nemesis": faults, "nemesis_interval": opt.NemesisInterval.String(), "workloads": workloads,
+		"rate": opt.Rate, "nemesis": faults, "nemesis_interval": opt.NemesisInterval.String(), "nemesis_first": opt.NemesisFirst, "workloads": workloads,
 		"ops_per_key": opt.OpsPerKey, "per_key": opt.PerKey, "op_timeout": opt.OpTimeout.String(), "seed": opt.Seed,
 		"build_tags": opt.BuildTags, "race": opt.Race, "bugs": opt.Bugs, "node_args": opt.NodeArgs,
 		"loss_percent": opt.LossPercent, "started": time.Now().UTC().Format(time.RFC3339),

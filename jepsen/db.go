@@ -20,6 +20,7 @@ import (
 
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/clusterkey"
+	"github.com/linkraft/linkraft/internal/crashpoint"
 	"github.com/linkraft/linkraft/jepsen/checker"
 	"github.com/linkraft/linkraft/jepsen/history"
 	"github.com/linkraft/linkraft/jepsen/lazyfs"
@@ -131,6 +132,9 @@ type db struct {
 	lazy []*lazyfs.FS
 	// expect is the nodes' -bootstrap-expect.
 	expect int
+	// crashPoints: the nodes are jepsencrash builds, each given its
+	// arming file (crash.go).
+	crashPoints bool
 }
 
 func newDB(env *netns.Env, bin, storeDir string, n int, extra, envv []string, rec *history.Recorder, staleBound time.Duration) (*db, error) {
@@ -240,6 +244,9 @@ func (d *db) start(n *dbNode) error {
 	cmd := d.env.Command(n.index, d.bin, d.args(n)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), d.envv...)
+	if d.crashPoints {
+		cmd.Env = append(cmd.Env, crashpoint.Env+"="+n.crashArm())
+	}
 	// Its own process group: a Ctrl-C to the harness does not reach the
 	// nodes before the harness has recorded what it needs.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

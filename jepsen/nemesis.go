@@ -56,6 +56,10 @@ type nemesis struct {
 	interval time.Duration
 	rng      *rand.Rand
 	lossPct  int
+	// crashNext is crash-point's next point (crashCycle).
+	crashNext int
+	// first are the faults to inject before the random draws.
+	first []fault
 
 	// The flood's link and key, made at its first injection.
 	floodOnce sync.Once
@@ -81,11 +85,11 @@ var (
 	faultGroups     = map[string][]string{
 		"partition": partitionFaults, "kill": killFaults, "pause": pauseFaults, "loss": lossFaults, "hostile": hostileFaults, "flood": floodFaults,
 		"disk": diskFaults, "membership": membershipFaults, "restart": restartFaults, "meta": metaFaults, "composed": composedFaults,
-		"snapshot": snapshotFaults, "power": powerFaults,
+		"snapshot": snapshotFaults, "power": powerFaults, "crash": crashFaults,
 		// power-loss is not in all: it puts every data dir on lazyfs, and
 		// disk-full puts one on a tmpfs of its own.
 		"all": slices.Concat(partitionFaults, killFaults, pauseFaults, lossFaults, hostileFaults, floodFaults, diskFaults,
-			membershipFaults, restartFaults, metaFaults, composedFaults, snapshotFaults),
+			membershipFaults, restartFaults, metaFaults, composedFaults, snapshotFaults, crashFaults),
 	}
 )
 
@@ -101,7 +105,7 @@ func parseNemesis(s string) ([]string, error) {
 		names, ok := faultGroups[f]
 		if !ok {
 			if !slices.Contains(all, f) {
-				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, flood, disk, membership, restart, meta, composed, snapshot, power, all, none; faults: %s)", f, strings.Join(all, ", "))
+				return nil, fmt.Errorf("unknown nemesis %q (groups: partition, kill, pause, loss, hostile, flood, disk, membership, restart, meta, composed, snapshot, power, crash, all, none; faults: %s)", f, strings.Join(all, ", "))
 			}
 			names = []string{f}
 		}
@@ -292,6 +296,10 @@ func (n *nemesis) buildFaults(names []string) {
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.fillDisk(ctx) }
 		case "power-loss":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.powerLoss(ctx) }
+		case "crash-point":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.crashPoint(ctx) }
+		case "crash-install":
+			start = func(ctx context.Context, n *nemesis) (*injection, error) { return n.crashInstall(ctx) }
 		case "partition-halves":
 			start = func(ctx context.Context, n *nemesis) (*injection, error) {
 				ix := n.indexes()
@@ -464,6 +472,9 @@ func (n *nemesis) run(ctx context.Context, deadline time.Time) error {
 	}
 	for wait() {
 		f := n.faults[n.rng.IntN(len(n.faults))]
+		if len(n.first) > 0 {
+			f, n.first = n.first[0], n.first[1:]
+		}
 		if err := n.inject(ctx, f); err != nil {
 			return err
 		}
@@ -555,3 +566,19 @@ func (n *nemesis) faultRecords() []checker.FaultRecord {
 }
 
 func seconds(ns int64) float64 { return float64(ns) / 1e9 }
+
+// putFirst queues the comma-separated faults of list (each one of the
+// run's) to be injected first, in order.
+func (n *nemesis) putFirst(list string) error {
+	for name := range strings.SplitSeq(list, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		i := slices.IndexFunc(n.faults, func(f fault) bool { return f.name == name })
+		if i < 0 {
+			return fmt.Errorf("-nemesis-first %s: not a fault of this run's -nemesis", name)
+		}
+		n.first = append(n.first, n.faults[i])
+	}
+	return nil
+}

@@ -38,12 +38,19 @@ const installedLine = "Installed remote snapshot"
 // read after the heal: the snapshots the node installed, counted in its
 // log.
 func (n *nemesis) snapshotInstall(ctx context.Context) (*injection, error) {
+	cut, _, err := n.snapshotCut(ctx)
+	return cut, err
+}
+
+// snapshotCut cuts a random node t off until its leaders compact past it;
+// the injection's after reads the snapshots t installed after the heal.
+func (n *nemesis) snapshotCut(ctx context.Context) (*injection, *dbNode, error) {
 	ix := n.shuffled()
 	t := n.db.nodes[ix[0]]
 	before := strings.Count(t.logs(), installedLine)
 	cut, err := n.cut(ctx, ix[:1], ix[1:])
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cut.detail = "cut off " + t.id + " until its leaders compact past it: " + cut.detail
 	cut.measure = nil
@@ -59,7 +66,7 @@ func (n *nemesis) snapshotInstall(ctx context.Context) (*injection, error) {
 			time.Sleep(250 * time.Millisecond) // polling the node's log file
 		}
 	}
-	return cut, nil
+	return cut, t, nil
 }
 
 // metaLeader is the node that says it leads the meta group (errNoTarget if

@@ -49,6 +49,10 @@ type Options struct {
 	// NemesisInterval is the time between faults and each fault's length
 	// (default 10 s).
 	NemesisInterval time.Duration
+	// NemesisFirst are faults (of the Nemesis list) injected first, in
+	// this order, before the random draws: a short run that must hold
+	// some faults (CI's: a power cut and a crash point) holds them.
+	NemesisFirst string
 	// Workloads is the list of workloads (default "all").
 	Workloads string
 	// Store is the results folder (default "store").
@@ -262,6 +266,14 @@ func newTrial(ctx context.Context, opt Options) (*trial, error) {
 	if tr.faults, err = parseNemesis(opt.Nemesis); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
+	crash := slices.ContainsFunc(tr.faults, func(f string) bool { return slices.Contains(crashFaults, f) })
+	if crash && !slices.Contains(strings.Fields(strings.ReplaceAll(opt.BuildTags, ",", " ")), "jepsencrash") {
+		if opt.Binary != "" {
+			return nil, fmt.Errorf("%w: the crash faults need linknode built with -tags jepsencrash (not -binary)", ErrBadOptions)
+		}
+		opt.BuildTags = strings.TrimPrefix(opt.BuildTags+",jepsencrash", ",")
+		tr.opt.BuildTags = opt.BuildTags
+	}
 	if tr.env, err = netns.New(netns.Config{Prefix: opt.Prefix, Nodes: opt.Nodes, Subnet: opt.Subnet}); err != nil {
 		return nil, err
 	}
@@ -294,6 +306,7 @@ func newTrial(ctx context.Context, opt Options) (*trial, error) {
 		return nil, err
 	}
 	tr.d.expect = opt.BootstrapExpect
+	tr.d.crashPoints = crash
 	return tr, nil
 }
 
@@ -348,6 +361,10 @@ func (tr *trial) operate(ctx context.Context) error {
 	tr.nem = &nemesis{env: tr.env, db: tr.d, cl: tr.cl, rec: tr.rec, interval: opt.NemesisInterval,
 		rng: rand.New(rand.NewPCG(opt.Seed, 0x6e656d)), lossPct: opt.LossPercent}
 	tr.nem.buildFaults(tr.faults)
+	tr.nem.crashNext = tr.nem.rng.IntN(len(crashCycle)) // each seed starts the cycle elsewhere
+	if err := tr.nem.putFirst(opt.NemesisFirst); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
 	if slices.Contains(tr.workloads, "counter") {
 		var err error
 		if tr.keys, err = counterKeys(ctx, tr.renv); err != nil {
@@ -530,7 +547,8 @@ func check(ops []history.Op, final checker.Final, prefix string, workloads, faul
 		case "ryw":
 			results = append(results, checker.CheckRYW(ops))
 		case "counter":
-			results = append(results, checker.CheckCounter(ops, final, checker.CounterOptions{LossWindow: clickLossWindow, Recovery: faultRecovery}))
+			results = append(results, checker.CheckCounter(ops, final, checker.CounterOptions{LossWindow: clickLossWindow, Recovery: faultRecovery,
+				Kills: nemesisKills(d.runs())}))
 		}
 	}
 	if final.Backup != nil {

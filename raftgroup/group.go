@@ -327,7 +327,7 @@ func openStores(cfg Config, hl hclog.Logger) (*raftboltdb.BoltStore, *raft.LogCa
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("shard %s: open log store: %w", cfg.Name, err)
 	}
-	cached, err := raft.NewLogCache(512, logStore)
+	cached, err := raft.NewLogCache(512, crashLogs(logStore))
 	if err != nil {
 		logStore.Close()
 		return nil, nil, nil, err

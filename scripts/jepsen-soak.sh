@@ -32,6 +32,10 @@ done
 # checker).
 snap="-raft-snapshot-threshold 32 -raft-trailing-logs 16 -raft-snapshot-interval 100ms"
 run soak-snapshot -nemesis snapshot -time-limit "$CELL_TIME" -nemesis-interval 5s -node-args "$snap"
+# The crash points (a jepsencrash build): with the snapshot profile, so
+# that snapshots are taken and sent, and on lazyfs (power in the mix), so
+# that a node crashed at a point loses what it had not synced.
+run soak-crash -nemesis crash,power -time-limit "$CELL_TIME" -nemesis-interval 5s -node-args "$snap"
 run soak-all -nemesis all -time-limit "$ALL_TIME" -nemesis-interval 5s -node-args "$snap"
 
 echo

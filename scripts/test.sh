@@ -24,7 +24,7 @@ go vet ./...
 # The build tags change only the packages holding files under them: those
 # are vetted again with the tag (the rest would be vetted twice alike).
 tagged() { git grep -l "go:build.*$1" -- '*.go' 2>/dev/null | xargs -rn1 dirname | sort -u | sed 's|^|./|'; }
-for tag in hashicorpmetrics jepsenbugs; do
+for tag in hashicorpmetrics jepsenbugs jepsencrash; do
   pkgs=$(tagged "$tag")
   if [ -z "$pkgs" ]; then pkgs=./...; fi # not a git checkout: vet everything
   go vet -tags "$tag" $pkgs
@@ -38,8 +38,10 @@ step "go test -race ./... (the chaos harness's bug cases apart)"
 go test -race -count=1 -timeout 15m -skip '^TestCheckersCatchBugs$' ./...
 # The deliberate faults of the chaos harness's checker tests (internal/bugs)
 # exist only in -tags jepsenbugs builds; their switchboard is tested there.
-step "the deliberate faults' switchboard (-tags jepsenbugs)"
+step "the deliberate faults' switchboard (-tags jepsenbugs) and the crash points (-tags jepsencrash)"
 LINKRAFT_JEPSEN_BUGS=lose-last-apply-on-restart go test -race -count=1 -tags jepsenbugs -run 'OnOnceEvery|UndoLastWrites' ./internal/bugs ./fsm
+# So do the crash points (-tags jepsencrash; internal/crashpoint).
+go test -race -count=1 -tags jepsencrash ./internal/crashpoint
 
 # The chaos harness's bug cases (root: namespaces, nftables, FUSE) run
 # beside the fuzz targets, which have no deadlines to miss. First the

@@ -34,6 +34,7 @@ import (
 	"github.com/linkraft/linkraft/internal/apikey"
 	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/internal/clusterkey"
+	"github.com/linkraft/linkraft/internal/crashpoint"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -87,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	m := NewMain(cfg, stderr)
+	crashpoint.Listen(m.Logger()) // the chaos harness's crash points (jepsencrash builds only)
 	// go-metrics is process-global: the process bridges it, once (a Main
 	// started in-process leaves it alone).
 	if err := m.metrics.InstallRaftMetrics(); err != nil {

@@ -22,6 +22,11 @@ type CounterOptions struct {
 	// Recovery is how long after a fault ends the cluster may still be
 	// unable to commit (killed nodes restarting, elections).
 	Recovery time.Duration
+	// Kills are SIGKILLs the nemesis caused, as the nodes' runs recorded
+	// them (node → times): a crash point fires while a fault is in force,
+	// not when its start is recorded. Taken with those the nemesis
+	// history names.
+	Kills map[string][]int64
 }
 
 // CheckCounter checks click counting (DESIGN guarantee 6, Jepsen's counter
@@ -50,6 +55,9 @@ func CheckCounter(ops []history.Op, final Final, opt CounterOptions) Result {
 				kills[n] = append(kills[n], op.Time)
 			}
 		}
+	}
+	for n, times := range opt.Kills {
+		kills[n] = append(kills[n], times...)
 	}
 	faults := faultSpans(ops)
 	type click struct {

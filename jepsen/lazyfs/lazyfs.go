@@ -21,7 +21,8 @@
 //
 // The kernel's page cache of a file is kept, as a local file system's is:
 // every write reaches the file through it, so it is never stale, and it is
-// never dropped but at a power cut (the remount). Letting the kernel drop
+// never dropped but at a power cut (PowerLoss has the kernel drop the
+// pages of every file that had unsynced writes). Letting the kernel drop
 // it when a file's attributes change (FUSE's default, auto_inval_data)
 // broke bbolt: an fsync moves the backing file's mtime, the next stat or
 // open drops the cached pages, and a page fault on bbolt's mmap could be
@@ -59,6 +60,7 @@ type FS struct {
 	mu     sync.Mutex
 	files  map[uint64]*volatile // by backing inode: what is not synced yet
 	opens  map[uint64]int       // by backing inode: open handles
+	inodes map[uint64]*fs.Inode // by backing inode: the kernel's inode, to drop its cached pages
 	server *fuse.Server
 
 	// writeDelay (nanoseconds) holds every write back before it is
@@ -83,7 +85,7 @@ func Mount(backing, dir string) (*FS, error) {
 			return nil, err
 		}
 	}
-	l := &FS{backing: backing, dir: dir, files: map[uint64]*volatile{}, opens: map[uint64]int{}}
+	l := &FS{backing: backing, dir: dir, files: map[uint64]*volatile{}, opens: map[uint64]int{}, inodes: map[uint64]*fs.Inode{}}
 	if err := l.mount(); err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func (l *FS) mount() error {
 	server, err := fs.Mount(l.dir, root.RootNode, &fs.Options{
 		// No caching of names or attributes in the kernel: a size that a
 		// power cut takes back must not be remembered there. File data is
-		// cached, and dropped only by the remount (see the package doc):
+		// cached, and dropped only at a power cut (see the package doc):
 		// no invalidation when attributes change.
 		EntryTimeout: &zero, AttrTimeout: &zero, NegativeTimeout: &zero,
 		MountOptions: fuse.MountOptions{FsName: "lazyfs:" + l.backing, Name: "lazyfs", DirectMount: true, AllowOther: true,
@@ -124,6 +126,7 @@ func (l *FS) Unmount() error {
 	l.server = nil
 	l.files = map[uint64]*volatile{}
 	l.opens = map[uint64]int{}
+	l.inodes = map[uint64]*fs.Inode{}
 	l.mu.Unlock()
 	if server == nil {
 		return nil
@@ -145,23 +148,30 @@ func unmount(server *fuse.Server) error {
 	return fmt.Errorf("lazyfs: unmount: %w", err)
 }
 
-// PowerLoss drops every write not yet fsynced and mounts the file system
-// again, so that the kernel forgets its cached pages too. Every process
-// using the mount must have been killed first.
+// PowerLoss drops every write not yet fsynced, and has the kernel drop
+// its cached pages and attributes of the files that had any. Every process
+// using the mount must have been killed first. The mount stays (the
+// nodes' own mount namespaces hold copies of every node's mount, so an
+// unmount of one node's would wait for the others to end).
 func (l *FS) PowerLoss() (Lost, error) {
 	l.mu.Lock()
 	lost := l.pendingLocked()
-	l.files = map[uint64]*volatile{}
-	l.opens = map[uint64]int{}
-	server := l.server
-	l.server = nil
-	l.mu.Unlock()
-	if server != nil {
-		if err := unmount(server); err != nil {
-			return lost, err
+	var drop []*fs.Inode
+	for ino, v := range l.files {
+		if in := l.inodes[ino]; in != nil && v.pending() {
+			drop = append(drop, in)
 		}
 	}
-	return lost, l.mount()
+	l.files = map[uint64]*volatile{}
+	l.mu.Unlock()
+	for _, in := range drop {
+		// The whole file (a size of 0 means to its end); ENOENT: the
+		// kernel has forgotten the inode, and its pages with it.
+		if errno := in.NotifyContent(0, 0); errno != 0 && errno != syscall.ENOENT {
+			return lost, fmt.Errorf("lazyfs: drop cached pages: %w", errno)
+		}
+	}
+	return lost, nil
 }
 
 // Pending is what a power cut would drop now.
@@ -183,6 +193,13 @@ func (l *FS) pendingLocked() Lost {
 		v.mu.Unlock()
 	}
 	return p
+}
+
+// pending reports whether v holds unsynced writes or size changes.
+func (v *volatile) pending() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.dirty
 }
 
 // volatile is what a file's readers see that its backing file does not
@@ -229,6 +246,14 @@ func (l *FS) stateFor(ino uint64, fd int) (*volatile, error) {
 func (l *FS) forget(ino uint64) {
 	l.mu.Lock()
 	delete(l.files, ino)
+	delete(l.inodes, ino)
+	l.mu.Unlock()
+}
+
+// seen records in as the kernel's inode of backing inode ino.
+func (l *FS) seen(ino uint64, in *fs.Inode) {
+	l.mu.Lock()
+	l.inodes[ino] = in
 	l.mu.Unlock()
 }
 
@@ -251,6 +276,7 @@ func (l *FS) closed(ino uint64, nlink uint64) {
 	delete(l.opens, ino)
 	if nlink == 0 {
 		delete(l.files, ino)
+		delete(l.inodes, ino)
 	}
 }
 
@@ -290,6 +316,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
+	n.l.seen(f.ino, n.EmbeddedInode())
 	// Kept: the cache holds nothing this file system would not answer.
 	return f, fuse.FOPEN_KEEP_CACHE, 0
 }
@@ -313,6 +340,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
+	n.l.seen(f.ino, inode)
 	return inode, f, fl | fuse.FOPEN_KEEP_CACHE, 0
 }
 
@@ -362,6 +390,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			}
 			defer syscall.Close(fd)
 			lf = &file{l: n.l, fd: fd, ino: n.StableAttr().Ino}
+			n.l.seen(lf.ino, n.EmbeddedInode())
 		}
 		if errno := lf.truncate(int64(sz)); errno != 0 {
 			return errno

@@ -105,6 +105,7 @@ func test(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&opt.Rate, "rate", 200, "target operations per second, all workloads together")
 	fs.StringVar(&opt.Nemesis, "nemesis", "all", "faults: groups partition, kill, pause, loss, hostile, disk, all, none, or single faults (comma-separated)")
 	fs.DurationVar(&opt.NemesisInterval, "nemesis-interval", 10*time.Second, "time between faults, and each fault's length")
+	fs.StringVar(&opt.NemesisFirst, "nemesis-first", "", "faults of the -nemesis list to inject first, in this order, before the random draws (comma-separated)")
 	fs.StringVar(&opt.Workloads, "workload", "all", "workloads: register, set, unique-ids, ryw, or all (comma-separated)")
 	fs.StringVar(&opt.Store, "store", "store", "results folder")
 	fs.IntVar(&opt.OpsPerKey, "ops-per-key", 200, "register operations per code")
