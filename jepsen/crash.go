@@ -50,12 +50,14 @@ func (d *db) crashAt(t *dbNode, point string, wait time.Duration) (string, bool,
 }
 
 // armCrash arms point on node t; the channel is closed when t's process
-// has ended.
+// has ended. Nothing expects the end yet: awaitCrash puts it down to the
+// nemesis only if t ended at the point, so that a node that fails another
+// way while armed is still an unexpected exit.
 func (t *dbNode) armCrash(point string) (chan struct{}, error) {
 	if err := os.WriteFile(t.crashArm(), []byte(point), 0o644); err != nil {
 		return nil, err
 	}
-	_, done, err := t.signal(syscall.SIGUSR2, checker.CauseNemesis, killed)
+	_, done, err := t.signal(syscall.SIGUSR2, "", running)
 	return done, err
 }
 
@@ -86,9 +88,10 @@ func (n *nemesis) crashPoint(_ context.Context) (*injection, error) {
 		if err != nil {
 			return nil, err
 		}
-		inj := &injection{detail: fmt.Sprintf("%s armed at crash point %s", t.id, point), effect: effect, effective: ok}
+		inj := &injection{detail: fmt.Sprintf("%s armed at crash point %s", t.id, point), effect: effect, effective: ok,
+			heal: func(context.Context) error { return nil }}
 		if !ok {
-			return inj, nil
+			return inj, nil // disarmed, and running on
 		}
 		// The counter checker reads kills from details that start so.
 		inj.detail = fmt.Sprintf("SIGKILL %s (at crash point %s)", t.id, point)
@@ -144,7 +147,8 @@ func (n *nemesis) crashInstall(ctx context.Context) (*injection, error) {
 }
 
 // awaitCrash waits (up to wait) for t, armed at point with its done
-// channel, to crash there; if it does not, it is disarmed.
+// channel, to crash there, and records that crash as the nemesis's; if t
+// does not reach the point in time, it is disarmed.
 func (d *db) awaitCrash(t *dbNode, point string, done <-chan struct{}, wait time.Duration) (string, bool, error) {
 	select {
 	case <-done:
@@ -154,22 +158,19 @@ func (d *db) awaitCrash(t *dbNode, point string, done <-chan struct{}, wait time
 		}
 		_, _, _ = t.signal(syscall.SIGUSR2, "", running)
 		select {
-		case <-done:
+		case <-done: // reached just before the disarm
 		case <-time.After(time.Second):
-			t.mu.Lock()
-			if t.cmd != nil {
-				t.expect = ""
-			}
-			t.mu.Unlock()
 			return fmt.Sprintf("%s did not reach %s within %s", t.id, point, wait), false, nil
 		}
 	}
+	reached := strings.Contains(strings.Join(lastLines(t.logPath, 5), "\n"), "crash point "+point+" reached")
 	t.mu.Lock()
-	r := t.runs[len(t.runs)-1]
-	t.mu.Unlock()
-	if r.Signal != "killed" || !strings.Contains(strings.Join(lastLines(t.logPath, 5), "\n"), "crash point "+point+" reached") {
+	defer t.mu.Unlock()
+	r := &t.runs[len(t.runs)-1]
+	if r.Signal != "killed" || !reached {
 		return fmt.Sprintf("%s ended with %s, not at %s", t.id, r.How(), point), false, nil
 	}
+	r.Cause, r.LastLog, t.state = checker.CauseNemesis, nil, killed
 	return fmt.Sprintf("%s crashed at %s", t.id, point), true, nil
 }
 

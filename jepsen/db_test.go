@@ -36,6 +36,27 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "exit3":
 		os.Exit(3)
+	case "crash":
+		// A stand-in for a jepsencrash build: on SIGUSR2 it reads its
+		// arming file; state-pending is "reached" at once, "exit3" makes
+		// it fail another way while armed, anything else is never reached.
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGUSR2, syscall.SIGTERM)
+		fmt.Println(helperReady)
+		for sig := range ch {
+			if sig == syscall.SIGTERM {
+				os.Exit(0)
+			}
+			b, _ := os.ReadFile(os.Getenv("LINKRAFT_CRASH_ARM"))
+			switch string(b) {
+			case "state-pending":
+				fmt.Fprintln(os.Stderr, "jepsen crash point state-pending reached: SIGKILL")
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			case "exit3":
+				os.Exit(3)
+			}
+		}
 	}
 	os.Exit(m.Run())
 }
@@ -190,5 +211,70 @@ func TestReplacedNodesKeepTheirNames(t *testing.T) {
 		if got := d.nameOf(id); got != want {
 			t.Errorf("nameOf(%s) = %s, want %s", id, got, want)
 		}
+	}
+}
+
+// TestCrashPointRecords: a node that crashes at its armed point is the
+// nemesis's kill; one that does not reach the point is disarmed and runs
+// on; one that fails another way while armed is an unexpected exit.
+func TestCrashPointRecords(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (CI runs as root)")
+	}
+	ctx := context.Background()
+	env, err := netns.New(netns.Config{Prefix: "lkc", Nodes: 1, Subnet: netip.MustParsePrefix("10.81.0.0/24")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Teardown(context.Background()) })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDB(env, self, t.TempDir(), 1, nil, []string{"JEPSEN_DB_HELPER=crash"}, history.NewRecorder(), staleBound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.crashPoints = true
+	t.Cleanup(func() { d.stop(5 * time.Second) })
+	n := d.nodes[0]
+	start := func() {
+		t.Helper()
+		if err := d.start(n); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			b, _ := os.ReadFile(n.logPath)
+			if strings.Count(string(b), helperReady) == len(d.runs()) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the stand-in is not ready: %q", b)
+			}
+		}
+	}
+	start()
+	if effect, ok, err := d.crashAt(n, "log-stored", 300*time.Millisecond); err != nil || ok || !strings.Contains(effect, "did not reach") {
+		t.Fatalf("a point never reached: %q %v %v", effect, ok, err)
+	}
+	if effect, ok, err := d.crashAt(n, "state-pending", 10*time.Second); err != nil || !ok || effect != "n1 crashed at state-pending" {
+		t.Fatalf("a point reached: %q %v %v", effect, ok, err)
+	}
+	start()
+	if effect, ok, err := d.crashAt(n, "exit3", 10*time.Second); err != nil || ok || !strings.Contains(effect, "exit status 3") {
+		t.Fatalf("a failure while armed: %q %v %v", effect, ok, err)
+	}
+	runs := d.runs()
+	if len(runs) != 2 || runs[0].Cause != checker.CauseNemesis || runs[0].Signal != "killed" || runs[1].Cause != "" || runs[1].ExitCode != 3 {
+		t.Fatalf("runs: %+v", runs)
+	}
+	if kills := nemesisKills(runs); len(kills["n1"]) != 1 {
+		t.Fatalf("kills %v", kills)
+	}
+	if res := checker.CheckNodes(runs); res.Valid != checker.Invalid || res.AnomalyCount != 1 || res.Anomalies[0].Kind != "unexpected-exit" {
+		t.Fatalf("nodes checker: %+v", res)
 	}
 }
