@@ -61,19 +61,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The process records the nodes checker reads: a nemesis kill, a pause seen
-// in /proc, a crash nobody caused, a kill of the crashed node (an error of
-// the fault, not a kill), a clean stop.
-func TestProcessRecords(t *testing.T) {
+// helperDB is a db of nodes standing in for linknode (this test binary in
+// helper mode), in network namespaces named prefix on subnet (root only).
+func helperDB(t *testing.T, prefix, subnet string, nodes int, mode string) *db {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces (CI runs as root)")
 	}
-	ctx := context.Background()
-	env, err := netns.New(netns.Config{Prefix: "lkd", Nodes: 2, Subnet: netip.MustParsePrefix("10.80.0.0/24")})
+	env, err := netns.New(netns.Config{Prefix: prefix, Nodes: nodes, Subnet: netip.MustParsePrefix(subnet)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Setup(ctx); err != nil {
+	if err := env.Setup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Teardown(context.Background()) })
@@ -81,11 +80,19 @@ func TestProcessRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDB(env, self, t.TempDir(), 2, nil, []string{"JEPSEN_DB_HELPER=run"}, history.NewRecorder(), staleBound)
+	d, err := newDB(env, self, t.TempDir(), nodes, nil, []string{"JEPSEN_DB_HELPER=" + mode}, history.NewRecorder(), staleBound)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.stop(5 * time.Second) })
+	return d
+}
+
+// The process records the nodes checker reads: a nemesis kill, a pause seen
+// in /proc, a crash nobody caused, a kill of the crashed node (an error of
+// the fault, not a kill), a clean stop.
+func TestProcessRecords(t *testing.T) {
+	d := helperDB(t, "lkd", "10.80.0.0/24", 2, "run")
 	n1, n2 := d.nodes[0], d.nodes[1]
 	for _, n := range d.nodes {
 		if err := d.start(n); err != nil {
@@ -218,28 +225,8 @@ func TestReplacedNodesKeepTheirNames(t *testing.T) {
 // nemesis's kill; one that does not reach the point is disarmed and runs
 // on; one that fails another way while armed is an unexpected exit.
 func TestCrashPointRecords(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces (CI runs as root)")
-	}
-	ctx := context.Background()
-	env, err := netns.New(netns.Config{Prefix: "lkc", Nodes: 1, Subnet: netip.MustParsePrefix("10.81.0.0/24")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Setup(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Teardown(context.Background()) })
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := newDB(env, self, t.TempDir(), 1, nil, []string{"JEPSEN_DB_HELPER=crash"}, history.NewRecorder(), staleBound)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := helperDB(t, "lkc", "10.81.0.0/24", 1, "crash")
 	d.crashPoints = true
-	t.Cleanup(func() { d.stop(5 * time.Second) })
 	n := d.nodes[0]
 	start := func() {
 		t.Helper()
