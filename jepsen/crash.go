@@ -123,10 +123,10 @@ func (n *nemesis) crashInstall(ctx context.Context) (*injection, error) {
 	var done chan struct{}
 	inj.heal = func(ctx context.Context) error {
 		var err error
-		if done, err = t.armCrash(crashpoint.RestoreSwap); err != nil && !errors.Is(err, errNotRunning) {
-			return err
+		if done, err = t.armCrash(crashpoint.RestoreSwap); errors.Is(err, errNotRunning) {
+			err = nil
 		}
-		return heal(ctx)
+		return errors.Join(err, heal(ctx)) // the cut heals whatever the arming did
 	}
 	inj.after = func(ctx context.Context) (string, bool, error) {
 		if done == nil {
@@ -163,7 +163,9 @@ func (d *db) awaitCrash(t *dbNode, point string, done <-chan struct{}, wait time
 			return fmt.Sprintf("%s did not reach %s within %s", t.id, point, wait), false, nil
 		}
 	}
-	reached := strings.Contains(strings.Join(lastLines(t.logPath, 5), "\n"), "crash point "+point+" reached")
+	log := t.logs()
+	log = log[max(strings.LastIndex(log, "=== jepsen: start"), 0):] // this run's lines
+	reached := strings.Contains(log, "crash point "+point+" reached")
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := &t.runs[len(t.runs)-1]

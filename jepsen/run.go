@@ -267,11 +267,11 @@ func newTrial(ctx context.Context, opt Options) (*trial, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
 	crash := slices.ContainsFunc(tr.faults, func(f string) bool { return slices.Contains(crashFaults, f) })
-	if crash && !slices.Contains(strings.Fields(strings.ReplaceAll(opt.BuildTags, ",", " ")), "jepsencrash") {
+	if tags := strings.Fields(strings.ReplaceAll(opt.BuildTags, ",", " ")); crash && !slices.Contains(tags, "jepsencrash") {
 		if opt.Binary != "" {
 			return nil, fmt.Errorf("%w: the crash faults need linknode built with -tags jepsencrash (not -binary)", ErrBadOptions)
 		}
-		opt.BuildTags = strings.TrimPrefix(opt.BuildTags+",jepsencrash", ",")
+		opt.BuildTags = strings.Join(append(tags, "jepsencrash"), ",")
 		tr.opt.BuildTags = opt.BuildTags
 	}
 	if tr.env, err = netns.New(netns.Config{Prefix: opt.Prefix, Nodes: opt.Nodes, Subnet: opt.Subnet}); err != nil {
@@ -361,7 +361,9 @@ func (tr *trial) operate(ctx context.Context) error {
 	tr.nem = &nemesis{env: tr.env, db: tr.d, cl: tr.cl, rec: tr.rec, interval: opt.NemesisInterval,
 		rng: rand.New(rand.NewPCG(opt.Seed, 0x6e656d)), lossPct: opt.LossPercent}
 	tr.nem.buildFaults(tr.faults)
-	tr.nem.crashNext = tr.nem.rng.IntN(len(crashCycle)) // each seed starts the cycle elsewhere
+	if tr.d.crashPoints {
+		tr.nem.crashNext = tr.nem.rng.IntN(len(crashCycle)) // each seed starts the cycle elsewhere
+	}
 	if err := tr.nem.putFirst(opt.NemesisFirst); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}

@@ -36,7 +36,7 @@ run soak-snapshot -nemesis snapshot -time-limit "$CELL_TIME" -nemesis-interval 5
 # that snapshots are taken and sent, and on lazyfs (power in the mix), so
 # that a node crashed at a point loses what it had not synced.
 run soak-crash -nemesis crash,power -time-limit "$CELL_TIME" -nemesis-interval 5s -node-args "$snap"
-run soak-all -nemesis all -time-limit "$ALL_TIME" -nemesis-interval 5s -node-args "$snap"
+run soak-all -nemesis all,crash -time-limit "$ALL_TIME" -nemesis-interval 5s -node-args "$snap"
 
 echo
 bin/jepsen table "${dirs[@]}"

@@ -115,6 +115,12 @@ func (l *FS) mount() error {
 	if err != nil {
 		return fmt.Errorf("lazyfs: mount %s: %w", l.dir, err)
 	}
+	// Without it the kernel would drop cached pages whenever a file's
+	// size changes, and the stale-page race (package doc) would be back.
+	if server.KernelSettings().Flags64()&fuse.CAP_EXPLICIT_INVAL_DATA == 0 {
+		_ = unmount(server)
+		return fmt.Errorf("lazyfs: mount %s: the kernel offers no explicit data cache control (FUSE_EXPLICIT_INVAL_DATA, Linux 5.2)", l.dir)
+	}
 	l.server = server
 	return nil
 }
@@ -250,6 +256,18 @@ func (l *FS) forget(ino uint64) {
 	l.mu.Unlock()
 }
 
+// forgetUnopened forgets inode ino, whose last name is gone, unless a
+// handle still has it open (then its last Release does).
+func (l *FS) forgetUnopened(ino uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opens[ino] > 0 {
+		return
+	}
+	delete(l.files, ino)
+	delete(l.inodes, ino)
+}
+
 // seen records in as the kernel's inode of backing inode ino.
 func (l *FS) seen(ino uint64, in *fs.Inode) {
 	l.mu.Lock()
@@ -340,6 +358,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
+	// Two creators racing without O_EXCL could leave go-fuse keeping an
+	// existing Inode instead of inode; the harness's nodes never do that
+	// (one process per data dir).
 	n.l.seen(f.ino, inode)
 	return inode, f, fl | fuse.FOPEN_KEEP_CACHE, 0
 }
@@ -405,25 +426,44 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	return n.Getattr(ctx, f, out)
 }
 
-// Unlink forgets the volatile state of a file whose last name goes.
+// Unlink forgets the volatile state of a file whose last name goes and
+// that nobody has open (an open one keeps it until its last handle goes).
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	n.forgetIfLast(name)
-	return n.LoopbackNode.Unlink(ctx, name)
+	last, ino := n.lastName(name)
+	errno := n.LoopbackNode.Unlink(ctx, name)
+	if errno == 0 && last {
+		n.l.forgetUnopened(ino)
+	}
+	return errno
 }
 
-// Rename forgets the volatile state of a file the rename replaces.
+// Rename forgets the volatile state of a file the rename replaces (as
+// Unlink does); an exchange replaces nothing.
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	if p, ok := newParent.(*node); ok {
-		p.forgetIfLast(newName)
+	p, _ := newParent.(*node)
+	var last bool
+	var ino uint64
+	if p != nil && flags&renameExchange == 0 {
+		last, ino = p.lastName(newName)
 	}
-	return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+	errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+	if errno == 0 && last {
+		p.l.forgetUnopened(ino)
+	}
+	return errno
 }
 
-func (n *node) forgetIfLast(name string) {
+// renameExchange is renameat2's RENAME_EXCHANGE.
+const renameExchange = 1 << 1
+
+// lastName reports whether name is its file's last name, and the file's
+// backing inode.
+func (n *node) lastName(name string) (bool, uint64) {
 	var st syscall.Stat_t
-	if syscall.Lstat(n.backingPath(name), &st) == nil && st.Nlink <= 1 {
-		n.l.forget(st.Ino)
+	if syscall.Lstat(n.backingPath(name), &st) != nil || st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return false, 0
 	}
+	return st.Nlink <= 1, st.Ino
 }
 
 // file is an open lazy file: reads see its volatile pages over the backing
