@@ -3,7 +3,6 @@ package jepsen
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -87,11 +86,11 @@ func (n *nemesis) powerLoss(_ context.Context) (*injection, error) {
 			inj.effective = inj.effective && r.ok
 		}
 		hit = append(hit, t)
-		lost, err := n.db.lazy[i].PowerLoss()
+		lost, err := n.db.dropUnsynced(i)
 		if err != nil {
-			return nil, fmt.Errorf("power loss of %s: %w", t.id, err)
+			return nil, err
 		}
-		effects = append(effects, fmt.Sprintf("%s; %d KiB unsynced in %d files dropped", r.effect, (lost.Bytes+1023)/1024, lost.Files))
+		effects = append(effects, r.effect+lost)
 	}
 	inj.effect = strings.Join(effects, "; ")
 	inj.heal = func(context.Context) error {

@@ -497,16 +497,9 @@ func (l *FS) newFile(fd int) (*file, syscall.Errno) {
 	return &file{l: l, fd: fd, ino: st.Ino}, 0
 }
 
-// inode is the key of the file's volatile state: the backing inode number
-// (the loopback's own, as the backing dir is one file system).
-func (f *file) inode() (uint64, syscall.Errno) { return f.ino, 0 }
-
 // Read reads what readers see: volatile pages, else the backing file.
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	ino, errno := f.inode()
-	if errno != 0 {
-		return nil, errno
-	}
+	ino := f.ino
 	v := f.l.state(ino)
 	if v == nil {
 		n, err := syscall.Pread(f.fd, dest, off)
@@ -544,10 +537,7 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResul
 
 // Write keeps data in volatile pages.
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	ino, errno := f.inode()
-	if errno != 0 {
-		return 0, errno
-	}
+	ino := f.ino
 	if d := f.l.writeDelay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
@@ -589,10 +579,7 @@ func (v *volatile) page(fd int, pg int64) ([]byte, error) {
 
 // truncate sets the size readers see.
 func (f *file) truncate(size int64) syscall.Errno {
-	ino, errno := f.inode()
-	if errno != 0 {
-		return errno
-	}
+	ino := f.ino
 	v, err := f.l.stateFor(ino, f.fd)
 	if err != nil {
 		return fs.ToErrno(err)
@@ -615,10 +602,7 @@ func (f *file) truncate(size int64) syscall.Errno {
 // Fsync writes the volatile pages and size through to the backing file
 // and syncs it: from here on a power cut keeps them.
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	ino, errno := f.inode()
-	if errno != 0 {
-		return errno
-	}
+	ino := f.ino
 	if v := f.l.state(ino); v != nil {
 		v.mu.Lock()
 		err := v.writeThrough(f.fd)
