@@ -247,8 +247,8 @@ func (l *FS) stateFor(ino uint64, fd int) (*volatile, error) {
 	return v, nil
 }
 
-// forget drops the state of inode ino (its last name is gone, or the
-// file was made anew).
+// forget drops the state of inode ino: the file was made anew (created,
+// or opened with O_TRUNC).
 func (l *FS) forget(ino uint64) {
 	l.mu.Lock()
 	delete(l.files, ino)
