@@ -162,6 +162,9 @@ func (h *host) sweep(id command.ShardID) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("cluster: deleting shard %d, which moved away while this node was down: %w", id, err)
 	}
+	if err := n.dropGroupLog("shards", id.String()); err != nil {
+		return fmt.Errorf("cluster: deleting the Raft log of shard %d, which moved away while this node was down: %w", id, err)
+	}
 	n.log.Info("shard moved away while this node was down; its files are deleted", "shard", id)
 	return nil
 }
@@ -206,6 +209,11 @@ func (h *host) retire() error {
 		if err := os.RemoveAll(n.groupDir("shards", id.String())); err != nil {
 			return fmt.Errorf("cluster: deleting shard %d, which left this node: %w", id, err)
 		}
+		// After the directory: a crash between the two leaves a log
+		// without one, which the next start drops (joinLogs).
+		if err := n.dropGroupLog("shards", id.String()); err != nil {
+			return fmt.Errorf("cluster: deleting the Raft log of shard %d, which left this node: %w", id, err)
+		}
 		n.log.Info("shard left this node; its files are deleted", "shard", id)
 	}
 	return nil
@@ -247,7 +255,7 @@ func (h *host) open(id command.ShardID, nodes []string, first bool) error {
 	}
 	s, err := shard.Open(shard.Config{
 		ID: id,
-		Group: raftgroup.Config{NodeID: n.cfg.NodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.port.verifyRPC,
+		Group: raftgroup.Config{NodeID: n.cfg.NodeID, Dir: dir, Log: n.groupLog("shards", id.String()), Stream: transport.RaftLayer{Layer: layer}, VerifyRPC: n.port.verifyRPC,
 			Timing: n.cfg.Timing, Snapshots: n.cfg.Snapshots, Logger: n.log},
 		CacheSize: n.cfg.CacheSize, CacheTTL: n.cfg.CacheTTL, NegativeTTL: n.cfg.NegativeTTL,
 		Observer: n.cfg.Observer, OnChange: n.remote.changed, CommitInterval: max(n.cfg.StateCommitInterval, 0),

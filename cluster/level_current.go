@@ -13,5 +13,7 @@ package cluster
 // clicks. 6: a link's note (command.LevelLinkNote), and backup and
 // restore (the peer operations dump and read-index, RestoreLinks entries).
 // 7: replica moves and drains (a placement's Moves and Draining, which an
-// older meta replica would drop; the peer operation applied).
-const FeatureLevel = 7
+// older meta replica would drop; the peer operation applied). 8: the
+// node's Raft log shared by its groups (raftgroup/nodelog); a data dir
+// holds it only while the node runs at 8 or above (cluster/logs.go).
+const FeatureLevel = 8

@@ -26,6 +26,7 @@ import (
 	"github.com/linkraft/linkraft/meta"
 	"github.com/linkraft/linkraft/peer"
 	"github.com/linkraft/linkraft/raftgroup"
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
 	"github.com/linkraft/linkraft/transport"
 )
 
@@ -58,6 +59,9 @@ type Node struct {
 	// handshakes that start before Open has set meta.
 	meta     *meta.Meta
 	registry atomic.Pointer[meta.Meta]
+	// logs is the Raft log shared by the node's groups (logs.go); nil
+	// below levelSharedLog.
+	logs *nodelog.Store
 
 	host      host
 	router    router
@@ -121,6 +125,9 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	}()
 	n.startup.set("opening its data dir and peer port")
 	if err := n.openDataDir(); err != nil {
+		return err
+	}
+	if err := n.openLogs(); err != nil {
 		return err
 	}
 	if err := n.clicks.open(); err != nil {
@@ -246,7 +253,7 @@ func (n *Node) openMeta() error {
 		return err
 	}
 	m, err := meta.Open(raftgroup.Config{
-		NodeID: n.cfg.NodeID, Dir: dir, Stream: transport.RaftLayer{Layer: layer},
+		NodeID: n.cfg.NodeID, Dir: dir, Log: n.groupLog("meta"), Stream: transport.RaftLayer{Layer: layer},
 		VerifyRPC: n.port.verifyRPC, Timing: n.cfg.Timing, Logger: n.log,
 	})
 	if err != nil {
@@ -440,6 +447,9 @@ func (n *Node) Close() error {
 		if n.meta != nil {
 			errs = append(errs, n.meta.Close())
 		}
+		if n.logs != nil {
+			errs = append(errs, n.logs.Close())
+		}
 		if n.port.mux != nil {
 			n.port.cancel()
 			errs = append(errs, n.port.mux.Close())
@@ -466,6 +476,9 @@ func (n *Node) freePages() map[string]int64 {
 	}
 	if m := n.meta; m != nil {
 		m.Group().FreeBytes(free)
+	}
+	if n.logs != nil {
+		free[n.logs.Path()] = n.logs.FreeBytes()
 	}
 	return free
 }

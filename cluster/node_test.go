@@ -176,3 +176,56 @@ func TestDataDirFromANewerVersionIsRefused(t *testing.T) {
 		t.Fatalf("recorded level after a lowered run %q, %v", b, err)
 	}
 }
+
+// TestRaftLogLayoutFollowsTheLevel: below the shared log's feature level a
+// node keeps a raft.db per group; run at this version's level it moves
+// every group's log into the node's shared file (and no raft.db is left),
+// and run below it again (a rollback's first step) it moves them back out
+// (and the shared file goes). Every link written under either layout
+// survives both moves, and the node keeps its place in its groups.
+func TestRaftLogLayoutFollowsTheLevel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := testcluster.Key(t)
+	shared := filepath.Join(dir, "raft-log.db")
+	own := func() []string {
+		files, err := filepath.Glob(filepath.Join(dir, "*", "raft.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, _ := filepath.Glob(filepath.Join(dir, "shards", "*", "raft.db"))
+		return append(files, more...)
+	}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	var codes []string
+	run := func(level int) {
+		t.Helper()
+		n := testcluster.Node(t, cluster.Config{DataDir: dir, NodeID: "n1", Shards: 3, ClusterKey: key, FeatureLevel: level})
+		defer n.Close()
+		for _, c := range codes {
+			if got, err := n.Links().Get(ctx(t), c, true); err != nil || got.Code != c {
+				t.Fatalf("level %d: link %s written before: %+v, %v", level, c, got, err)
+			}
+		}
+		for i := range 5 {
+			l, err := n.Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://level%d.example/%d", level, i)})
+			if err != nil {
+				t.Fatalf("level %d: %v", level, err)
+			}
+			codes = append(codes, l.Code)
+		}
+	}
+	run(cluster.FeatureLevel - 1)
+	if got := own(); len(got) != 4 || exists(shared) {
+		t.Fatalf("below the shared log's level: own logs %v, shared file there: %v", got, exists(shared))
+	}
+	run(0)
+	if got := own(); len(got) != 0 || !exists(shared) {
+		t.Fatalf("at this version's level: own logs %v, shared file there: %v", got, exists(shared))
+	}
+	run(cluster.FeatureLevel - 1)
+	if got := own(); len(got) != 4 || exists(shared) {
+		t.Fatalf("back below the shared log's level: own logs %v, shared file there: %v", got, exists(shared))
+	}
+	run(0)
+}

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/linkraft/linkraft/command"
@@ -72,8 +75,29 @@ func RepairGroup(dataDir, group string) (Repaired, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return Repaired{}, fmt.Errorf("group %s: %w", group, err)
 	}
+	name := "meta"
+	if group != "meta" {
+		name = path.Join("shards", group)
+	}
+	logs, err := offlineLogs(dataDir)
+	if errors.Is(err, raftgroup.ErrInUse) {
+		return Repaired{}, fmt.Errorf("%w: %w", err, ErrNodeRunning)
+	}
+	if err != nil {
+		return Repaired{}, err
+	}
+	if logs != nil {
+		defer logs.Close()
+	}
+	view, err := offlineLog(logs, name)
+	if err != nil {
+		return Repaired{}, err
+	}
 	logPath := filepath.Join(dir, "raft.db")
-	servers, err := raftgroup.LatestServers(dir)
+	if view != nil {
+		logPath = fmt.Sprintf("%s (group %s)", logs.Path(), name)
+	}
+	servers, err := raftgroup.LatestServers(dir, view)
 	if errors.Is(err, raftgroup.ErrInUse) {
 		return Repaired{}, fmt.Errorf("%s: %w", logPath, ErrNodeRunning)
 	}
@@ -90,26 +114,33 @@ func RepairGroup(dataDir, group string) (Repaired, error) {
 			return Repaired{}, ErrSoleMeta
 		}
 		// Nothing to catch up from, and no vote anyone else relies on:
-		// the whole group goes aside.
+		// the whole group goes aside, its log with it (out of the shared
+		// log first: a crash before the move leaves the group as it was).
+		if view != nil {
+			if err := logs.Export(name, filepath.Join(dir, "raft.db")); err != nil {
+				return Repaired{}, err
+			}
+		}
 		if err := os.MkdirAll(filepath.Dir(aside), 0o750); err != nil {
 			return Repaired{}, err
 		}
 		return Repaired{Aside: aside, Alone: true}, os.Rename(dir, aside)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: logPath, BoltOptions: &bolt.Options{Timeout: time.Second}})
-	if err != nil {
-		return Repaired{}, fmt.Errorf("%s: %w", logPath, err)
+	var store raft.LogStore = view
+	if view == nil {
+		own, err := raftboltdb.New(raftboltdb.Options{Path: logPath, BoltOptions: &bolt.Options{Timeout: time.Second}})
+		if err != nil {
+			return Repaired{}, fmt.Errorf("%s: %w", logPath, err)
+		}
+		defer own.Close()
+		store = own
 	}
-	err = setAside(store, dir, aside, group)
-	if cerr := store.Close(); err == nil {
-		err = cerr
-	}
-	return Repaired{Aside: aside}, err
+	return Repaired{Aside: aside}, setAside(store, dir, aside, group)
 }
 
 // setAside moves a replica's state file and snapshots from dir to aside
 // and empties its Raft log in store, keeping its term and vote.
-func setAside(store *raftboltdb.BoltStore, dir, aside, group string) error {
+func setAside(store raft.LogStore, dir, aside, group string) error {
 	if err := os.MkdirAll(aside, 0o750); err != nil {
 		return err
 	}
@@ -172,8 +203,19 @@ func RecoverNode(dataDir string, keep []string) ([]RecoveredGroup, error) {
 	if !slices.Contains(keep, id) {
 		return nil, fmt.Errorf("%w: %s keeps %v", ErrNotSurvivor, id, keep)
 	}
+	logs, err := offlineLogs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if logs != nil {
+		defer logs.Close()
+	}
+	view, err := offlineLog(logs, "meta")
+	if err != nil {
+		return nil, err
+	}
 	var out []RecoveredGroup
-	servers, err := meta.Recover(filepath.Join(dataDir, "meta"), id, keep)
+	servers, err := meta.Recover(filepath.Join(dataDir, "meta"), id, keep, view)
 	if err != nil {
 		return out, fmt.Errorf("meta group: %w", err)
 	}
@@ -187,7 +229,11 @@ func RecoverNode(dataDir string, keep []string) ([]RecoveredGroup, error) {
 		if !e.IsDir() || err != nil || n < 0 {
 			continue
 		}
-		servers, err := shard.Recover(command.ShardID(n), filepath.Join(dataDir, "shards", e.Name()), id, keep)
+		view, err := offlineLog(logs, path.Join("shards", e.Name()))
+		if err != nil {
+			return out, err
+		}
+		servers, err := shard.Recover(command.ShardID(n), filepath.Join(dataDir, "shards", e.Name()), id, keep, view)
 		if errors.Is(err, raftgroup.ErrNoSurvivor) {
 			continue
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -39,8 +40,9 @@ func StatePath(dir string) string { return filepath.Join(dir, "state.db") }
 
 // Recover rewrites the configuration of the stopped meta replica in dir to
 // the servers in keep, after the group lost a majority for good
-// (raftgroup.Recover). nodeID is this replica's node.
-func Recover(dir, nodeID string, keep []string) ([]raftgroup.Server, error) {
+// (raftgroup.Recover). nodeID is this replica's node; log is its view of
+// the node's shared log, nil when it has its own raft.db in dir.
+func Recover(dir, nodeID string, keep []string, log *nodelog.Log) ([]raftgroup.Server, error) {
 	f, err := fsm.NewMetaFSM(fsm.MetaConfig{Path: StatePath(dir)})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%s: %w", dir, raftgroup.ErrInUse)
@@ -49,7 +51,7 @@ func Recover(dir, nodeID string, keep []string) ([]raftgroup.Server, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return raftgroup.Recover(raftgroup.Config{Name: "meta", NodeID: nodeID, Dir: dir, FSM: f}, keep)
+	return raftgroup.Recover(raftgroup.Config{Name: "meta", NodeID: nodeID, Dir: dir, Log: log, FSM: f}, keep)
 }
 
 // Open opens the meta state file in cfg.Dir and starts the group's Raft

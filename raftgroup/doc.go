@@ -24,8 +24,11 @@
 //   - DefaultSnapshots: a snapshot every 2,048 entries (checked every
 //     10–20 s), 2,048 entries kept behind it, so the log stays small even
 //     when bulk imports put ~1,000 links in an entry.
-//   - Log and stable store: raft-boltdb/v2 (one raft.db per group) with the
-//     hashmap freelist and NoFreelistSync, never NoSync, behind a 512-entry
+//   - Log and stable store: the node's shared log (package nodelog: one
+//     bbolt file, a bucket per group, every group's pending appends and
+//     votes committed together, one fsync for all), or below feature level
+//     8 raft-boltdb/v2 (one raft.db per group); both with the hashmap
+//     freelist and NoFreelistSync, never NoSync, behind a 512-entry
 //     LogCache. File snapshot store keeping 1 snapshot.
 //   - Transport: a raft.NetworkTransport per group (MaxPool 2, 10 s I/O
 //     timeout) over the group's layer of the node's single peer port

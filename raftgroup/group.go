@@ -19,6 +19,7 @@ import (
 
 	"github.com/linkraft/linkraft/internal/boltcheck"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
 )
 
 // StateMachine is what a Group needs from its FSM: raft's batching FSM plus
@@ -135,8 +136,13 @@ type Config struct {
 	Name string
 	// NodeID is this node's stable Raft server ID.
 	NodeID string
-	// Dir holds raft.db (log and stable store) and snapshots/.
+	// Dir holds snapshots/ and, when Log is nil, raft.db (the group's own
+	// log and stable store).
 	Dir string
+	// Log, if set, is the group's log and stable store in the node's
+	// shared log file (package nodelog); the Group closes this view, not
+	// the file.
+	Log *nodelog.Log
 	// FSM is the group's state machine; the Group closes it.
 	FSM StateMachine
 	// Stream is the group's layer of the node's peer port.
@@ -162,8 +168,7 @@ type Group struct {
 	nodeID    string
 	raft      *raft.Raft
 	fsm       StateMachine
-	logStore  *raftboltdb.BoltStore
-	logPath   string
+	logStore  logBackend
 	logs      raft.LogStore // the cached view of logStore
 	transport groupTransport
 	log       *slog.Logger
@@ -265,7 +270,7 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Group{
-		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logPath: filepath.Join(cfg.Dir, "raft.db"), logs: cached,
+		name: cfg.Name, nodeID: cfg.NodeID, raft: r, fsm: cfg.FSM, logStore: logStore, logs: cached,
 		transport: trans, log: lg, notifyCh: notify, stop: make(chan struct{}), ctx: ctx, cancel: cancel,
 		// Voters that acknowledged this leader refuse other candidates
 		// until their heartbeat timeout (at least HeartbeatTimeout) runs
@@ -307,25 +312,61 @@ func raftConfig(cfg Config, t Timing, hl hclog.Logger) (*raft.Config, error) {
 	return rc, nil
 }
 
-// openStores opens the group's log store (and its cache) and snapshot
-// store in cfg.Dir.
-func openStores(cfg Config, hl hclog.Logger) (*raftboltdb.BoltStore, *raft.LogCache, raft.SnapshotStore, error) {
+// logBackend is a group's log and stable store: a raft-boltdb file of its
+// own, or its view of the node's shared log (nodelog.Log).
+type logBackend interface {
+	raft.LogStore
+	raft.StableStore
+	// FreeBytes records the free-page bytes of the file under its path.
+	FreeBytes(into map[string]int64)
+	Close() error
+}
+
+// boltBackend is a group's own raft-boltdb file.
+type boltBackend struct {
+	*raftboltdb.BoltStore
+	path string
+}
+
+// FreeBytes adds the file's free-page bytes to into[path].
+func (b boltBackend) FreeBytes(into map[string]int64) {
+	into[b.path] += int64(b.Stats().FreeAlloc)
+}
+
+// openLog opens the group's log and stable store: cfg.Log when set, else
+// raft.db in cfg.Dir, waiting at most timeout for its lock (the error then
+// wraps bolt.ErrTimeout).
+func openLog(cfg Config, timeout time.Duration) (logBackend, error) {
+	if cfg.Log != nil {
+		return cfg.Log, nil
+	}
+	path := filepath.Join(cfg.Dir, "raft.db")
 	// Checked first: bbolt would panic past any recover on a damaged page
 	// (internal/boltcheck).
-	if err := boltcheck.Check(filepath.Join(cfg.Dir, "raft.db")); err != nil {
-		return nil, nil, nil, fmt.Errorf("shard %s: log store %s: %w", cfg.Name, filepath.Join(cfg.Dir, "raft.db"), err)
+	if err := boltcheck.Check(path); err != nil {
+		return nil, fmt.Errorf("log store %s: %w", path, err)
 	}
-	logStore, err := raftboltdb.New(raftboltdb.Options{
-		Path:   filepath.Join(cfg.Dir, "raft.db"),
+	s, err := raftboltdb.New(raftboltdb.Options{
+		Path:   path,
 		NoSync: faultLogNoSync(),
 		BoltOptions: &bolt.Options{
-			Timeout:        5 * time.Second,
+			Timeout:        timeout,
 			NoFreelistSync: true,
 			FreelistType:   bolt.FreelistMapType,
 		},
 	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("shard %s: open log store: %w", cfg.Name, err)
+		return nil, fmt.Errorf("log store %s: %w", path, err)
+	}
+	return boltBackend{BoltStore: s, path: path}, nil
+}
+
+// openStores opens the group's log store (and its cache) and snapshot
+// store in cfg.Dir.
+func openStores(cfg Config, hl hclog.Logger) (logBackend, *raft.LogCache, raft.SnapshotStore, error) {
+	logStore, err := openLog(cfg, 5*time.Second)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("shard %s: %w", cfg.Name, err)
 	}
 	cached, err := raft.NewLogCache(512, crashLogs(logStore))
 	if err != nil {
@@ -352,7 +393,7 @@ func openStores(cfg Config, hl hclog.Logger) (*raftboltdb.BoltStore, *raft.LogCa
 // the FSM reports one): space the file holds that new writes reuse, so
 // the storage alarm does not count it.
 func (g *Group) FreeBytes(into map[string]int64) {
-	into[g.logPath] += int64(g.logStore.Stats().FreeAlloc)
+	g.logStore.FreeBytes(into)
 	if f, ok := g.fsm.(interface{ FreeBytes(map[string]int64) }); ok {
 		f.FreeBytes(into)
 	}

@@ -3,16 +3,14 @@ package raftgroup
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/linkraft/linkraft/internal/boltcheck"
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
 )
 
 // ErrInUse is returned by Recover when a running node holds the group's
@@ -78,12 +76,10 @@ func Recover(cfg Config, keep []string) ([]Server, error) {
 
 // LatestServers returns the servers of the latest configuration that the
 // stopped group in dir holds (its log's last configuration entry, else its
-// snapshot's), without starting it.
-func LatestServers(dir string) ([]Server, error) {
-	if err := boltcheck.Check(filepath.Join(dir, "raft.db")); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "raft.db"), err)
-	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), BoltOptions: &bolt.Options{Timeout: time.Second}})
+// snapshot's), without starting it. log is the group's view of the node's
+// shared log, or nil for a group with its own raft.db in dir.
+func LatestServers(dir string, log *nodelog.Log) ([]Server, error) {
+	store, err := openLog(Config{Dir: dir, Log: log}, time.Second)
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%s: %w", dir, ErrInUse)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
 )
 
 // DefaultCommitInterval is how long a node lets applied entries wait
@@ -28,7 +29,8 @@ type Config struct {
 	// ID is the shard id (0 ≤ ID < shard count).
 	ID command.ShardID
 	// Group configures the shard's Raft group (its Dir holds the shard's
-	// raft.db, snapshots/ and state.db); Open sets its Name and FSM.
+	// snapshots/ and state.db, and raft.db unless Group.Log is set); Open
+	// sets its Name and FSM.
 	Group raftgroup.Config
 	// CacheSize bounds the link cache (entries, default 100,000).
 	CacheSize int
@@ -147,8 +149,9 @@ func Open(cfg Config) (*Shard, error) {
 
 // Recover rewrites the configuration of the stopped replica of shard id
 // in dir to the servers in keep, after its group lost a majority for good
-// (raftgroup.Recover). nodeID is this replica's node.
-func Recover(id command.ShardID, dir, nodeID string, keep []string) ([]raftgroup.Server, error) {
+// (raftgroup.Recover). nodeID is this replica's node; log is its view of
+// the node's shared log, nil when it has its own raft.db in dir.
+func Recover(id command.ShardID, dir, nodeID string, keep []string, log *nodelog.Log) ([]raftgroup.Server, error) {
 	f, err := fsm.NewShardFSM(fsm.ShardConfig{Path: StatePath(dir)})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%s: %w", dir, raftgroup.ErrInUse)
@@ -157,7 +160,7 @@ func Recover(id command.ShardID, dir, nodeID string, keep []string) ([]raftgroup
 		return nil, err
 	}
 	defer f.Close()
-	return raftgroup.Recover(raftgroup.Config{Name: id.Group().String(), NodeID: nodeID, Dir: dir, FSM: f}, keep)
+	return raftgroup.Recover(raftgroup.Config{Name: id.Group().String(), NodeID: nodeID, Dir: dir, Log: log, FSM: f}, keep)
 }
 
 // StatePath is the shard state file in a shard's Dir.

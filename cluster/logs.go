@@ -1,0 +1,203 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/raftgroup"
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
+)
+
+// The node's Raft logs. From feature level levelSharedLog on, every group
+// the node runs keeps its log and stable store in one file of the data dir
+// (logFile, package nodelog), whose commits serve every group at once;
+// below it, each group keeps its own raft.db in its directory, as versions
+// before that level did. The layout follows the level the node runs at,
+// both ways: a node started at levelSharedLog or above moves every group's
+// raft.db into the shared file, and one started below it (-feature-level,
+// the first step of a rollback) moves them back out, so the older version
+// finds its files. A group's log is known in the file by its directory's
+// path in the data dir ("meta", "shards/3").
+
+// levelSharedLog is the feature level of the shared Raft log.
+const levelSharedLog = 8
+
+// logFile is the shared Raft log's name in the data dir.
+const logFile = "raft-log.db"
+
+// openLogs lays the data dir's Raft logs out for the node's feature level,
+// and opens the shared log when the level uses one.
+func (n *Node) openLogs() error {
+	dataDir := n.cfg.DataDir
+	p := filepath.Join(dataDir, logFile)
+	if n.cfg.FeatureLevel < levelSharedLog {
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return splitLogs(dataDir, n.log.Info)
+	}
+	logs, err := nodelog.Open(nodelog.Config{Path: p})
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if err := joinLogs(dataDir, logs, n.log.Info); err != nil {
+		_ = logs.Close()
+		return err
+	}
+	n.logs = logs
+	return nil
+}
+
+// joinLogs moves every group's own raft.db in dataDir into logs, and drops
+// the logs of groups whose directory is gone (a shard deleted after it
+// left this node, the node stopping before its log was dropped).
+func joinLogs(dataDir string, logs *nodelog.Store, info func(string, ...any)) error {
+	names, err := groupNames(dataDir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		own := filepath.Join(dataDir, filepath.FromSlash(name), "raft.db")
+		if _, err := os.Stat(own); err != nil {
+			continue
+		}
+		if err := logs.Import(name, own); err != nil {
+			return fmt.Errorf("cluster: moving group %s's Raft log into %s: %w", name, logs.Path(), err)
+		}
+		info("group's Raft log moved into the node's shared log", "group", name, "from", own)
+	}
+	held, err := logs.Groups()
+	if err != nil {
+		return err
+	}
+	for _, name := range held {
+		if _, err := os.Stat(filepath.Join(dataDir, filepath.FromSlash(name))); errors.Is(err, os.ErrNotExist) {
+			if err := logs.Drop(name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// splitLogs moves every group's log out of the shared log in dataDir into
+// the group's own raft.db, then removes the shared log.
+func splitLogs(dataDir string, info func(string, ...any)) error {
+	p := filepath.Join(dataDir, logFile)
+	logs, err := nodelog.Open(nodelog.Config{Path: p})
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	held, err := logs.Groups()
+	for _, name := range held {
+		if err != nil {
+			break
+		}
+		dir := filepath.Join(dataDir, filepath.FromSlash(name))
+		switch _, serr := os.Stat(dir); {
+		case !validGroupName(name):
+			err = fmt.Errorf("cluster: %s holds a log for %q, not a group of a node", p, name)
+		case errors.Is(serr, os.ErrNotExist):
+			err = logs.Drop(name)
+		default:
+			err = logs.Export(name, filepath.Join(dir, "raft.db"))
+			info("group's Raft log moved out of the node's shared log (a feature level below the shared log's)", "group", name)
+		}
+	}
+	if cerr := logs.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: moving the Raft logs out of %s: %w", p, err)
+	}
+	if err := os.Remove(p); err != nil {
+		return err
+	}
+	d, err := os.Open(dataDir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// groupNames lists the groups whose directories dataDir holds, by their
+// names in the shared log.
+func groupNames(dataDir string) ([]string, error) {
+	names := []string{"meta"}
+	entries, err := os.ReadDir(filepath.Join(dataDir, "shards"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range entries {
+		if name := path.Join("shards", e.Name()); e.IsDir() && validGroupName(name) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// validGroupName reports whether name is a group's name in the shared log:
+// "meta" or "shards/" and a shard number.
+func validGroupName(name string) bool {
+	if name == "meta" {
+		return true
+	}
+	dir, num := path.Split(name)
+	n, err := strconv.Atoi(num)
+	return dir == "shards/" && err == nil && n >= 0 && strconv.Itoa(n) == num
+}
+
+// groupLog returns the view of the shared log for the group in the data
+// dir's directory parts ("meta"; "shards", "3"), nil when the node runs
+// without one.
+func (n *Node) groupLog(parts ...string) *nodelog.Log {
+	if n.logs == nil {
+		return nil
+	}
+	return n.logs.Log(path.Join(parts...))
+}
+
+// dropGroupLog drops the shared log's part of the group in parts, whose
+// directory is deleted.
+func (n *Node) dropGroupLog(parts ...string) error {
+	if n.logs == nil {
+		return nil
+	}
+	return n.logs.Drop(path.Join(parts...))
+}
+
+// offlineLogs opens the shared log of a stopped node's data dir for the
+// offline commands (repair-shard, recover): nil when the data dir has
+// none, raftgroup.ErrInUse when a running node holds it.
+func offlineLogs(dataDir string) (*nodelog.Store, error) {
+	p := filepath.Join(dataDir, logFile)
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	logs, err := nodelog.Open(nodelog.Config{Path: p, Timeout: time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%s: %w", p, raftgroup.ErrInUse)
+	}
+	return logs, err
+}
+
+// offlineLog is group name's view of logs, nil when logs is nil or holds
+// nothing for it (the group keeps its own raft.db).
+func offlineLog(logs *nodelog.Store, name string) (*nodelog.Log, error) {
+	if logs == nil {
+		return nil, nil
+	}
+	ok, err := logs.Has(name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return logs.Log(name), nil
+}
