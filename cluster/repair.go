@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/meta"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/shard"
-	bolt "go.etcd.io/bbolt"
 )
 
 // ErrNodeRunning is returned by RepairGroup when the node holds the files.

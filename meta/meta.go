@@ -19,13 +19,14 @@ import (
 	"slices"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/linkraft/linkraft/command"
 	"github.com/linkraft/linkraft/fsm"
 	"github.com/linkraft/linkraft/internal/status"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/raftgroup/nodelog"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Meta is this node's replica of the meta group.
