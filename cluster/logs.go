@@ -201,3 +201,12 @@ func offlineLog(logs *nodelog.Store, name string) (*nodelog.Log, error) {
 	}
 	return logs.Log(name), nil
 }
+
+// RaftLog returns the commits of the node's shared Raft log and the writes
+// they held; zeros when the node runs below the shared log's level.
+func (a *Admin) RaftLog() (commits, writes uint64) {
+	if a.n.logs == nil {
+		return 0, 0
+	}
+	return a.n.logs.Commits()
+}

@@ -215,6 +215,9 @@ type NodeGauges struct {
 	// Halted and Stalled count groups whose apply is halted (an unknown
 	// command type) or stalled (a failing commit) on this node.
 	Halted, Stalled func() int
+	// RaftLog returns the commits of the node's shared Raft log and the
+	// writes they held (zeros below the shared log's feature level).
+	RaftLog func() (commits, writes uint64)
 }
 
 // RegisterNode registers the node gauges.
@@ -244,6 +247,10 @@ func (m *Metrics) RegisterNode(g NodeGauges) error {
 			func() float64 { return float64(g.Halted()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_fsm_stalled_groups", Help: "Groups whose commit keeps failing (a full disk) and is being retried."},
 			func() float64 { return float64(g.Stalled()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_raft_log_commits_total", Help: "Commits of the node's Raft log, shared by its groups (each one fsync of the file)."},
+			func() float64 { c, _ := g.RaftLog(); return float64(c) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_raft_log_writes_total", Help: "Writes (appends, compactions, votes, of any group) in those commits: writes per commit is the group commit's batch."},
+			func() float64 { _, w := g.RaftLog(); return float64(w) }),
 	}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {

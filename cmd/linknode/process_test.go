@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -402,10 +403,14 @@ func TestSIGTERMDrainsAndExits(t *testing.T) {
 	}
 	metricsBody, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"linkraft_raft_", "linkraft_raft_boltdb_", "linkraft_redirect_duration_seconds", "linkraft_apply_duration_seconds"} {
+	for _, want := range []string{"linkraft_raft_", "linkraft_redirect_duration_seconds", "linkraft_apply_duration_seconds"} {
 		if !bytes.Contains(metricsBody, []byte(want)) {
 			t.Errorf("/metrics of the process lacks %s", want)
 		}
+	}
+	// The shared Raft log has committed (the create, the groups' votes).
+	if !regexp.MustCompile(`(?m)^linkraft_raft_log_commits_total [1-9]`).Match(metricsBody) {
+		t.Errorf("/metrics of the process shows no commit of the shared Raft log")
 	}
 
 	start := time.Now()

@@ -58,8 +58,9 @@ type Store struct {
 	quit chan struct{}
 	done chan struct{}
 	once sync.Once
-	// commits counts the transactions committed.
-	commits atomic.Uint64
+	// commits counts the transactions committed, writes the writes they
+	// held.
+	commits, writes atomic.Uint64
 }
 
 // request is one write waiting for the next commit.
@@ -105,9 +106,11 @@ func (s *Store) Path() string { return s.path }
 // reuse).
 func (s *Store) FreeBytes() int64 { return int64(s.db.Stats().FreeAlloc) }
 
-// Commits returns how many transactions the committer has committed: the
-// fsyncs the node's groups paid for their writes.
-func (s *Store) Commits() uint64 { return s.commits.Load() }
+// Commits returns how many transactions the committer has committed (each
+// a bbolt commit: two fdatasyncs) and how many writes (appends, deletes,
+// votes of any group) they held: writes/commits is the group commit's
+// batch.
+func (s *Store) Commits() (commits, writes uint64) { return s.commits.Load(), s.writes.Load() }
 
 // Close stops the committer (writes still queued fail with ErrClosed) and
 // closes the file. Every group using it must be closed first.
@@ -153,13 +156,19 @@ func (s *Store) commit() {
 		})
 		if err == nil {
 			s.commits.Add(1)
+			s.writes.Add(uint64(len(batch)))
 		}
 		if err != nil && len(batch) > 1 {
 			// One write failed, and took the others' transaction with it:
 			// each runs again alone, so it gets its own answer (bbolt's
 			// Batch does the same).
 			for _, r := range batch {
-				r.err <- s.db.Update(r.fn)
+				err := s.db.Update(r.fn)
+				if err == nil {
+					s.commits.Add(1)
+					s.writes.Add(1)
+				}
+				r.err <- err
 			}
 			continue
 		}
