@@ -477,9 +477,6 @@ func (n *Node) freePages() map[string]int64 {
 	if m := n.meta; m != nil {
 		m.Group().FreeBytes(free)
 	}
-	if n.logs != nil {
-		free[n.logs.Path()] = n.logs.FreeBytes()
-	}
 	return free
 }
 
