@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -33,8 +35,11 @@ func previousBinary(tb testing.TB) string {
 // again on this version, one at a time. Every create is acknowledged
 // within its retries and redirects on every node at the end; a drain
 // (feature level 7) is refused as an upgrade still under way while any
-// node runs level 6, and is judged on its merits once none does; and the
-// previous release refuses a data dir this version has run.
+// node runs level 6, and is judged on its merits once none does; the
+// previous release refuses a data dir this version has run, and starts on
+// it, serving every link, once this version has run it at -feature-level 6
+// (the rollback README describes; it moves the Raft logs back out of the
+// node's shared file).
 func TestRollingUpgradeFromThePreviousLevel(t *testing.T) {
 	t.Parallel()
 	old := previousBinary(t)
@@ -136,7 +141,7 @@ func TestRollingUpgradeFromThePreviousLevel(t *testing.T) {
 			}
 		}
 	}
-	testkit.WaitFor(t, 30*time.Second, "the cluster at level 7", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the cluster at this version's level", func() bool {
 		_, c := levels()
 		return c == cluster.FeatureLevel
 	})
@@ -170,6 +175,32 @@ func TestRollingUpgradeFromThePreviousLevel(t *testing.T) {
 	out, err := exec.Command(old, "-data-dir", dirs[2], "-http-addr", addrs[2].http, "-raft-addr", addrs[2].raft,
 		"-gossip-addr", addrs[2].gossip, "-admin-addr", addrs[2].admin, "-node-id", "n3", "-cluster-key-file", keyFile).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "newer version") || !strings.Contains(string(out), "-feature-level 6") {
-		t.Fatalf("the previous release on a level-7 data dir: %v\n%s", err, out)
+		t.Fatalf("the previous release on a level-%d data dir: %v\n%s", cluster.FeatureLevel, err, out)
 	}
+
+	// The way out, as the refusal says: this version at -feature-level 6
+	// first (which also moves the node's Raft logs back out of its shared
+	// file), then the previous release, which starts on the data dir and
+	// serves every link written through the upgrade.
+	if _, err := os.Stat(filepath.Join(dirs[2], "raft-log.db")); err != nil {
+		t.Fatalf("this version kept no shared Raft log: %v", err)
+	}
+	procs[2] = launchBin(t, binary(t), env, dirs[2], addrs[2], append(flags(2), "-feature-level", "6")...)
+	procs[2].waitReady(t)
+	if err := procs[2].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-procs[2].exited
+	if _, err := os.Stat(filepath.Join(dirs[2], "raft-log.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the shared Raft log is still there after a run at level 6: %v", err)
+	}
+	procs[2] = launchBin(t, old, env, dirs[2], addrs[2], flags(2)...)
+	procs[2].waitReady(t)
+	acked.Range(func(k, v any) bool {
+		st, _, h, err := call("GET", procs[2].base+"/"+k.(string), "")
+		if err != nil || st != 302 || h.Get("Location") != v.(string) {
+			t.Fatalf("%s on the rolled-back node: %d %v", k, st, err)
+		}
+		return true
+	})
 }
