@@ -1,21 +1,20 @@
-// Command logbench measures the lever of issue 28's part 3 before it is
-// built: Raft log appends of many groups on one node, each group on its own
-// raft-boltdb file (as linknode stores them now) against every group in
-// one bbolt file whose appends a single committer gathers into one
-// transaction (one commit, so one pair of fdatasyncs, for every group's
-// pending appends). Each group has one appender, as a Raft leader has (it
-// appends one batch at a time); a batch is -batch entries of -size bytes.
-// With -nodes N the groups are split over N shared files, each with its
-// own committer: N nodes on one disk. It prints appends/s, entries/s and
-// the p50/p99 latency of an append, per layout and group count. Files live in a temporary directory under -dir
-// (default: the current one, the filesystem the data directories use) and
-// are removed. Bounded: -duration per run.
+// Command logbench measures Raft log appends of many groups on one node:
+// each group on its own raft-boltdb file (linknode below feature level 8)
+// against the node's shared log (raftgroup/nodelog, linknode as shipped):
+// one bbolt file whose committer gathers every group's pending appends
+// into one transaction (one commit, so one pair of fdatasyncs, for all).
+// Each group has one appender, as a Raft leader has (it appends one batch
+// at a time); a batch is -batch entries of -size bytes. With -nodes N the
+// groups are split over N shared files, each with its own committer: N
+// nodes on one disk. It prints appends/s, entries/s and the p50/p99
+// latency of an append, per layout and group count. Files live in a
+// temporary directory under -dir (default: the current one, the filesystem
+// the data directories use) and are removed. Bounded: -duration per run.
 //
 //	go run ./scripts/logbench [-dir .] [-groups 1,8,24] [-nodes 1] [-batch 4] [-size 150] [-duration 5s]
 package main
 
 import (
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +30,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
 )
 
 func main() {
@@ -101,20 +102,20 @@ func run(dir, layout string, groups, nodes, batch, size int, d time.Duration) ([
 			}
 		}
 	case "shared":
-		cs := make([]*committer, max(nodes, 1))
+		cs := make([]*nodelog.Store, max(nodes, 1))
 		for n := range cs {
-			c, err := newCommitter(filepath.Join(dir, fmt.Sprintf("raft-%d.db", n)))
+			c, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dir, fmt.Sprintf("raft-log-%d.db", n))})
 			if err != nil {
 				return nil, err
 			}
 			cs[n] = c
 		}
 		for i := range stores {
-			stores[i] = cs[i%len(cs)].group(i)
+			stores[i] = cs[i%len(cs)].Log(fmt.Sprintf("shards/%d", i))
 		}
 		closeAll = func() {
 			for _, c := range cs {
-				c.close()
+				_ = c.Close()
 			}
 		}
 	}
@@ -161,91 +162,4 @@ func ms(sorted []time.Duration, q float64) float64 {
 		return 0
 	}
 	return float64(sorted[int(q*float64(len(sorted)-1))]) / 1e6
-}
-
-// committer is the shared layout: every group's appends in one bbolt file,
-// a bucket per group, gathered by one goroutine into one transaction.
-type committer struct {
-	db   *bolt.DB
-	reqs chan request
-	done chan struct{}
-}
-
-// request is one group's append waiting for the next commit.
-type request struct {
-	group int
-	logs  []*raft.Log
-	err   chan error
-}
-
-func newCommitter(path string) (*committer, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
-	if err != nil {
-		return nil, err
-	}
-	c := &committer{db: db, reqs: make(chan request, 1024), done: make(chan struct{})}
-	go c.loop()
-	return c, nil
-}
-
-// loop commits what is waiting, all of it in one transaction, until close.
-func (c *committer) loop() {
-	defer close(c.done)
-	for first := range c.reqs {
-		pending := []request{first}
-	gather:
-		for {
-			select {
-			case r, ok := <-c.reqs:
-				if !ok {
-					break gather
-				}
-				pending = append(pending, r)
-			default:
-				break gather
-			}
-		}
-		err := c.db.Update(func(tx *bolt.Tx) error {
-			for _, r := range pending {
-				b, err := tx.CreateBucketIfNotExists([]byte("logs-" + strconv.Itoa(r.group)))
-				if err != nil {
-					return err
-				}
-				for _, l := range r.logs {
-					// The value as raft-boltdb stores it would be msgpack;
-					// the bytes written are what matters here.
-					v := binary.BigEndian.AppendUint64(nil, l.Term)
-					if err := b.Put(binary.BigEndian.AppendUint64(nil, l.Index), append(v, l.Data...)); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		})
-		for _, r := range pending {
-			r.err <- err
-		}
-	}
-}
-
-// group is group i's view of the shared log.
-func (c *committer) group(i int) appender { return groupLog{c, i} }
-
-func (c *committer) close() {
-	close(c.reqs)
-	<-c.done
-	_ = c.db.Close()
-}
-
-// groupLog appends through the committer.
-type groupLog struct {
-	c *committer
-	i int
-}
-
-// StoreLogs waits for the commit that holds logs.
-func (g groupLog) StoreLogs(logs []*raft.Log) error {
-	r := request{group: g.i, logs: logs, err: make(chan error, 1)}
-	g.c.reqs <- r
-	return <-r.err
 }
