@@ -146,10 +146,11 @@ func (s *Store) commit() {
 				break gather
 			}
 		}
+		var failed error
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			for _, r := range batch {
-				if err := r.fn(tx); err != nil {
-					return err
+				if failed = r.fn(tx); failed != nil {
+					return failed
 				}
 			}
 			return nil
@@ -158,10 +159,11 @@ func (s *Store) commit() {
 			s.commits.Add(1)
 			s.writes.Add(uint64(len(batch)))
 		}
-		if err != nil && len(batch) > 1 {
+		if failed != nil && len(batch) > 1 {
 			// One write failed, and took the others' transaction with it:
 			// each runs again alone, so it gets its own answer (bbolt's
-			// Batch does the same).
+			// Batch does the same). A failed commit (a full disk) is every
+			// write's answer: alone, each would fail the same way.
 			for _, r := range batch {
 				err := s.db.Update(r.fn)
 				if err == nil {
