@@ -127,23 +127,38 @@ var ErrNewerData = errors.New("the data dir was written by a newer version")
 // goes: restart each node on the new version with -feature-level set to
 // the old version's, then swap the binary.
 func recordDataLevel(dataDir string, level int) error {
-	p := filepath.Join(dataDir, "feature-level")
-	b, err := os.ReadFile(p)
-	switch {
-	case err == nil:
-		was, perr := strconv.Atoi(strings.TrimSpace(string(b)))
-		if perr != nil {
-			return fmt.Errorf("cluster: %s holds %q, not a feature level: write the level this data dir last ran at there (this version's is %d), or restore the data dir from a backup", p, b, FeatureLevel)
-		}
-		if was > FeatureLevel {
-			return fmt.Errorf("%w: %s was last run at feature level %d, and this version knows up to %d. Run the newer version; to go back to this one, start the newer one on it once with -feature-level %d first",
-				ErrNewerData, dataDir, was, FeatureLevel, FeatureLevel)
-		}
-		if was == level {
-			return nil
-		}
-	case !errors.Is(err, os.ErrNotExist):
+	was, err := dataLevel(dataDir)
+	if err != nil || was == level {
 		return err
 	}
-	return atomicfile.Write(p, []byte(strconv.Itoa(level)+"\n"), 0o600)
+	return atomicfile.Write(filepath.Join(dataDir, "feature-level"), []byte(strconv.Itoa(level)+"\n"), 0o600)
+}
+
+// checkDataLevel refuses a data dir last run at a feature level above this
+// version's (ErrNewerData).
+func checkDataLevel(dataDir string) error {
+	_, err := dataLevel(dataDir)
+	return err
+}
+
+// dataLevel is the feature level recorded in dataDir (0 for none yet); a
+// level above this version's is ErrNewerData.
+func dataLevel(dataDir string) (int, error) {
+	p := filepath.Join(dataDir, "feature-level")
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	was, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if perr != nil {
+		return 0, fmt.Errorf("cluster: %s holds %q, not a feature level: write the level this data dir last ran at there (this version's is %d), or restore the data dir from a backup", p, b, FeatureLevel)
+	}
+	if was > FeatureLevel {
+		return 0, fmt.Errorf("%w: %s was last run at feature level %d, and this version knows up to %d. Run the newer version; to go back to this one, start the newer one on it once with -feature-level %d first",
+			ErrNewerData, dataDir, was, FeatureLevel, FeatureLevel)
+	}
+	return was, nil
 }

@@ -33,15 +33,25 @@ const levelSharedLog = 8
 const logFile = "raft-log.db"
 
 // openLogs lays the data dir's Raft logs out for the node's feature level,
-// and opens the shared log when the level uses one.
+// records that level in the data dir, and opens the shared log when the
+// level uses one. The record and the move go in the order that never lets
+// an older version take a data dir it cannot read: up to the shared log,
+// the level first (a crash in the move leaves a data dir older versions
+// refuse, and this one finishes the move); down from it, the move first (a
+// crash leaves the level that keeps them out until the logs are split).
 func (n *Node) openLogs() error {
 	dataDir := n.cfg.DataDir
 	p := filepath.Join(dataDir, logFile)
 	if n.cfg.FeatureLevel < levelSharedLog {
-		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-			return nil
+		if _, err := os.Stat(p); err == nil {
+			if err := splitLogs(dataDir, n.log.Info); err != nil {
+				return err
+			}
 		}
-		return splitLogs(dataDir, n.log.Info)
+		return recordDataLevel(dataDir, n.cfg.FeatureLevel)
+	}
+	if err := recordDataLevel(dataDir, n.cfg.FeatureLevel); err != nil {
+		return err
 	}
 	logs, err := nodelog.Open(nodelog.Config{Path: p})
 	if err != nil {
@@ -190,14 +200,21 @@ func offlineLogs(dataDir string) (*nodelog.Store, error) {
 }
 
 // offlineLog is group name's view of logs, nil when logs is nil or holds
-// nothing for it (the group keeps its own raft.db).
-func offlineLog(logs *nodelog.Store, name string) (*nodelog.Log, error) {
+// nothing for it (the group keeps its own raft.db). A group whose raft.db
+// is there beside its part of logs was being moved, one way or the other,
+// when the node stopped: the two are the same, and the move is finished
+// here toward raft.db (its part of logs dropped), so that what the offline
+// command changes is the one copy the next start reads.
+func offlineLog(logs *nodelog.Store, dataDir, name string) (*nodelog.Log, error) {
 	if logs == nil {
 		return nil, nil
 	}
 	ok, err := logs.Has(name)
 	if err != nil || !ok {
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, filepath.FromSlash(name), "raft.db")); err == nil {
+		return nil, logs.Drop(name)
 	}
 	return logs.Log(name), nil
 }

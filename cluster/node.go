@@ -158,13 +158,14 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	return nil
 }
 
-// openDataDir makes the data dir and reads the node's identity and
-// formation state from it.
+// openDataDir makes the data dir, refuses one a newer version wrote, and
+// reads the node's identity and formation state from it. openLogs records
+// the level this run is at.
 func (n *Node) openDataDir() error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("cluster: -data-dir: %w", err)
 	}
-	if err := recordDataLevel(n.cfg.DataDir, n.cfg.FeatureLevel); err != nil {
+	if err := checkDataLevel(n.cfg.DataDir); err != nil {
 		return err
 	}
 	id, err := loadNodeID(n.cfg.DataDir, n.cfg.NodeID)

@@ -89,7 +89,7 @@ func RepairGroup(dataDir, group string) (Repaired, error) {
 	if logs != nil {
 		defer logs.Close()
 	}
-	view, err := offlineLog(logs, name)
+	view, err := offlineLog(logs, dataDir, name)
 	if err != nil {
 		return Repaired{}, err
 	}
@@ -151,7 +151,10 @@ func setAside(store raft.LogStore, dir, aside, group string) error {
 	}
 	first, ferr := store.FirstIndex()
 	last, lerr := store.LastIndex()
-	if ferr == nil && lerr == nil && last > 0 {
+	if err := errors.Join(ferr, lerr); err != nil {
+		return fmt.Errorf("read the Raft log of group %s: %w", group, err)
+	}
+	if last > 0 {
 		if err := store.DeleteRange(first, last); err != nil {
 			return fmt.Errorf("truncate the Raft log of group %s: %w", group, err)
 		}
@@ -210,7 +213,7 @@ func RecoverNode(dataDir string, keep []string) ([]RecoveredGroup, error) {
 	if logs != nil {
 		defer logs.Close()
 	}
-	view, err := offlineLog(logs, "meta")
+	view, err := offlineLog(logs, dataDir, "meta")
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +232,7 @@ func RecoverNode(dataDir string, keep []string) ([]RecoveredGroup, error) {
 		if !e.IsDir() || err != nil || n < 0 {
 			continue
 		}
-		view, err := offlineLog(logs, path.Join("shards", e.Name()))
+		view, err := offlineLog(logs, dataDir, path.Join("shards", e.Name()))
 		if err != nil {
 			return out, err
 		}

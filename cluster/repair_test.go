@@ -12,6 +12,7 @@ import (
 	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
 )
 
 // TestCorruptStateFileIsNamedAndRepaired: n3's state file of shard 0 is
@@ -62,6 +63,19 @@ func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(rep.Aside, "state.db")); err != nil {
 		t.Fatalf("the damaged file was not kept aside: %v", err)
+	}
+	// The replica's log is emptied in the node's shared log, its term and
+	// vote kept.
+	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dir, "raft-log.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ferr := logs.Log("shards/0").FirstIndex()
+	last, lerr := logs.Log("shards/0").LastIndex()
+	term, terr := logs.Log("shards/0").GetUint64([]byte("CurrentTerm"))
+	logs.Close()
+	if first != 0 || last != 0 || ferr != nil || lerr != nil || term == 0 || terr != nil {
+		t.Fatalf("after the repair the log holds %d..%d (%v %v), term %d (%v)", first, last, ferr, lerr, term, terr)
 	}
 	tc.Start(2)
 	testkit.WaitFor(t, 30*time.Second, "n3's shard 0 to match the others", func() bool {

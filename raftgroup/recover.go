@@ -77,7 +77,7 @@ func Recover(cfg Config, keep []string) ([]Server, error) {
 // LatestServers returns the servers of the latest configuration that the
 // stopped group in dir holds (its log's last configuration entry, else its
 // snapshot's), without starting it. log is the group's view of the node's
-// shared log, or nil for a group with its own raft.db in dir.
+// shared log (left open), or nil for a group with its own raft.db in dir.
 func LatestServers(dir string, log *nodelog.Log) ([]Server, error) {
 	store, err := openLog(Config{Dir: dir, Log: log}, time.Second)
 	if errors.Is(err, bolt.ErrTimeout) {
@@ -86,7 +86,9 @@ func LatestServers(dir string, log *nodelog.Log) ([]Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
+	if log == nil { // the caller's view stays open for the caller
+		defer store.Close()
+	}
 	first, err := store.FirstIndex()
 	if err != nil {
 		return nil, err

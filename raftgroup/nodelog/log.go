@@ -37,7 +37,8 @@ func (l *Log) Path() string { return l.s.path }
 // (the same for every group's view, so set, not added).
 func (l *Log) FreeBytes(into map[string]int64) { into[l.s.path] = l.s.FreeBytes() }
 
-// Close closes the view (not the file): later calls fail with ErrClosed.
+// Close closes the view (not the file): later calls fail with ErrClosed,
+// and so do its writes still queued for the next commit.
 func (l *Log) Close() error {
 	l.closed.Store(true)
 	return nil
@@ -64,6 +65,11 @@ func (l *Log) update(sub []byte, fn func(b *bolt.Bucket) error) error {
 		return ErrClosed
 	}
 	return l.s.write(func(tx *bolt.Tx) error {
+		// Checked again in the commit: a write queued before Close must
+		// not bring back a bucket dropped after it.
+		if l.closed.Load() {
+			return ErrClosed
+		}
 		g, err := tx.CreateBucketIfNotExists(l.name)
 		if err != nil {
 			return err

@@ -251,6 +251,37 @@ func TestFailingWriteFailsAlone(t *testing.T) {
 	}
 }
 
+// TestClosedViewWritesNothing: a write queued before its view closed
+// fails with ErrClosed when the commit reaches it, so a group dropped after
+// its close does not come back.
+func TestClosedViewWritesNothing(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	l := s.Log("shards/3")
+	// The committer holds until the write and the drop are both queued.
+	held := hold(t, s, 2)
+	res := make(chan error, 1)
+	go func() { res <- l.StoreLogs(entries(1, 1, 1)) }()
+	testkit.WaitFor(t, 10*time.Second, "the write queued", func() bool { return len(s.reqs) == 1 })
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dropped := make(chan error, 1)
+	go func() { dropped <- s.Drop("shards/3") }()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-dropped; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; !errors.Is(err, ErrClosed) {
+		t.Fatalf("a write queued before Close: %v", err)
+	}
+	if ok, err := s.Has("shards/3"); err != nil || ok {
+		t.Fatalf("the dropped group came back: %v %v", ok, err)
+	}
+}
+
 // TestDamagedEntryIsAnError: an entry whose bytes do not decode is an
 // error naming it, never a panic or a short entry.
 func TestDamagedEntryIsAnError(t *testing.T) {

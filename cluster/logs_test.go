@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
+)
+
+// TestOfflineCommandFinishesAnInterruptedMove: a group whose raft.db is
+// there beside its part of the shared log (a move in or out that stopped
+// between its two steps) is read from raft.db by the offline commands, and
+// its part of the shared log is dropped, so that the next start (at any
+// level) reads what the command changed rather than the other copy.
+func TestOfflineCommandFinishesAnInterruptedMove(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dataDir, logFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	for _, name := range []string{"shards/0", "shards/1"} {
+		if err := os.MkdirAll(filepath.Join(dataDir, filepath.FromSlash(name)), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := logs.Log(name).StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte("x")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// shards/0 was exported and the node stopped before the drop.
+	if err := logs.Export("shards/0", filepath.Join(dataDir, "shards", "0", "raft.db")); err != nil {
+		t.Fatal(err)
+	}
+	if err := logs.Log("shards/0").StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	view, err := offlineLog(logs, dataDir, "shards/0")
+	if err != nil || view != nil {
+		t.Fatalf("a group with both copies: view %v, %v (want its raft.db)", view, err)
+	}
+	if ok, err := logs.Has("shards/0"); err != nil || ok {
+		t.Fatalf("its part of the shared log is still there: %v %v", ok, err)
+	}
+	view, err = offlineLog(logs, dataDir, "shards/1")
+	if err != nil || view == nil {
+		t.Fatalf("a group in the shared log alone: view %v, %v", view, err)
+	}
+	if last, err := view.LastIndex(); err != nil || last != 1 {
+		t.Fatalf("its log: last %d, %v", last, err)
+	}
+	if view, err := offlineLog(nil, dataDir, "shards/1"); err != nil || view != nil {
+		t.Fatalf("no shared log: %v %v", view, err)
+	}
+}
+
+// TestLoweredLevelIsRecordedAfterTheSplit: a node lowered below the shared
+// log's level whose logs cannot be moved out keeps the data dir's level
+// where it was, so an older version still refuses the data dir (it would
+// find no log for the groups still in the shared file).
+func TestLoweredLevelIsRecordedAfterTheSplit(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	if err := recordDataLevel(dataDir, levelSharedLog); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dataDir, logFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := logs.Log("meta").SetUint64([]byte("CurrentTerm"), 3); err != nil {
+		t.Fatal(err)
+	}
+	logs.Close()
+	// The export's temporary file cannot be cleared: the move fails.
+	if err := os.MkdirAll(filepath.Join(dataDir, "meta", "raft.db.export", "x"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{cfg: Config{DataDir: dataDir, FeatureLevel: levelSharedLog - 1}, log: slog.New(slog.DiscardHandler)}
+	if err := n.openLogs(); err == nil {
+		t.Fatal("the split succeeded")
+	}
+	if was, err := dataLevel(dataDir); err != nil || was != levelSharedLog {
+		t.Fatalf("recorded level %d, %v; want %d until the logs are out", was, err, levelSharedLog)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, logFile)); err != nil {
+		t.Fatalf("the shared log is gone though its group was not moved: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(dataDir, "meta", "raft.db.export")); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.openLogs(); err != nil {
+		t.Fatal(err)
+	}
+	if was, err := dataLevel(dataDir); err != nil || was != levelSharedLog-1 {
+		t.Fatalf("recorded level %d, %v after the split", was, err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, logFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the shared log is still there after the split: %v", err)
+	}
+}
