@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/raftgroup/nodelog"
 )
@@ -130,12 +131,7 @@ func splitLogs(dataDir string, info func(string, ...any)) error {
 	if err := os.Remove(p); err != nil {
 		return err
 	}
-	d, err := os.Open(dataDir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.SyncDir(dataDir)
 }
 
 // groupNames lists the groups whose directories dataDir holds, by their

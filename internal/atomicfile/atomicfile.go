@@ -49,6 +49,12 @@ func put(path string, data []byte, perm os.FileMode, publish func(tmp, path stri
 	if err := publish(tmp, path); err != nil {
 		return err
 	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs directory dir, so that a file created, renamed or removed
+// in it stays so after a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/internal/boltcheck"
 )
 
@@ -50,7 +52,7 @@ func (s *Store) Import(name, path string) error {
 	if err := os.Remove(path); err != nil {
 		return err
 	}
-	return syncDir(dirOf(path))
+	return atomicfile.SyncDir(filepath.Dir(path))
 }
 
 // importInto replaces group name's bucket in tx with src's entries and
@@ -140,7 +142,7 @@ func (s *Store) Export(name, path string) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	if err := syncDir(dirOf(path)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 		return err
 	}
 	return s.Drop(name)

@@ -20,8 +20,6 @@ package nodelog
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -247,17 +245,3 @@ func (s *Store) Drop(name string) error {
 		return nil
 	})
 }
-
-// syncDir fsyncs directory dir, so that a rename or removal in it is
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// dirOf is the directory holding path.
-func dirOf(path string) string { return filepath.Dir(path) }
