@@ -7,7 +7,8 @@
 // at a time); a batch is -batch entries of -size bytes. With -nodes N the
 // groups are split over N shared files, each with its own committer: N
 // nodes on one disk. It prints appends/s, entries/s and the p50/p99
-// latency of an append, per layout and group count. Files live in a
+// latency of an append and the CPU time spent per append, per layout and
+// group count. Files live in a
 // temporary directory under -dir (default: the current one, the filesystem
 // the data directories use) and are removed. Bounded: -duration per run.
 //
@@ -15,9 +16,11 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"log"
 	"os"
 	"path/filepath"
@@ -25,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -41,35 +45,38 @@ func main() {
 	size := flag.Int("size", 150, "bytes per entry (a create's command is about 150)")
 	duration := flag.Duration("duration", 5*time.Second, "length of each run")
 	nodes := flag.Int("nodes", 1, "shared files the groups are split over (nodes on one disk)")
+	layouts := flag.String("layouts", "per-group,shared", "layouts to measure: per-group, shared (nodelog, as shipped), wal (a prototype append-only segment, not in linknode)")
 	flag.Parse()
 	tmp, err := os.MkdirTemp(*dir, "logbench-")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
-	fmt.Println("| layout | groups | appends/s | entries/s | append p50 | append p99 |")
-	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Println("| layout | groups | appends/s | entries/s | append p50 | append p99 | CPU per append |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, g := range strings.Split(*groupList, ",") {
 		groups, err := strconv.Atoi(strings.TrimSpace(g))
 		if err != nil || groups < 1 {
 			log.Fatalf("-groups: %q", g)
 		}
-		for _, layout := range []string{"per-group", "shared"} {
+		for _, layout := range strings.Split(*layouts, ",") {
 			d := filepath.Join(tmp, fmt.Sprintf("%s-%d", layout, groups))
 			if err := os.Mkdir(d, 0o750); err != nil {
 				log.Fatal(err)
 			}
+			cpu0 := cpuTime()
 			r, err := run(d, layout, groups, *nodes, *batch, *size, *duration)
+			cpu := cpuTime() - cpu0
 			if err != nil {
 				log.Fatal(err)
 			}
 			secs := duration.Seconds()
 			name := layout
-			if layout == "shared" && *nodes > 1 {
-				name = fmt.Sprintf("shared, %d files", *nodes)
+			if layout != "per-group" && *nodes > 1 {
+				name = fmt.Sprintf("%s, %d files", layout, *nodes)
 			}
-			fmt.Printf("| %s | %d | %.0f | %.0f | %.2f ms | %.2f ms |\n", name, groups,
-				float64(len(r))/secs, float64(len(r)**batch)/secs, ms(r, 0.50), ms(r, 0.99))
+			fmt.Printf("| %s | %d | %.0f | %.0f | %.2f ms | %.2f ms | %.0f µs |\n", name, groups,
+				float64(len(r))/secs, float64(len(r)**batch)/secs, ms(r, 0.50), ms(r, 0.99), float64(cpu.Microseconds())/float64(max(len(r), 1)))
 		}
 	}
 }
@@ -118,6 +125,25 @@ func run(dir, layout string, groups, nodes, batch, size int, d time.Duration) ([
 				_ = c.Close()
 			}
 		}
+	case "wal":
+		ws := make([]*wal, max(nodes, 1))
+		for n := range ws {
+			w, err := openWAL(filepath.Join(dir, fmt.Sprintf("wal-%d", n)))
+			if err != nil {
+				return nil, err
+			}
+			ws[n] = w
+		}
+		for i := range stores {
+			stores[i] = walGroup{w: ws[i%len(ws)], group: uint32(i)}
+		}
+		closeAll = func() {
+			for _, w := range ws {
+				w.close()
+			}
+		}
+	default:
+		return nil, fmt.Errorf("-layouts: unknown layout %q", layout)
 	}
 	defer closeAll()
 	var (
@@ -156,10 +182,138 @@ func run(dir, layout string, groups, nodes, batch, size int, d time.Duration) ([
 	return lat, errors.Join(errs...)
 }
 
+// cpuTime is the CPU time (user and system) the process has used: the
+// log's own cost, which on a machine whose nodes are CPU-bound is what a
+// commit costs them.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // ms is the q quantile of sorted latencies, in milliseconds.
 func ms(sorted []time.Duration, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
 	return float64(sorted[int(q*float64(len(sorted)-1))]) / 1e6
+}
+
+// wal is the prototype of a log that costs one write and one fdatasync a
+// commit: one append-only file per node, preallocated (so that a commit
+// changes no file size, and fdatasync flushes data alone), every group's
+// entries in it as CRC-checked records, a committer gathering what is
+// queued into one write. What a real one also needs (an index of each
+// group's entries, recovery that cuts a torn tail, compaction across
+// groups) is not here: it measures the commit's cost, nothing else.
+type wal struct {
+	f    *os.File
+	off  int64
+	size int64
+	reqs chan walReq
+	done chan struct{}
+}
+
+// walReq is one group's append waiting for the next commit.
+type walReq struct {
+	rec []byte
+	err chan error
+}
+
+// walChunk is how much file the WAL preallocates at a time.
+const walChunk = 64 << 20
+
+func openWAL(path string) (*wal, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	w := &wal{f: f, reqs: make(chan walReq, 1024), done: make(chan struct{})}
+	if err := w.grow(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	go w.loop()
+	return w, nil
+}
+
+// grow preallocates the next chunk and syncs the new size once.
+func (w *wal) grow() error {
+	if err := syscall.Fallocate(int(w.f.Fd()), 0, w.size, walChunk); err != nil {
+		return err
+	}
+	w.size += walChunk
+	return w.f.Sync()
+}
+
+// loop writes what is queued in one write and one fdatasync, until close.
+func (w *wal) loop() {
+	defer close(w.done)
+	var buf []byte
+	for first := range w.reqs {
+		pending := []walReq{first}
+	gather:
+		for {
+			select {
+			case r, ok := <-w.reqs:
+				if !ok {
+					break gather
+				}
+				pending = append(pending, r)
+			default:
+				break gather
+			}
+		}
+		buf = buf[:0]
+		for _, r := range pending {
+			buf = append(buf, r.rec...)
+		}
+		var err error
+		if w.off+int64(len(buf)) > w.size {
+			err = w.grow()
+		}
+		if err == nil {
+			_, err = w.f.WriteAt(buf, w.off)
+		}
+		if err == nil {
+			err = syscall.Fdatasync(int(w.f.Fd()))
+		}
+		w.off += int64(len(buf))
+		for _, r := range pending {
+			r.err <- err
+		}
+	}
+}
+
+func (w *wal) close() {
+	close(w.reqs)
+	<-w.done
+	_ = w.f.Close()
+}
+
+// walGroup appends one group's entries through the WAL.
+type walGroup struct {
+	w     *wal
+	group uint32
+}
+
+// StoreLogs encodes logs as records (length, CRC, group, index, term,
+// type, data) and waits for the commit that holds them.
+func (g walGroup) StoreLogs(logs []*raft.Log) error {
+	var rec []byte
+	for _, l := range logs {
+		body := binary.BigEndian.AppendUint32(nil, g.group)
+		body = binary.BigEndian.AppendUint64(body, l.Index)
+		body = binary.BigEndian.AppendUint64(body, l.Term)
+		body = append(body, byte(l.Type))
+		body = append(body, l.Data...)
+		rec = binary.BigEndian.AppendUint32(rec, uint32(len(body)))
+		rec = binary.BigEndian.AppendUint32(rec, crc32.ChecksumIEEE(body))
+		rec = append(rec, body...)
+	}
+	r := walReq{rec: rec, err: make(chan error, 1)}
+	g.w.reqs <- r
+	return <-r.err
 }
