@@ -44,10 +44,13 @@ func (n *Node) openLogs() error {
 	dataDir := n.cfg.DataDir
 	p := filepath.Join(dataDir, logFile)
 	if n.cfg.FeatureLevel < levelSharedLog {
-		if _, err := os.Stat(p); err == nil {
+		switch _, err := os.Stat(p); {
+		case err == nil:
 			if err := splitLogs(dataDir, n.log.Info); err != nil {
 				return err
 			}
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("cluster: %w", err)
 		}
 		return recordDataLevel(dataDir, n.cfg.FeatureLevel)
 	}

@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -77,13 +80,20 @@ func TestLoweredLevelIsRecordedAfterTheSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs.Close()
-	// The export's temporary file cannot be cleared: the move fails.
+	// The export's temporary file cannot be cleared: the move fails, and
+	// the node with it.
 	if err := os.MkdirAll(filepath.Join(dataDir, "meta", "raft.db.export", "x"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{cfg: Config{DataDir: dataDir, FeatureLevel: levelSharedLog - 1}, log: slog.New(slog.DiscardHandler)}
-	if err := n.openLogs(); err == nil {
-		t.Fatal("the split succeeded")
+	lowered, err := New(Config{DataDir: dataDir, NodeID: "n1", RaftAddr: "127.0.0.1:0", Insecure: true, FeatureLevel: levelSharedLog - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lowered.Open(ctx); err == nil || !strings.Contains(err.Error(), "moving the Raft logs out") {
+		lowered.Close()
+		t.Fatalf("a node whose logs cannot be moved out opened: %v", err)
 	}
 	if was, err := dataLevel(dataDir); err != nil || was != levelSharedLog {
 		t.Fatalf("recorded level %d, %v; want %d until the logs are out", was, err, levelSharedLog)
@@ -94,6 +104,7 @@ func TestLoweredLevelIsRecordedAfterTheSplit(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dataDir, "meta", "raft.db.export")); err != nil {
 		t.Fatal(err)
 	}
+	n := &Node{cfg: Config{DataDir: dataDir, FeatureLevel: levelSharedLog - 1}, log: slog.New(slog.DiscardHandler)}
 	if err := n.openLogs(); err != nil {
 		t.Fatal(err)
 	}

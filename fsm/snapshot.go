@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/internal/boltcheck"
 	"github.com/linkraft/linkraft/internal/crashpoint"
 )
@@ -219,10 +220,7 @@ func (s *store) Restore(rc io.ReadCloser) error {
 	if err := os.Rename(tmpName, s.path); err != nil {
 		return err
 	}
-	if d, err := os.Open(filepath.Dir(s.path)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	_ = atomicfile.SyncDir(filepath.Dir(s.path)) // best effort: the rename is done
 	crashpoint.Hit(crashpoint.RestoreSwap)
 	db, applied, err := s.openDB()
 	if err != nil {

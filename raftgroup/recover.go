@@ -34,6 +34,9 @@ var ErrNoSurvivor = errors.New("none of the servers to keep is in the group")
 // Writes that only the lost servers had are gone, and an entry this
 // replica held but never saw committed is applied: the group goes on from
 // what this replica had.
+//
+// Like Open, Recover closes cfg.Log (a view of the node's shared log) when
+// it is done; LatestServers leaves it open.
 func Recover(cfg Config, keep []string) ([]Server, error) {
 	if cfg.FSM == nil || cfg.NodeID == "" || cfg.Dir == "" {
 		return nil, errors.New("raftgroup: Recover needs FSM, NodeID and Dir")

@@ -251,23 +251,33 @@ func TestFailingWriteFailsAlone(t *testing.T) {
 	}
 }
 
-// TestClosedViewWritesNothing: a write queued before its view closed
-// fails with ErrClosed when the commit reaches it, so a group dropped after
-// its close does not come back.
+// TestClosedViewWritesNothing: a write queued while its view was open
+// fails with ErrClosed if the view closes before the commit reaches it, so
+// a group dropped after its close does not come back, even when the drop
+// was queued first.
 func TestClosedViewWritesNothing(t *testing.T) {
 	t.Parallel()
 	s := open(t)
 	l := s.Log("shards/3")
-	// The committer holds until the write and the drop are both queued.
-	held := hold(t, s, 2)
+	if err := l.StoreLogs(entries(1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	taken, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.write(func(*bolt.Tx) error { close(taken); <-release; return nil })
+	}()
+	<-taken
+	dropped := make(chan error, 1)
+	go func() { dropped <- s.Drop("shards/3") }()
+	testkit.WaitFor(t, 10*time.Second, "the drop queued", func() bool { return len(s.reqs) == 1 })
 	res := make(chan error, 1)
-	go func() { res <- l.StoreLogs(entries(1, 1, 1)) }()
-	testkit.WaitFor(t, 10*time.Second, "the write queued", func() bool { return len(s.reqs) == 1 })
+	go func() { res <- l.StoreLogs(entries(2, 2, 1)) }()
+	testkit.WaitFor(t, 10*time.Second, "the write queued behind it", func() bool { return len(s.reqs) == 2 })
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	dropped := make(chan error, 1)
-	go func() { dropped <- s.Drop("shards/3") }()
+	close(release)
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
