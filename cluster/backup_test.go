@@ -72,12 +72,15 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 		during  sync.Map
 		writers = 2
 	)
+	var lastErr [2]atomic.Pointer[error] // each writer's last failure, for the wait's report
 	for w := range writers {
 		wg.Go(func() {
 			for i := 0; !stop.Load() && i < 2000; i++ {
 				l, err := src.Nodes[w+1].Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://during.example/%d/%d", w, i)})
 				if err == nil {
 					during.Store(l.Code, acked{url: l.URL, at: time.Now()})
+				} else {
+					lastErr[w].Store(&err)
 				}
 			}
 		})
@@ -85,10 +88,21 @@ func TestBackupDuringWritesRestoresIntoANewCluster(t *testing.T) {
 	// Should the test end early, the writers stop before the cluster
 	// closes under them (cleanups run last-registered first).
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
-	testkit.WaitFor(t, 30*time.Second, "writes under way", func() bool {
+	// Generous: on a loaded CI machine, 3-node clusters of the other
+	// tests beside this one have held its writers back for over 30 s.
+	testkit.Eventually(t, 60*time.Second, func() error {
 		n := 0
 		during.Range(func(any, any) bool { n++; return n < 20 })
-		return n >= 20
+		if n >= 20 {
+			return nil
+		}
+		var errs []error
+		for w := range lastErr {
+			if e := lastErr[w].Load(); e != nil {
+				errs = append(errs, fmt.Errorf("writer %d: %w", w, *e))
+			}
+		}
+		return fmt.Errorf("writes under way: %d acknowledged; last failures: %v", n, errors.Join(errs...))
 	})
 	var file bytes.Buffer
 	began := time.Now()
