@@ -89,7 +89,6 @@ fuzz ./httpapi FuzzFastPathMatchesNetHTTP
 fuzz ./httpapi/importer FuzzImport
 fuzz ./internal/password FuzzCheck
 fuzz ./internal/backup FuzzRead
-fuzz ./raftgroup/nodelog FuzzDecodeLog
 
 if [ -n "$bug_pid" ]; then
   step "waiting for the chaos harness's bug cases"

@@ -391,6 +391,9 @@ func TestSecondOpenWaits(t *testing.T) {
 // error, never a panic; an entry that decodes encodes to bytes that decode
 // to the same entry (a length written with redundant varint bytes is the
 // one way two encodings of an entry differ).
+// Its seeds run with the package's tests; the test loop does not fuzz it
+// (its time is spent on what the network feeds the node): go test -run '^$'
+// -fuzz FuzzDecodeLog -fuzztime 100000x ./raftgroup/nodelog
 func FuzzDecodeLog(f *testing.F) {
 	for _, e := range entries(1, 4, 3) {
 		f.Add(encodeLog(e))
