@@ -83,25 +83,18 @@ func (l *Log) update(sub []byte, fn func(b *bolt.Bucket) error) error {
 }
 
 // FirstIndex implements raft.LogStore: the first index written, 0 for none.
-func (l *Log) FirstIndex() (uint64, error) {
-	var i uint64
-	err := l.view(bucketLogs, func(b *bolt.Bucket) error {
-		if b != nil {
-			if k, _ := b.Cursor().First(); k != nil {
-				i = binary.BigEndian.Uint64(k)
-			}
-		}
-		return nil
-	})
-	return i, err
-}
+func (l *Log) FirstIndex() (uint64, error) { return l.edge((*bolt.Cursor).First) }
 
 // LastIndex implements raft.LogStore: the last index written, 0 for none.
-func (l *Log) LastIndex() (uint64, error) {
+func (l *Log) LastIndex() (uint64, error) { return l.edge((*bolt.Cursor).Last) }
+
+// edge is the index of the entry a cursor's move to one end finds, 0 for
+// an empty log.
+func (l *Log) edge(move func(*bolt.Cursor) ([]byte, []byte)) (uint64, error) {
 	var i uint64
 	err := l.view(bucketLogs, func(b *bolt.Bucket) error {
 		if b != nil {
-			if k, _ := b.Cursor().Last(); k != nil {
+			if k, _ := move(b.Cursor()); k != nil {
 				i = binary.BigEndian.Uint64(k)
 			}
 		}
