@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -374,6 +375,30 @@ func TestImportExport(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "again.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("export of a group not held wrote a file: %v", err)
+	}
+}
+
+// TestDamagedFileIsRefusedAtOpen: a log file with damaged pages is refused
+// at open with its path named (internal/boltcheck), not left to bbolt's
+// freelist goroutine to panic on.
+func TestDamagedFileIsRefusedAtOpen(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "raft-log.db")
+	s, err := Open(Config{Path: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Log("meta").StoreLogs(entries(1, 50, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := testkit.DamageBoltPages(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Config{Path: p}); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("a damaged log file: %v", err)
 	}
 }
 
