@@ -9,16 +9,15 @@ import (
 	"strconv"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/linkraft/linkraft/internal/atomicfile"
 	"github.com/linkraft/linkraft/raftgroup"
 	"github.com/linkraft/linkraft/raftgroup/nodelog"
 )
 
 // The node's Raft logs. From feature level levelSharedLog on, every group
-// the node runs keeps its log and stable store in one file of the data dir
-// (logFile, package nodelog), whose commits serve every group at once;
+// the node runs keeps its log and stable store in one append-only log of
+// the data dir (logDir, package nodelog), whose syncs serve every group at
+// once;
 // below it, each group keeps its own raft.db in its directory, as versions
 // before that level did. The layout follows the level the node runs at,
 // both ways: a node started at levelSharedLog or above moves every group's
@@ -30,8 +29,13 @@ import (
 // levelSharedLog is the feature level of the shared Raft log.
 const levelSharedLog = 8
 
-// logFile is the shared Raft log's name in the data dir.
-const logFile = "raft-log.db"
+// logDir is the shared Raft log's directory in the data dir.
+const logDir = "raft-log"
+
+// devLogFile is where development builds of the shared log kept it, in a
+// bbolt file (never released): a data dir holding one is refused, since
+// its groups' logs are in it.
+const devLogFile = "raft-log.db"
 
 // openLogs lays the data dir's Raft logs out for the node's feature level,
 // records that level in the data dir, and opens the shared log when the
@@ -42,7 +46,10 @@ const logFile = "raft-log.db"
 // crash leaves the level that keeps them out until the logs are split).
 func (n *Node) openLogs() error {
 	dataDir := n.cfg.DataDir
-	p := filepath.Join(dataDir, logFile)
+	p := filepath.Join(dataDir, logDir)
+	if _, err := os.Stat(filepath.Join(dataDir, devLogFile)); err == nil {
+		return fmt.Errorf("cluster: %s holds %s, the Raft log of a development build of this version; start that build at -feature-level 7 to move its logs out first", dataDir, devLogFile)
+	}
 	if n.cfg.FeatureLevel < levelSharedLog {
 		switch _, err := os.Stat(p); {
 		case err == nil:
@@ -104,7 +111,7 @@ func joinLogs(dataDir string, logs *nodelog.Store, info func(string, ...any)) er
 // splitLogs moves every group's log out of the shared log in dataDir into
 // the group's own raft.db, then removes the shared log.
 func splitLogs(dataDir string, info func(string, ...any)) error {
-	p := filepath.Join(dataDir, logFile)
+	p := filepath.Join(dataDir, logDir)
 	logs, err := nodelog.Open(nodelog.Config{Path: p})
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
@@ -121,7 +128,15 @@ func splitLogs(dataDir string, info func(string, ...any)) error {
 		case errors.Is(serr, os.ErrNotExist):
 			err = logs.Drop(name)
 		default:
-			err = logs.Export(name, filepath.Join(dir, "raft.db"))
+			own := filepath.Join(dir, "raft.db")
+			if _, serr := os.Stat(own); serr == nil {
+				// A move that a stop cut short, one way or the other:
+				// raft.db is whole (written whole, removed only after its
+				// copy here was), the copy here perhaps not.
+				err = logs.Drop(name)
+				break
+			}
+			err = logs.Export(name, own)
 			info("group's Raft log moved out of the node's shared log (a feature level below the shared log's)", "group", name)
 		}
 	}
@@ -131,7 +146,7 @@ func splitLogs(dataDir string, info func(string, ...any)) error {
 	if err != nil {
 		return fmt.Errorf("cluster: moving the Raft logs out of %s: %w", p, err)
 	}
-	if err := os.Remove(p); err != nil {
+	if err := os.RemoveAll(p); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(dataDir)
@@ -187,12 +202,12 @@ func (n *Node) dropGroupLog(parts ...string) error {
 // offline commands (repair-shard, recover): nil when the data dir has
 // none, raftgroup.ErrInUse when a running node holds it.
 func offlineLogs(dataDir string) (*nodelog.Store, error) {
-	p := filepath.Join(dataDir, logFile)
+	p := filepath.Join(dataDir, logDir)
 	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	logs, err := nodelog.Open(nodelog.Config{Path: p, Timeout: time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, nodelog.ErrLocked) {
 		return nil, fmt.Errorf("%s: %w", p, raftgroup.ErrInUse)
 	}
 	return logs, err
@@ -201,9 +216,10 @@ func offlineLogs(dataDir string) (*nodelog.Store, error) {
 // offlineLog is group name's view of logs, nil when logs is nil or holds
 // nothing for it (the group keeps its own raft.db). A group whose raft.db
 // is there beside its part of logs was being moved, one way or the other,
-// when the node stopped: the two are the same, and the move is finished
-// here toward raft.db (its part of logs dropped), so that what the offline
-// command changes is the one copy the next start reads.
+// when the node stopped, and the move is finished
+// here toward raft.db (its part of logs dropped: raft.db is the whole
+// one), so that what the offline command changes is the one copy the next
+// start reads.
 func offlineLog(logs *nodelog.Store, dataDir, name string) (*nodelog.Log, error) {
 	if logs == nil {
 		return nil, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/linkraft/linkraft/raftgroup/nodelog"
 )
@@ -23,7 +24,7 @@ import (
 func TestOfflineCommandFinishesAnInterruptedMove(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
-	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dataDir, logFile)})
+	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dataDir, logDir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestLoweredLevelIsRecordedAfterTheSplit(t *testing.T) {
 	if err := recordDataLevel(dataDir, levelSharedLog); err != nil {
 		t.Fatal(err)
 	}
-	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dataDir, logFile)})
+	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dataDir, logDir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestLoweredLevelIsRecordedAfterTheSplit(t *testing.T) {
 	if was, err := dataLevel(dataDir); err != nil || was != levelSharedLog {
 		t.Fatalf("recorded level %d, %v; want %d until the logs are out", was, err, levelSharedLog)
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, logFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dataDir, logDir)); err != nil {
 		t.Fatalf("the shared log is gone though its group was not moved: %v", err)
 	}
 	if err := os.RemoveAll(filepath.Join(dataDir, "meta", "raft.db.export")); err != nil {
@@ -111,7 +112,59 @@ func TestLoweredLevelIsRecordedAfterTheSplit(t *testing.T) {
 	if was, err := dataLevel(dataDir); err != nil || was != levelSharedLog-1 {
 		t.Fatalf("recorded level %d, %v after the split", was, err)
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, logFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dataDir, logDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the shared log is still there after the split: %v", err)
+	}
+}
+
+// TestSplitKeepsTheWholeCopy: a group whose raft.db is there beside a
+// copy in the shared log that an import cut short keeps its raft.db when
+// the logs are moved out (the copy is dropped, not exported over it); and
+// a data dir holding a development build's bbolt shared log is refused.
+func TestSplitKeepsTheWholeCopy(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	dir := filepath.Join(dataDir, "shards", "0")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	own, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole []*raft.Log
+	for i := uint64(1); i <= 10; i++ {
+		whole = append(whole, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("x")})
+	}
+	if err := own.StoreLogs(whole); err != nil {
+		t.Fatal(err)
+	}
+	own.Close()
+	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dataDir, logDir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := logs.Log("shards/0").StoreLogs(whole[:3]); err != nil { // the import, cut short
+		t.Fatal(err)
+	}
+	logs.Close()
+	if err := splitLogs(dataDir, func(string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	own, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if last, err := own.LastIndex(); err != nil || last != 10 {
+		t.Fatalf("raft.db after the split: last %d, %v (the partial copy was exported over it)", last, err)
+	}
+
+	if err := os.WriteFile(filepath.Join(dataDir, devLogFile), []byte("bbolt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{cfg: Config{DataDir: dataDir, FeatureLevel: levelSharedLog}, log: slog.New(slog.DiscardHandler)}
+	if err := n.openLogs(); err == nil || !strings.Contains(err.Error(), devLogFile) {
+		t.Fatalf("a data dir with a development build's log: %v", err)
 	}
 }

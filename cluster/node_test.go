@@ -187,7 +187,7 @@ func TestRaftLogLayoutFollowsTheLevel(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	key := testcluster.Key(t)
-	shared := filepath.Join(dir, "raft-log.db")
+	shared := filepath.Join(dir, "raft-log")
 	own := func() []string {
 		files, err := filepath.Glob(filepath.Join(dir, "*", "raft.db"))
 		if err != nil {

@@ -66,7 +66,7 @@ func TestCorruptStateFileIsNamedAndRepaired(t *testing.T) {
 	}
 	// The replica's log is emptied in the node's shared log, its term and
 	// vote kept.
-	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dir, "raft-log.db")})
+	logs, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dir, "raft-log")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -393,7 +393,7 @@ scale_bench() {
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     state=$(du -cb "$work"/s1/shards/*/state.db | tail -1 | cut -f1)
-    raftlog=$( (du -cb "$work"/s1/raft-log.db "$work"/s1/shards/*/raft.db 2>/dev/null || true) | tail -1 | cut -f1) # the shared log, or a raft.db per group below feature level 8
+    raftlog=$( (du -cb "$work"/s1/raft-log "$work"/s1/shards/*/raft.db 2>/dev/null || true) | tail -1 | cut -f1) # the shared log, or a raft.db per group below feature level 8
     snaps=$(du -cb "$work"/s1/shards/*/snapshots | tail -1 | cut -f1)
     all=$(du -sb "$work/s1" | cut -f1)
     bytes=$((state + raftlog))

@@ -182,7 +182,7 @@ func TestRollingUpgradeFromThePreviousLevel(t *testing.T) {
 	// first (which also moves the node's Raft logs back out of its shared
 	// file), then the previous release, which starts on the data dir and
 	// serves every link written through the upgrade.
-	if _, err := os.Stat(filepath.Join(dirs[2], "raft-log.db")); err != nil {
+	if _, err := os.Stat(filepath.Join(dirs[2], "raft-log")); err != nil {
 		t.Fatalf("this version kept no shared Raft log: %v", err)
 	}
 	procs[2] = launchBin(t, binary(t), env, dirs[2], addrs[2], append(flags(2), "-feature-level", "6")...)
@@ -191,7 +191,7 @@ func TestRollingUpgradeFromThePreviousLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-procs[2].exited
-	if _, err := os.Stat(filepath.Join(dirs[2], "raft-log.db")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dirs[2], "raft-log")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the shared Raft log is still there after a run at level 6: %v", err)
 	}
 	procs[2] = launchBin(t, old, env, dirs[2], addrs[2], flags(2)...)

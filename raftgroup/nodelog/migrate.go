@@ -1,9 +1,9 @@
 package nodelog
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -25,12 +25,13 @@ const exportChunk = 256
 
 // Import moves group name's log and stable store from the raft-boltdb file
 // at path (one group's file, the layout before this package) into this
-// file, replacing whatever the file held for name, then removes path. It
-// is a no-op when path does not exist. The group must not be running.
+// log, replacing whatever the log held for name, then removes path. It is
+// a no-op when path does not exist. The group must not be running.
 //
-// The copy is one transaction, and path is removed only after it commits:
-// a crash in between leaves both, with the same contents, and the next
-// Import (or Export) does its work again.
+// path is removed only after the copy is durable. A crash before that
+// leaves both, the copy perhaps part done; path is then the whole one (it
+// is written whole before it is renamed in, and removed only after its
+// copy is complete), and the next Import does the work again.
 func (s *Store) Import(name, path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -42,12 +43,12 @@ func (s *Store) Import(name, path string) error {
 	if err != nil {
 		return fmt.Errorf("raft log %s: %w", path, err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error { return importInto(tx, []byte(name), src) })
+	err = s.importFrom(name, src)
 	if cerr := src.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("import %s into %s: %w", path, s.path, err)
+		return fmt.Errorf("import %s into %s: %w", path, s.dir, err)
 	}
 	if err := os.Remove(path); err != nil {
 		return err
@@ -55,24 +56,13 @@ func (s *Store) Import(name, path string) error {
 	return atomicfile.SyncDir(filepath.Dir(path))
 }
 
-// importInto replaces group name's bucket in tx with src's entries and
+// importFrom replaces group name's part of the log with src's entries and
 // stable keys.
-func importInto(tx *bolt.Tx, name []byte, src *raftboltdb.BoltStore) error {
-	if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+func (s *Store) importFrom(name string, src *raftboltdb.BoltStore) error {
+	if err := s.Drop(name); err != nil {
 		return err
 	}
-	g, err := tx.CreateBucket(name)
-	if err != nil {
-		return err
-	}
-	logs, err := g.CreateBucket(bucketLogs)
-	if err != nil {
-		return err
-	}
-	conf, err := g.CreateBucket(bucketConf)
-	if err != nil {
-		return err
-	}
+	l := s.Log(name)
 	first, err := src.FirstIndex()
 	if err != nil {
 		return err
@@ -81,16 +71,38 @@ func importInto(tx *bolt.Tx, name []byte, src *raftboltdb.BoltStore) error {
 	if err != nil {
 		return err
 	}
+	var chunk []*raft.Log
+	flush := func() error {
+		err := l.StoreLogs(chunk)
+		chunk = chunk[:0]
+		return err
+	}
 	for i := first; i <= last && i > 0; i++ {
-		var e raft.Log
-		if err := src.GetLog(i, &e); errors.Is(err, raft.ErrLogNotFound) {
+		e := &raft.Log{}
+		if err := src.GetLog(i, e); errors.Is(err, raft.ErrLogNotFound) {
+			// A gap (a snapshot installed by a version whose log kept
+			// one): what is before it is covered by the snapshot, and the
+			// entries after it replace it.
+			if err := flush(); err != nil {
+				return err
+			}
 			continue
 		} else if err != nil {
 			return err
 		}
-		if err := logs.Put(binary.BigEndian.AppendUint64(nil, i), encodeLog(&e)); err != nil {
-			return err
+		if len(chunk) > 0 && chunk[len(chunk)-1].Index+1 != i {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
+		if chunk = append(chunk, e); len(chunk) == exportChunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
 	}
 	for _, k := range stableKeys {
 		v, err := src.Get(k)
@@ -100,7 +112,7 @@ func importInto(tx *bolt.Tx, name []byte, src *raftboltdb.BoltStore) error {
 		if err != nil {
 			return err
 		}
-		if err := conf.Put(k, v); err != nil {
+		if err := l.Set(k, v); err != nil {
 			return err
 		}
 	}
@@ -109,12 +121,12 @@ func importInto(tx *bolt.Tx, name []byte, src *raftboltdb.BoltStore) error {
 
 // Export writes group name's log and stable store to a raft-boltdb file
 // at path (for a version that keeps one file per group), then drops them
-// from this file. It is a no-op when this file holds nothing for name. The
+// from this log. It is a no-op when the log holds nothing for name. The
 // group must not be running.
 //
 // The file is written beside path and renamed over it once synced; name is
 // dropped only after that, so a crash leaves either the old state or both
-// copies, the same, and the next Export (or Import) does its work again.
+// copies, the same, and the file at path is then the one to keep.
 func (s *Store) Export(name, path string) error {
 	ok, err := s.Has(name)
 	if err != nil || !ok {
@@ -137,7 +149,7 @@ func (s *Store) Export(name, path string) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("export group %s of %s to %s: %w", name, s.path, path, err)
+		return fmt.Errorf("export group %s of %s to %s: %w", name, s.dir, path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
@@ -152,39 +164,40 @@ func (s *Store) Export(name, path string) error {
 // keys into dst.
 func (s *Store) exportTo(name string, dst *raftboltdb.BoltStore) error {
 	l := s.Log(name)
-	next := uint64(0)
-	for {
+	first, err := l.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := l.LastIndex()
+	if err != nil {
+		return err
+	}
+	for i := first; i <= last && i > 0; {
 		var chunk []*raft.Log
-		err := l.view(bucketLogs, func(b *bolt.Bucket) error {
-			if b == nil {
-				return nil
+		for ; i <= last && len(chunk) < exportChunk; i++ {
+			e := &raft.Log{}
+			if err := l.GetLog(i, e); err != nil {
+				return err
 			}
-			c := b.Cursor()
-			for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, next)); k != nil && len(chunk) < exportChunk; k, v = c.Next() {
-				e := &raft.Log{}
-				if err := decodeLog(v, e); err != nil {
-					return fmt.Errorf("entry %d: %w", binary.BigEndian.Uint64(k), err)
-				}
-				e.Index = binary.BigEndian.Uint64(k)
-				chunk = append(chunk, e)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if len(chunk) == 0 {
-			break
+			chunk = append(chunk, e)
 		}
 		if err := dst.StoreLogs(chunk); err != nil {
 			return err
 		}
-		next = chunk[len(chunk)-1].Index + 1
 	}
-	return l.view(bucketConf, func(b *bolt.Bucket) error {
-		if b == nil {
-			return nil
+	var stable map[string][]byte
+	if err := l.read(func(g *group) error {
+		if g != nil {
+			stable = maps.Clone(g.stable)
 		}
-		return b.ForEach(func(k, v []byte) error { return dst.Set(k, append([]byte(nil), v...)) })
-	})
+		return nil
+	}); err != nil {
+		return err
+	}
+	for k, v := range stable {
+		if err := dst.Set([]byte(k), v); err != nil {
+			return err
+		}
+	}
+	return nil
 }

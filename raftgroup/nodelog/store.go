@@ -1,32 +1,53 @@
-// Package nodelog is a node's Raft log: one bbolt file that holds the log
-// and stable store of every Raft group the node runs, a bucket per group,
-// with one committer that gathers every group's pending appends, deletes
-// and votes into one transaction. A node with N groups thus pays one commit
-// (bbolt's two fdatasyncs) for all of them where one file per group paid N:
-// the multi-Raft layout of TiKV's and CockroachDB's engines.
+// Package nodelog is a node's Raft log: one append-only log, in segment
+// files of one directory, that holds the log and stable store of every
+// Raft group the node runs, with one committer that writes every group's
+// pending appends, deletes and votes as one write and one fdatasync. A
+// node with N groups thus pays one sync for all of them where one file per
+// group paid N: the multi-Raft layout of TiKV's and CockroachDB's engines,
+// in the shape of etcd's WAL.
 //
-// Each group sees its bucket as a raft.LogStore and raft.StableStore (Log).
-// A write returns once the transaction holding it is committed, so raft's
+// Each group sees its part as a raft.LogStore and raft.StableStore (Log).
+// A write returns once the fdatasync holding it is done, so raft's
 // durability contract holds unchanged. The committer does not wait for more
-// writes: it commits what is queued as soon as the last commit is done, so a
+// writes: it writes what is queued as soon as the last sync is done, so a
 // lone group pays no added latency, and under load the queue that builds
-// during one commit is the next one's batch (group commit).
+// during one sync is the next one's batch (group commit).
 //
-// Import and Export move one group's log between this file and a
+// The node keeps, in memory, where each group's entries are (a file and an
+// offset per entry) and each group's stable keys; reads are one pread. A
+// start rebuilds that by reading the segments, checking every record's
+// CRC. The last segment may end in a record a crash cut short: it is cut
+// off there (it was never acknowledged). Damage anywhere else is an error
+// that names the file and offset.
+//
+// Segments are begun at a size (Config.SegmentSize) with a checkpoint of
+// every group's name and stable keys, so an old segment can be deleted
+// once no live entry is in it; the oldest segments' live entries (an idle
+// group's log, which no snapshot compacts) are copied forward into the new
+// segment when too many segments are kept. Entries are deleted by records
+// that say so (raft's compaction deletes a prefix, a follower's conflict a
+// suffix).
+//
+// Import and Export move one group's log between this log and a
 // raft-boltdb file of its own (the layout before this package), for a data
 // dir's upgrade and its rollback.
 package nodelog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/linkraft/linkraft/internal/boltcheck"
+	"github.com/linkraft/linkraft/internal/atomicfile"
 )
 
 // ErrClosed is returned by every operation on a closed Store or Log.
@@ -36,94 +57,298 @@ var ErrClosed = errors.New("nodelog: closed")
 // text is what hashicorp/raft compares against ("not found").
 var ErrKeyNotFound = errors.New("not found")
 
+// ErrLocked is returned by Open when another process (a running node)
+// holds the log for longer than Config.Timeout.
+var ErrLocked = errors.New("nodelog: held by another process")
+
+// errBroken wraps the error that broke the log: a failed sync, after which
+// what the disk holds is unknown, so nothing more is written until the
+// node restarts and reads it again.
+var errBroken = errors.New("nodelog: a sync failed; restart the node")
+
 // Config configures a Store.
 type Config struct {
-	// Path is the file (created if missing).
+	// Path is the log's directory (created if missing).
 	Path string
-	// Timeout bounds the wait for the file's lock, held by another process
-	// (a running node); 0 means 5 s. The error then wraps bolt.ErrTimeout.
+	// Timeout bounds the wait for the log's lock, held by another process
+	// (a running node); 0 means 5 s. The error then wraps ErrLocked.
 	Timeout time.Duration
+	// SegmentSize is the size at which a segment ends and the next begins;
+	// 0 means DefaultSegmentSize.
+	SegmentSize int64
 }
 
-// maxBatch bounds the writes gathered into one transaction.
+// DefaultSegmentSize is a segment's size unless configured.
+const DefaultSegmentSize = 16 << 20
+
+// keepSegments is how many full segments with live entries are kept
+// before the oldest one's live entries are copied forward.
+const keepSegments = 3
+
+// maxBatch bounds the writes gathered into one sync.
 const maxBatch = 512
 
-// Store is the node's log file and its committer.
+// Store is the node's log and its committer.
 type Store struct {
-	db   *bolt.DB
-	path string
+	dir     string
+	segSize int64
+	lock    *os.File
+
+	// mu guards groups, segs and every group's contents and segment's
+	// live count. Readers hold it shared; the committer alone changes
+	// them, under it exclusively, so it reads them without it.
+	mu     sync.RWMutex
+	groups map[string]*group
+	segs   []*segment // oldest first; the last is the active one
+	nextID uint64
+
+	// The committer's own.
+	buf        []byte
+	broken     error
+	rotateFrom time.Time // a failed rotation is retried from then
+
 	reqs chan *request
 	quit chan struct{}
 	done chan struct{}
 	once sync.Once
-	// commits counts the transactions committed, writes the writes they
+	// commits counts the syncs of written batches, writes the writes they
 	// held.
 	commits, writes atomic.Uint64
 }
 
-// request is one write waiting for the next commit.
-type request struct {
-	fn  func(*bolt.Tx) error
-	err chan error
+// segment is one file of the log.
+type segment struct {
+	seq   uint64
+	path  string
+	f     *os.File
+	size  int64 // bytes of records written
+	alloc int64 // bytes preallocated (zeros past size)
+	live  int64 // bytes of live entries
 }
 
-// Open opens (or creates) the file at cfg.Path, after checking it for
-// damage that bbolt would panic on (internal/boltcheck), and starts its
-// committer.
+// allocChunk is how far ahead of its records a segment is preallocated.
+const allocChunk = 1 << 20
+
+// reserve preallocates the segment's file to hold end bytes, a chunk
+// ahead, where the file system can: appends then do not grow the file, and
+// a sync writes data, not the file's new size. Where it cannot (a FUSE
+// mount), appends grow the file. The chunk stays small: the data dir's
+// quota counts it.
+func (sg *segment) reserve(end int64) {
+	if end <= sg.alloc {
+		return
+	}
+	want := max(end, sg.alloc) + allocChunk
+	if preallocate(sg.f, sg.alloc, want-sg.alloc) == nil {
+		sg.alloc = want
+	} else {
+		sg.alloc = end // grown by the write itself
+	}
+}
+
+// loc is where an entry's bytes are.
+type loc struct {
+	seg *segment
+	off int64
+	n   int32
+}
+
+// group is one group's part of the log: its entries first to
+// first+len(locs)-1, and its stable keys.
+type group struct {
+	id     uint64
+	name   string
+	first  uint64
+	locs   []loc
+	stable map[string][]byte
+}
+
+// last is the group's last index, 0 for an empty log.
+func (g *group) last() uint64 {
+	if len(g.locs) == 0 {
+		return 0
+	}
+	return g.first + uint64(len(g.locs)) - 1
+}
+
+// Request kinds.
+const (
+	opEntries = iota + 1
+	opDelete
+	opStable
+	opDrop
+	opHook // tests: a function run in the committer
+)
+
+// request is one write waiting for the next sync.
+type request struct {
+	kind   int
+	view   *Log
+	name   string
+	first  uint64
+	ents   [][]byte
+	lo, hi uint64
+	key    []byte
+	val    []byte
+	hook   func() error
+	err    chan error
+}
+
+// Open opens (or creates) the log in the directory cfg.Path, reads it
+// back, and starts its committer.
 func Open(cfg Config) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("nodelog: Config needs Path")
-	}
-	if err := boltcheck.Check(cfg.Path); err != nil {
-		return nil, fmt.Errorf("raft log %s: %w", cfg.Path, err)
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{
-		Timeout: timeout,
-		// The freelist is rebuilt at open instead of written by every
-		// commit, and kept as a map: raft-boltdb's choice for Raft logs.
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-	})
-	if err != nil {
+	segSize := cfg.SegmentSize
+	if segSize <= 0 {
+		segSize = DefaultSegmentSize
+	}
+	if err := os.MkdirAll(cfg.Path, 0o700); err != nil {
 		return nil, fmt.Errorf("raft log %s: %w", cfg.Path, err)
 	}
-	db.NoSync = faultNoSync()
-	s := &Store{db: db, path: cfg.Path, reqs: make(chan *request, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
+	lock, err := lockDir(cfg.Path, timeout)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: cfg.Path, segSize: segSize, lock: lock, groups: map[string]*group{}, nextID: 1,
+		reqs: make(chan *request, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
+	if err := s.load(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
 	go s.commit()
 	return s, nil
 }
 
-// Path returns the file's path.
-func (s *Store) Path() string { return s.path }
+// lockDir takes the directory's lock file, waiting at most timeout.
+func lockDir(dir string, timeout time.Duration) (*os.File, error) {
+	p := filepath.Join(dir, "LOCK")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("raft log %s: %w", dir, err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				err = ErrLocked
+			}
+			return nil, fmt.Errorf("raft log %s: %w", dir, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
-// FreeBytes returns the bytes of the file's free pages (space new writes
-// reuse).
-func (s *Store) FreeBytes() int64 { return int64(s.db.Stats().FreeAlloc) }
+// Path returns the log's directory.
+func (s *Store) Path() string { return s.dir }
 
-// Commits returns how many transactions the committer has committed (each
-// a bbolt commit: two fdatasyncs) and how many writes (appends, deletes,
-// votes of any group) they held: writes/commits is the group commit's
-// batch.
+// Commits returns how many batches the committer has synced (one write
+// and one fdatasync each) and how many writes (appends, deletes, votes of
+// any group) they held: writes/commits is the group commit's batch.
 func (s *Store) Commits() (commits, writes uint64) { return s.commits.Load(), s.writes.Load() }
 
+// segments returns how many segment files the log has, and their bytes.
+func (s *Store) segments() (n int, bytes int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, sg := range s.segs {
+		bytes += sg.size
+	}
+	return len(s.segs), bytes
+}
+
 // Close stops the committer (writes still queued fail with ErrClosed) and
-// closes the file. Every group using it must be closed first.
+// closes the files. Every group using the log must be closed first.
 func (s *Store) Close() error {
-	var err error
 	s.once.Do(func() {
 		close(s.quit)
 		<-s.done
-		err = s.db.Close()
+		s.closeFiles()
 	})
-	return err
+	return nil
 }
 
-// commit is the committer: it takes whatever writes are queued, runs them
-// in one transaction, commits, and answers each, until Close.
+// closeFiles closes the segments and releases the lock.
+func (s *Store) closeFiles() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sg := range s.segs {
+		_ = sg.f.Close()
+	}
+	s.segs = nil
+	if s.lock != nil {
+		_ = s.lock.Close()
+		s.lock = nil
+	}
+}
+
+// Groups returns the names of the groups the log holds anything for.
+func (s *Store) Groups() ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.segs == nil {
+		return nil, ErrClosed
+	}
+	names := make([]string, 0, len(s.groups))
+	for name := range s.groups {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Has reports whether the log holds anything for group name.
+func (s *Store) Has(name string) (bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.segs == nil {
+		return false, ErrClosed
+	}
+	_, ok := s.groups[name]
+	return ok, nil
+}
+
+// Drop deletes group name's log and stable store (the group has left the
+// node, and is closed). Dropping a group the log does not hold is not an
+// error.
+func (s *Store) Drop(name string) error {
+	return s.do(&request{kind: opDrop, name: name})
+}
+
+// do queues r for the next sync and returns its answer.
+func (s *Store) do(r *request) error {
+	r.err = make(chan error, 1)
+	select {
+	case s.reqs <- r:
+	case <-s.quit:
+		return ErrClosed
+	}
+	select {
+	case err := <-r.err:
+		return err
+	case <-s.done:
+		// The committer answered everything it took before it stopped.
+		select {
+		case err := <-r.err:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+// commit is the committer: it takes whatever writes are queued, writes
+// them and syncs once, and answers each, until Close.
 func (s *Store) commit() {
 	defer close(s.done)
 	batch := make([]*request, 0, maxBatch)
@@ -144,36 +369,12 @@ func (s *Store) commit() {
 				break gather
 			}
 		}
-		var failed error
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			for _, r := range batch {
-				if failed = r.fn(tx); failed != nil {
-					return failed
-				}
+		s.writeBatch(batch)
+		if s.broken == nil && s.active().size >= s.segSize && !time.Now().Before(s.rotateFrom) {
+			if err := s.rotate(); err != nil {
+				// The active segment takes more writes meanwhile.
+				s.rotateFrom = time.Now().Add(time.Second)
 			}
-			return nil
-		})
-		if err == nil {
-			s.commits.Add(1)
-			s.writes.Add(uint64(len(batch)))
-		}
-		if failed != nil && len(batch) > 1 {
-			// One write failed, and took the others' transaction with it:
-			// each runs again alone, so it gets its own answer (bbolt's
-			// Batch does the same). A failed commit (a full disk) is every
-			// write's answer: alone, each would fail the same way.
-			for _, r := range batch {
-				err := s.db.Update(r.fn)
-				if err == nil {
-					s.commits.Add(1)
-					s.writes.Add(1)
-				}
-				r.err <- err
-			}
-			continue
-		}
-		for _, r := range batch {
-			r.err <- err
 		}
 	}
 }
@@ -190,58 +391,434 @@ func (s *Store) refuseQueued() {
 	}
 }
 
-// write runs fn in the next commit and returns once that commit is durable.
-func (s *Store) write(fn func(*bolt.Tx) error) error {
-	r := &request{fn: fn, err: make(chan error, 1)}
-	select {
-	case s.reqs <- r:
-	case <-s.quit:
-		return ErrClosed
-	}
-	select {
-	case err := <-r.err:
-		return err
-	case <-s.done:
-		// The committer answered everything it took before it stopped.
-		select {
-		case err := <-r.err:
-			return err
-		default:
-			return ErrClosed
-		}
-	}
+// active is the segment written to.
+func (s *Store) active() *segment { return s.segs[len(s.segs)-1] }
+
+// effect is a record of a batch, to be applied to the groups in memory
+// once the batch is durable.
+type effect struct {
+	typ    byte
+	g      *group
+	lo, hi uint64  // recDelete
+	first  uint64  // recEntries
+	pos    []int   // recEntries: each entry's offset in the batch
+	lens   []int32 // recEntries
+	key    []byte  // recStable
+	val    []byte
 }
 
-// Groups returns the names of the groups the file holds a log for.
-func (s *Store) Groups() ([]string, error) {
-	var names []string
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			names = append(names, string(name))
-			return nil
+// shadow is a group as the batch so far leaves it.
+type shadow struct {
+	g            *group
+	first, count uint64
+	dropped      bool
+}
+
+// writeBatch writes the batch's records, syncs, applies them in memory,
+// and answers each request.
+func (s *Store) writeBatch(batch []*request) {
+	answers := make([]error, len(batch))
+	if s.broken != nil {
+		for _, r := range batch {
+			r.err <- s.broken
+		}
+		return
+	}
+	buf := s.buf[:0]
+	var effects []effect
+	shadows := map[string]*shadow{}
+	// state returns name's group as the batch leaves it, made (and named
+	// by a record) when make is set and it has none.
+	state := func(name string, make bool) *shadow {
+		sh := shadows[name]
+		if sh == nil {
+			sh = &shadow{}
+			if g := s.groups[name]; g != nil {
+				sh.g, sh.first, sh.count = g, g.first, uint64(len(g.locs))
+			}
+			shadows[name] = sh
+		}
+		if make && (sh.g == nil || sh.dropped) {
+			g := &group{id: s.nextID, name: name, stable: map[string][]byte{}}
+			s.nextID++
+			*sh = shadow{g: g}
+			buf, _ = appendRecord(buf, recGroup, func(b []byte) []byte {
+				return append(binary.AppendUvarint(b, g.id), name...)
+			})
+			effects = append(effects, effect{typ: recGroup, g: g})
+		}
+		return sh
+	}
+	del := func(sh *shadow, lo, hi uint64) {
+		buf, _ = appendRecord(buf, recDelete, func(b []byte) []byte {
+			return binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(b, sh.g.id), lo), hi)
 		})
-	})
-	return names, err
-}
-
-// Has reports whether the file holds a log for group name.
-func (s *Store) Has(name string) (bool, error) {
-	var ok bool
-	err := s.db.View(func(tx *bolt.Tx) error {
-		ok = tx.Bucket([]byte(name)) != nil
-		return nil
-	})
-	return ok, err
-}
-
-// Drop deletes group name's log and stable store (the group has left the
-// node, and is closed). Dropping a group the file does not hold is not an
-// error.
-func (s *Store) Drop(name string) error {
-	return s.write(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
-			return err
+		effects = append(effects, effect{typ: recDelete, g: sh.g, lo: lo, hi: hi})
+		last := sh.first + sh.count - 1
+		switch {
+		case lo <= sh.first && hi >= last:
+			sh.count = 0
+		case lo <= sh.first:
+			sh.count -= hi + 1 - sh.first
+			sh.first = hi + 1
+		default:
+			sh.count = lo - sh.first
 		}
+	}
+	for i, r := range batch {
+		if r.view != nil && r.view.closed.Load() {
+			// Checked here too: a write queued before Close must not bring
+			// back a group dropped after it.
+			answers[i] = ErrClosed
+			continue
+		}
+		switch r.kind {
+		case opHook:
+			answers[i] = r.hook()
+		case opEntries:
+			sh := state(r.name, true)
+			if sh.count > 0 {
+				last := sh.first + sh.count - 1
+				if r.first != last+1 {
+					// A follower's conflicting suffix, or a log that starts
+					// again after a snapshot (a gap): what the new entries
+					// do not follow on from goes first.
+					lo := r.first
+					if r.first > last+1 || r.first < sh.first {
+						lo = sh.first
+					}
+					del(sh, lo, last)
+				}
+			}
+			if sh.count == 0 {
+				sh.first = r.first
+			}
+			e := effect{typ: recEntries, g: sh.g, first: r.first, pos: make([]int, len(r.ents)), lens: make([]int32, len(r.ents))}
+			buf, _ = appendRecord(buf, recEntries, func(b []byte) []byte {
+				b = binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(b, sh.g.id), r.first), uint64(len(r.ents)))
+				for j, v := range r.ents {
+					b = binary.AppendUvarint(b, uint64(len(v)))
+					e.pos[j], e.lens[j] = len(b), int32(len(v))
+					b = append(b, v...)
+				}
+				return b
+			})
+			effects = append(effects, e)
+			sh.count += uint64(len(r.ents))
+		case opDelete:
+			sh := state(r.name, false)
+			if sh.g == nil || sh.dropped || sh.count == 0 {
+				continue
+			}
+			last := sh.first + sh.count - 1
+			lo, hi := max(r.lo, sh.first), min(r.hi, last)
+			if lo > hi {
+				continue
+			}
+			if lo > sh.first && hi < last {
+				answers[i] = fmt.Errorf("nodelog: group %s: deleting entries %d to %d from the middle of %d to %d", r.name, lo, hi, sh.first, last)
+				continue
+			}
+			del(sh, lo, hi)
+		case opStable:
+			sh := state(r.name, true)
+			buf, _ = appendRecord(buf, recStable, func(b []byte) []byte {
+				b = binary.AppendUvarint(binary.AppendUvarint(b, sh.g.id), uint64(len(r.key)))
+				return append(append(b, r.key...), r.val...)
+			})
+			effects = append(effects, effect{typ: recStable, g: sh.g, key: r.key, val: r.val})
+		case opDrop:
+			sh := state(r.name, false)
+			if sh.g == nil || sh.dropped {
+				continue
+			}
+			buf, _ = appendRecord(buf, recDrop, func(b []byte) []byte { return binary.AppendUvarint(b, sh.g.id) })
+			effects = append(effects, effect{typ: recDrop, g: sh.g})
+			sh.dropped = true
+		}
+	}
+	s.buf = buf[:0]
+	var err error
+	if len(buf) > 0 {
+		err = s.append(buf)
+	}
+	if err == nil && len(buf) > 0 {
+		a := s.active()
+		base := a.size
+		s.mu.Lock()
+		a.size += int64(len(buf))
+		for _, e := range effects {
+			s.apply(a, base, e)
+		}
+		s.mu.Unlock()
+		s.commits.Add(1)
+		s.writes.Add(uint64(len(batch)))
+	}
+	for i, r := range batch {
+		if err != nil && answers[i] == nil {
+			answers[i] = err
+		}
+		r.err <- answers[i]
+	}
+}
+
+// append writes buf at the active segment's end and syncs it. A failed
+// write is cut off again (what reached the file must not be read as
+// records at the next start, after later writes overwrote its head); a
+// failed sync, or a failed cut, breaks the log.
+func (s *Store) append(buf []byte) error {
+	a := s.active()
+	a.reserve(a.size + int64(len(buf)))
+	if _, err := a.f.WriteAt(buf, a.size); err != nil {
+		if terr := a.f.Truncate(a.size); terr != nil {
+			s.broken = fmt.Errorf("%w: %s: %v after a failed write: %v", errBroken, a.path, terr, err)
+		}
+		return fmt.Errorf("raft log %s: %w", a.path, err)
+	}
+	if faultNoSync() {
 		return nil
+	}
+	if err := syscall.Fdatasync(int(a.f.Fd())); err != nil {
+		s.broken = fmt.Errorf("%w: %s: %v", errBroken, a.path, err)
+		return s.broken
+	}
+	return nil
+}
+
+// apply applies one durable record to the groups in memory. base is where
+// the batch begins in segment a.
+func (s *Store) apply(a *segment, base int64, e effect) {
+	g := e.g
+	switch e.typ {
+	case recGroup:
+		s.groups[g.name] = g
+	case recDrop:
+		for _, l := range g.locs {
+			l.seg.live -= int64(l.n)
+		}
+		g.locs = nil
+		if s.groups[g.name] == g {
+			delete(s.groups, g.name)
+		}
+	case recStable:
+		g.stable[string(e.key)] = e.val
+	case recDelete:
+		last := g.last()
+		lo, hi := max(e.lo, g.first), min(e.hi, last)
+		for i := lo; i <= hi && len(g.locs) > 0; i++ {
+			l := g.locs[i-g.first]
+			l.seg.live -= int64(l.n)
+		}
+		switch {
+		case lo <= g.first && hi >= last:
+			g.locs = nil
+		case lo <= g.first:
+			g.locs = g.locs[hi+1-g.first:]
+			g.first = hi + 1
+			if cap(g.locs) > 64 && len(g.locs) < cap(g.locs)/4 {
+				g.locs = slices.Clone(g.locs) // let the dropped prefix go
+			}
+		default:
+			g.locs = g.locs[:lo-g.first]
+		}
+	case recEntries:
+		if len(g.locs) == 0 {
+			g.first = e.first
+		}
+		for j := range e.pos {
+			l := loc{seg: a, off: base + int64(e.pos[j]), n: e.lens[j]}
+			a.live += int64(l.n)
+			g.locs = append(g.locs, l)
+		}
+	}
+}
+
+// Sorted group lists, for checkpoints made the same way every time.
+func (s *Store) sortedGroups() []*group {
+	gs := make([]*group, 0, len(s.groups))
+	for _, g := range s.groups {
+		gs = append(gs, g)
+	}
+	sort.Slice(gs, func(i, j int) bool { return gs[i].id < gs[j].id })
+	return gs
+}
+
+// checkpoint appends segment seq's header and checkpoint: every group's
+// name and stable keys.
+func (s *Store) checkpoint(b []byte, seq uint64) []byte {
+	b, _ = appendRecord(b, recSegment, func(b []byte) []byte {
+		return binary.BigEndian.AppendUint64(append(b, segmentMagic...), seq)
 	})
+	for _, g := range s.sortedGroups() {
+		b, _ = appendRecord(b, recGroup, func(b []byte) []byte { return append(binary.AppendUvarint(b, g.id), g.name...) })
+		keys := make([]string, 0, len(g.stable))
+		for k := range g.stable {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			b, _ = appendRecord(b, recStable, func(b []byte) []byte {
+				b = binary.AppendUvarint(binary.AppendUvarint(b, g.id), uint64(len(k)))
+				return append(append(b, k...), g.stable[k]...)
+			})
+		}
+	}
+	return b
+}
+
+// createSegment makes segment seq's file, preallocated where the file
+// system can (so a sync writes data, not the file's growth), and makes its
+// name durable.
+func (s *Store) createSegment(seq uint64) (*segment, error) {
+	p := filepath.Join(s.dir, segmentName(seq))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	if err := atomicfile.SyncDir(s.dir); err != nil {
+		f.Close()
+		os.Remove(p)
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	return &segment{seq: seq, path: p, f: f}, nil
+}
+
+// carry is a live entry copied forward into a new segment.
+type carry struct {
+	g   *group
+	i   int // in g.locs
+	pos int // in the new segment
+}
+
+// rotate seals the active segment, begins the next with a checkpoint and
+// the live entries of the oldest segments it replaces, then deletes those.
+func (s *Store) rotate() error {
+	old := s.active()
+	if err := old.f.Truncate(old.size); err != nil {
+		return fmt.Errorf("raft log %s: %w", old.path, err)
+	}
+	if err := old.f.Sync(); err != nil {
+		s.broken = fmt.Errorf("%w: %s: %v", errBroken, old.path, err)
+		return s.broken
+	}
+	next, err := s.createSegment(old.seq + 1)
+	if err != nil {
+		return err
+	}
+	buf := s.checkpoint(s.buf[:0], next.seq)
+	victims, carried, buf, err := s.carryForward(old, buf)
+	if err == nil {
+		next.reserve(int64(len(buf)))
+		_, err = next.f.WriteAt(buf, 0)
+	}
+	if err == nil && !faultNoSync() {
+		if err = syscall.Fdatasync(int(next.f.Fd())); err != nil {
+			s.broken = fmt.Errorf("%w: %s: %v", errBroken, next.path, err)
+		}
+	}
+	s.buf = buf[:0]
+	if err != nil {
+		next.f.Close()
+		os.Remove(next.path)
+		return fmt.Errorf("raft log %s: %w", next.path, err)
+	}
+	s.mu.Lock()
+	next.size = int64(len(buf))
+	for _, c := range carried {
+		l := &c.g.locs[c.i]
+		l.seg.live -= int64(l.n)
+		l.seg, l.off = next, int64(c.pos)
+		next.live += int64(l.n)
+	}
+	s.segs = append(slices.DeleteFunc(s.segs, func(sg *segment) bool { return slices.Contains(victims, sg) }), next)
+	s.mu.Unlock()
+	return s.remove(victims)
+}
+
+// carryForward picks the oldest segments to delete at a rotation (those
+// with no live entry, and, when more than keepSegments are kept or one
+// holds little, those whose live entries fit the copy budget) and appends
+// their live entries to buf.
+func (s *Store) carryForward(sealed *segment, buf []byte) ([]*segment, []carry, []byte, error) {
+	var victims []*segment
+	budget := s.segSize / 2
+	for i, sg := range s.segs {
+		if sg == sealed {
+			break
+		}
+		if sg.live > 0 {
+			kept := len(s.segs) - i // this one and those after it
+			if (kept <= keepSegments && sg.live > s.segSize/4) || sg.live > budget {
+				break // only a prefix of the segments goes
+			}
+			budget -= sg.live
+		}
+		victims = append(victims, sg)
+	}
+	var carried []carry
+	for _, g := range s.sortedGroups() {
+		for i := 0; i < len(g.locs); {
+			if !slices.Contains(victims, g.locs[i].seg) {
+				i++
+				continue
+			}
+			j := i
+			for j < len(g.locs) && slices.Contains(victims, g.locs[j].seg) {
+				j++
+			}
+			var err error
+			buf, _ = appendRecord(buf, recEntries, func(b []byte) []byte {
+				b = binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(b, g.id), g.first+uint64(i)), uint64(j-i))
+				for k := i; k < j && err == nil; k++ {
+					l := g.locs[k]
+					b = binary.AppendUvarint(b, uint64(l.n))
+					carried = append(carried, carry{g: g, i: k, pos: len(b)})
+					b = append(b, make([]byte, l.n)...)
+					_, err = l.seg.f.ReadAt(b[len(b)-int(l.n):], l.off)
+				}
+				return b
+			})
+			if err != nil {
+				return nil, nil, buf, err
+			}
+			i = j
+		}
+	}
+	return victims, carried, buf, nil
+}
+
+// remove closes and deletes segments no longer in the log.
+func (s *Store) remove(victims []*segment) error {
+	if len(victims) == 0 {
+		return nil
+	}
+	for _, sg := range victims {
+		_ = sg.f.Close()
+		if err := os.Remove(sg.path); err != nil {
+			return fmt.Errorf("raft log: %w", err)
+		}
+	}
+	return atomicfile.SyncDir(s.dir)
+}
+
+// segmentFiles lists the directory's segments by sequence number.
+func segmentFiles(dir string) ([]uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var seqs []uint64
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".seg") {
+			continue
+		}
+		var seq uint64
+		if _, err := fmt.Sscanf(name, "%016x.seg", &seq); err != nil || segmentName(seq) != name {
+			return nil, fmt.Errorf("raft log %s: %s is not a segment's name", dir, name)
+		}
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	return seqs, nil
 }

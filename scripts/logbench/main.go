@@ -1,11 +1,11 @@
 // Command logbench measures Raft log appends of many groups on one node:
 // each group on its own raft-boltdb file (linknode below feature level 8)
 // against the node's shared log (raftgroup/nodelog, linknode as shipped):
-// one bbolt file whose committer gathers every group's pending appends
-// into one transaction (one commit, so one pair of fdatasyncs, for all).
+// one append-only log whose committer writes every group's pending appends
+// as one write and one fdatasync.
 // Each group has one appender, as a Raft leader has (it appends one batch
 // at a time); a batch is -batch entries of -size bytes. With -nodes N the
-// groups are split over N shared files, each with its own committer: N
+// groups are split over N shared logs, each with its own committer: N
 // nodes on one disk. It prints appends/s, entries/s and the p50/p99
 // latency of an append and the CPU time spent per append, per layout and
 // group count. Files live in a
@@ -16,11 +16,9 @@
 package main
 
 import (
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
-	"hash/crc32"
 	"log"
 	"os"
 	"path/filepath"
@@ -45,7 +43,7 @@ func main() {
 	size := flag.Int("size", 150, "bytes per entry (a create's command is about 150)")
 	duration := flag.Duration("duration", 5*time.Second, "length of each run")
 	nodes := flag.Int("nodes", 1, "shared files the groups are split over (nodes on one disk)")
-	layouts := flag.String("layouts", "per-group,shared", "layouts to measure: per-group, shared (nodelog, as shipped), wal (a prototype append-only segment, not in linknode)")
+	layouts := flag.String("layouts", "per-group,shared", "layouts to measure: per-group (a raft-boltdb file per group), shared (nodelog, as shipped)")
 	flag.Parse()
 	tmp, err := os.MkdirTemp(*dir, "logbench-")
 	if err != nil {
@@ -111,7 +109,7 @@ func run(dir, layout string, groups, nodes, batch, size int, d time.Duration) ([
 	case "shared":
 		cs := make([]*nodelog.Store, max(nodes, 1))
 		for n := range cs {
-			c, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dir, fmt.Sprintf("raft-log-%d.db", n))})
+			c, err := nodelog.Open(nodelog.Config{Path: filepath.Join(dir, fmt.Sprintf("raft-log-%d", n))})
 			if err != nil {
 				return nil, err
 			}
@@ -123,23 +121,6 @@ func run(dir, layout string, groups, nodes, batch, size int, d time.Duration) ([
 		closeAll = func() {
 			for _, c := range cs {
 				_ = c.Close()
-			}
-		}
-	case "wal":
-		ws := make([]*wal, max(nodes, 1))
-		for n := range ws {
-			w, err := openWAL(filepath.Join(dir, fmt.Sprintf("wal-%d", n)))
-			if err != nil {
-				return nil, err
-			}
-			ws[n] = w
-		}
-		for i := range stores {
-			stores[i] = walGroup{w: ws[i%len(ws)], group: uint32(i)}
-		}
-		closeAll = func() {
-			for _, w := range ws {
-				w.close()
 			}
 		}
 	default:
@@ -199,121 +180,4 @@ func ms(sorted []time.Duration, q float64) float64 {
 		return 0
 	}
 	return float64(sorted[int(q*float64(len(sorted)-1))]) / 1e6
-}
-
-// wal is the prototype of a log that costs one write and one fdatasync a
-// commit: one append-only file per node, preallocated (so that a commit
-// changes no file size, and fdatasync flushes data alone), every group's
-// entries in it as CRC-checked records, a committer gathering what is
-// queued into one write. What a real one also needs (an index of each
-// group's entries, recovery that cuts a torn tail, compaction across
-// groups) is not here: it measures the commit's cost, nothing else.
-type wal struct {
-	f    *os.File
-	off  int64
-	size int64
-	reqs chan walReq
-	done chan struct{}
-}
-
-// walReq is one group's append waiting for the next commit.
-type walReq struct {
-	rec []byte
-	err chan error
-}
-
-// walChunk is how much file the WAL preallocates at a time.
-const walChunk = 64 << 20
-
-func openWAL(path string) (*wal, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	w := &wal{f: f, reqs: make(chan walReq, 1024), done: make(chan struct{})}
-	if err := w.grow(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	go w.loop()
-	return w, nil
-}
-
-// grow preallocates the next chunk and syncs the new size once.
-func (w *wal) grow() error {
-	if err := syscall.Fallocate(int(w.f.Fd()), 0, w.size, walChunk); err != nil {
-		return err
-	}
-	w.size += walChunk
-	return w.f.Sync()
-}
-
-// loop writes what is queued in one write and one fdatasync, until close.
-func (w *wal) loop() {
-	defer close(w.done)
-	var buf []byte
-	for first := range w.reqs {
-		pending := []walReq{first}
-	gather:
-		for {
-			select {
-			case r, ok := <-w.reqs:
-				if !ok {
-					break gather
-				}
-				pending = append(pending, r)
-			default:
-				break gather
-			}
-		}
-		buf = buf[:0]
-		for _, r := range pending {
-			buf = append(buf, r.rec...)
-		}
-		var err error
-		if w.off+int64(len(buf)) > w.size {
-			err = w.grow()
-		}
-		if err == nil {
-			_, err = w.f.WriteAt(buf, w.off)
-		}
-		if err == nil {
-			err = syscall.Fdatasync(int(w.f.Fd()))
-		}
-		w.off += int64(len(buf))
-		for _, r := range pending {
-			r.err <- err
-		}
-	}
-}
-
-func (w *wal) close() {
-	close(w.reqs)
-	<-w.done
-	_ = w.f.Close()
-}
-
-// walGroup appends one group's entries through the WAL.
-type walGroup struct {
-	w     *wal
-	group uint32
-}
-
-// StoreLogs encodes logs as records (length, CRC, group, index, term,
-// type, data) and waits for the commit that holds them.
-func (g walGroup) StoreLogs(logs []*raft.Log) error {
-	var rec []byte
-	for _, l := range logs {
-		body := binary.BigEndian.AppendUint32(nil, g.group)
-		body = binary.BigEndian.AppendUint64(body, l.Index)
-		body = binary.BigEndian.AppendUint64(body, l.Term)
-		body = append(body, byte(l.Type))
-		body = append(body, l.Data...)
-		rec = binary.BigEndian.AppendUint32(rec, uint32(len(body)))
-		rec = binary.BigEndian.AppendUint32(rec, crc32.ChecksumIEEE(body))
-		rec = append(rec, body...)
-	}
-	r := walReq{rec: rec, err: make(chan error, 1)}
-	g.w.reqs <- r
-	return <-r.err
 }

@@ -1,0 +1,331 @@
+package nodelog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// model is what a group's log should hold.
+type model struct {
+	ents   []*raft.Log
+	stable map[string][]byte
+}
+
+func (m *model) last() uint64 {
+	if len(m.ents) == 0 {
+		return 0
+	}
+	return m.ents[len(m.ents)-1].Index
+}
+
+// checkModel fails unless s holds exactly what the models say.
+func checkModel(t *testing.T, s *Store, models map[string]*model, when string) {
+	t.Helper()
+	names, err := s.Groups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for name := range models {
+		want = append(want, name)
+	}
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Fatalf("%s: groups %v, want %v", when, names, want)
+	}
+	for name, m := range models {
+		l := s.Log(name)
+		checkLog(t, l, m.ents)
+		for k, v := range m.stable {
+			got, err := l.Get([]byte(k))
+			if err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("%s: group %s key %s: %q %v, want %q", when, name, k, got, err, v)
+			}
+		}
+	}
+}
+
+// TestSegmentsAgainstAModel drives the log through random appends,
+// compactions, conflicting suffixes, gaps, votes and drops in many groups,
+// with segments small enough that it rotates, deletes and carries entries
+// forward all along; after every step the log holds what a model of it
+// holds, and after every reopen too (the records read back give what
+// memory held). An idle group's few entries are carried forward, not kept
+// in ever more segments.
+func TestSegmentsAgainstAModel(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "raft-log")
+	const segSize = 4 << 10
+	openIt := func() *Store {
+		s, err := Open(Config{Path: dir, SegmentSize: segSize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := openIt()
+	defer func() { _ = s.Close() }()
+	rng := rand.New(rand.NewPCG(1, 2))
+	models := map[string]*model{}
+	names := []string{"meta", "shards/0", "shards/1", "shards/2", "shards/3"}
+	term := uint64(1)
+	mk := func(from, n uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := from; i < from+n; i++ {
+			out = append(out, &raft.Log{Index: i, Term: term, Type: raft.LogCommand,
+				Data: bytes.Repeat([]byte{byte(i)}, 20+rng.IntN(120))})
+		}
+		return out
+	}
+	// The idle group: a few entries and a vote, never touched again.
+	metaEnts := mk(1, 5)
+	if err := s.Log("meta").StoreLogs(metaEnts); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Log("meta").SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatal(err)
+	}
+	models["meta"] = &model{ents: metaEnts, stable: map[string][]byte{"CurrentTerm": {0, 0, 0, 0, 0, 0, 0, 7}}}
+	checkLog(t, s.Log("meta"), models["meta"].ents)
+	maxSegs := 0
+	for step := range 3000 {
+		name := names[1+rng.IntN(len(names)-1)]
+		m := models[name]
+		if m == nil {
+			m = &model{stable: map[string][]byte{}}
+		}
+		l := s.Log(name)
+		switch op := rng.IntN(100); {
+		case op < 55: // append
+			ents := mk(m.last()+1, uint64(1+rng.IntN(4)))
+			if err := l.StoreLogs(ents); err != nil {
+				t.Fatal(err)
+			}
+			m.ents = append(m.ents, ents...)
+		case op < 70: // compaction: a prefix goes
+			if len(m.ents) < 4 {
+				continue
+			}
+			k := rng.IntN(len(m.ents) - 2)
+			if err := l.DeleteRange(m.ents[0].Index, m.ents[k].Index); err != nil {
+				t.Fatal(err)
+			}
+			m.ents = m.ents[k+1:]
+		case op < 78: // a follower's conflict: a suffix replaced
+			if len(m.ents) < 2 {
+				continue
+			}
+			k := 1 + rng.IntN(len(m.ents)-1)
+			term++
+			ents := mk(m.ents[k].Index, uint64(1+rng.IntN(3)))
+			if rng.IntN(2) == 0 {
+				if err := l.DeleteRange(m.ents[k].Index, m.last()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.StoreLogs(ents); err != nil {
+				t.Fatal(err)
+			}
+			m.ents = append(m.ents[:k], ents...)
+		case op < 82: // a snapshot installed: the log starts again past a gap
+			ents := mk(m.last()+10, 2)
+			if err := l.StoreLogs(ents); err != nil {
+				t.Fatal(err)
+			}
+			m.ents = ents
+		case op < 96: // a vote
+			v := fmt.Appendf(nil, "n%d", step)
+			if err := l.Set([]byte("LastVoteCand"), v); err != nil {
+				t.Fatal(err)
+			}
+			m.stable["LastVoteCand"] = v
+		case op < 98: // the group leaves the node
+			if err := s.Drop(name); err != nil {
+				t.Fatal(err)
+			}
+			delete(models, name)
+			continue
+		default: // the node restarts
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = openIt()
+			checkModel(t, s, models, fmt.Sprintf("after the restart at step %d", step))
+			continue
+		}
+		models[name] = m
+		if step%50 == 0 {
+			checkModel(t, s, models, fmt.Sprintf("step %d", step))
+		}
+		n, _ := s.segments()
+		maxSegs = max(maxSegs, n)
+	}
+	checkModel(t, s, models, "the end")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openIt()
+	checkModel(t, s, models, "the last reopen")
+	// The idle group's entries were carried: without that, the first
+	// segment and every one after it would stay.
+	files, err := segmentFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[0] == 1 || maxSegs > 12 {
+		t.Fatalf("segments %v, at most %d at once: the idle group's entries kept the old ones", files, maxSegs)
+	}
+}
+
+// lastSegment is the path of dir's newest segment.
+func lastSegment(t *testing.T, dir string) string {
+	t.Helper()
+	seqs, err := segmentFiles(dir)
+	if err != nil || len(seqs) == 0 {
+		t.Fatalf("segments %v: %v", seqs, err)
+	}
+	return filepath.Join(dir, segmentName(seqs[len(seqs)-1]))
+}
+
+// TestTornTailIsCutOff: a record that a crash cut short at the end of the
+// last segment was never acknowledged: the log opens without it, with
+// everything before it, and what is written next survives the next start
+// (nothing of the torn record is read back after it).
+func TestTornTailIsCutOff(t *testing.T) {
+	t.Parallel()
+	for _, cut := range []string{"half a record", "a bad checksum", "garbage after the last"} {
+		t.Run(cut, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "raft-log")
+			s, err := Open(Config{Path: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := s.Log("shards/1")
+			if err := l.StoreLogs(entries(1, 10, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.StoreLogs(entries(11, 12, 1)); err != nil {
+				t.Fatal(err)
+			}
+			p := lastSegment(t, dir)
+			size := s.active().size
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := entries(1, 12, 1)
+			switch cut {
+			case "half a record":
+				data = data[:size-5]
+				want = entries(1, 10, 1)
+			case "a bad checksum":
+				data[size-3] ^= 0xff
+				want = entries(1, 10, 1)
+			case "garbage after the last":
+				data = append(data[:size], []byte("\x00\x00\x00\x01\x00\x00\x00\x10Ezzzz")...)
+			}
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err = Open(Config{Path: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLog(t, s.Log("shards/1"), want)
+			more := entries(uint64(len(want))+1, 20, 2)
+			if err := s.Log("shards/1").StoreLogs(more); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err = Open(Config{Path: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			checkLog(t, s.Log("shards/1"), append(want, more...))
+		})
+	}
+}
+
+// TestDamageIsRefusedAtOpen: a damaged record in a segment that is not
+// the last (one that was whole when the next began) is an error naming
+// the file and offset, not a log quietly cut short.
+func TestDamageIsRefusedAtOpen(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "raft-log")
+	s, err := Open(Config{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Log("meta").StoreLogs(entries(1, 50, 1)); err != nil {
+		t.Fatal(err)
+	}
+	p := lastSegment(t, dir)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A reopen begins a new segment: p is sealed now.
+	s, err = Open(Config{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x40
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Config{Path: dir}); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "offset") {
+		t.Fatalf("a damaged sealed segment: %v", err)
+	}
+	// And a file that is not a segment of this format at all.
+	if err := os.WriteFile(p, []byte("SQLite format 3\x00 and more bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Config{Path: dir}); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("a foreign file: %v", err)
+	}
+}
+
+// TestMiddleDeleteIsRefused: raft deletes a prefix or a suffix; a hole in
+// the middle would break the one-run layout, so it is an error and
+// nothing is deleted.
+func TestMiddleDeleteIsRefused(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	l := s.Log("shards/2")
+	if err := l.StoreLogs(entries(1, 10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DeleteRange(4, 6); err == nil {
+		t.Fatal("a hole was made")
+	}
+	checkLog(t, l, entries(1, 10, 1))
+	if err := l.StoreLogs(entries(12, 12, 1)[:0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StoreLogs([]*raft.Log{entries(12, 12, 1)[0], entries(14, 14, 1)[0]}); err == nil || errors.Is(err, ErrClosed) {
+		t.Fatalf("entries that skip an index: %v", err)
+	}
+	checkLog(t, l, entries(1, 10, 1))
+}
