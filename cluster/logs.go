@@ -47,6 +47,9 @@ const devLogFile = "raft-log.db"
 func (n *Node) openLogs() error {
 	dataDir := n.cfg.DataDir
 	p := filepath.Join(dataDir, logDir)
+	if err := os.RemoveAll(filepath.Join(dataDir, logDir+".removed")); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(dataDir, devLogFile)); err == nil {
 		return fmt.Errorf("cluster: %s holds %s, the Raft log of a development build of this version; start that build at -feature-level 7 to move its logs out first", dataDir, devLogFile)
 	}
@@ -64,7 +67,7 @@ func (n *Node) openLogs() error {
 	if err := recordDataLevel(dataDir, n.cfg.FeatureLevel); err != nil {
 		return err
 	}
-	logs, err := nodelog.Open(nodelog.Config{Path: p})
+	logs, err := nodelog.Open(nodelog.Config{Path: p, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -146,10 +149,22 @@ func splitLogs(dataDir string, info func(string, ...any)) error {
 	if err != nil {
 		return fmt.Errorf("cluster: moving the Raft logs out of %s: %w", p, err)
 	}
-	if err := os.RemoveAll(p); err != nil {
+	return removeLogDir(dataDir)
+}
+
+// removeLogDir removes the shared log's directory: renamed first, so that
+// a crash part way through the removal leaves no log with segments
+// missing (it would refuse to open), only a directory the next start
+// finishes removing.
+func removeLogDir(dataDir string) error {
+	p, gone := filepath.Join(dataDir, logDir), filepath.Join(dataDir, logDir+".removed")
+	if err := os.Rename(p, gone); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return atomicfile.SyncDir(dataDir)
+	if err := atomicfile.SyncDir(dataDir); err != nil {
+		return err
+	}
+	return os.RemoveAll(gone)
 }
 
 // groupNames lists the groups whose directories dataDir holds, by their

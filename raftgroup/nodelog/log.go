@@ -18,8 +18,11 @@ type Log struct {
 }
 
 // Log returns group name's view of the log. The group is made by its
-// first write.
+// first write. A name is not empty (its writes fail with errNoName).
 func (s *Store) Log(name string) *Log { return &Log{s: s, name: name} }
+
+// errNoName is the answer to a write of a view with an empty name.
+var errNoName = errors.New("nodelog: a group needs a name")
 
 // Path returns the log's directory.
 func (l *Log) Path() string { return l.s.dir }
@@ -118,11 +121,16 @@ func (l *Log) StoreLogs(entries []*raft.Log) error {
 		return ErrClosed
 	}
 	ents := make([][]byte, len(entries))
+	size := 0
 	for i, e := range entries {
 		if i > 0 && e.Index != entries[i-1].Index+1 {
 			return fmt.Errorf("nodelog: group %s: entries %d and %d are not consecutive", l.name, entries[i-1].Index, e.Index)
 		}
 		ents[i] = encodeLog(e)
+		size += len(ents[i]) + binary.MaxVarintLen64
+	}
+	if size > maxRecord/2 {
+		return fmt.Errorf("nodelog: group %s: %d bytes of entries in one append, over %d", l.name, size, maxRecord/2)
 	}
 	if entries[0].Index == 0 {
 		return errors.New("nodelog: an entry at index 0")

@@ -25,6 +25,15 @@ type replayed struct {
 // last one, and begins a new segment (so nothing is ever written after a
 // tail that a crash left).
 func (s *Store) load() error {
+	tmps, err := filepath.Glob(filepath.Join(s.dir, "*.seg"+tmpSuffix))
+	if err != nil {
+		return err
+	}
+	for _, p := range tmps { // segments a crash cut off as they were begun
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("raft log: %w", err)
+		}
+	}
 	seqs, err := segmentFiles(s.dir)
 	if err != nil {
 		return fmt.Errorf("raft log %s: %w", s.dir, err)
@@ -40,6 +49,11 @@ func (s *Store) load() error {
 		return r
 	}
 	for i, seq := range seqs {
+		if i > 0 && seq != seqs[i-1]+1 {
+			// Segments go oldest first, so one missing between two is
+			// not the log's doing (a removal cut short, a file lost).
+			return fmt.Errorf("raft log %s: segment %s is missing between %s and %s", s.dir, segmentName(seqs[i-1]+1), segmentName(seqs[i-1]), segmentName(seq))
+		}
 		sg, err := s.readSegment(seq, i == len(seqs)-1, get, byID)
 		if err != nil {
 			return err
@@ -77,33 +91,9 @@ func (s *Store) load() error {
 		}
 		s.groups[r.name] = g
 	}
-	last := uint64(0)
-	if len(s.segs) > 0 {
-		last = s.segs[len(s.segs)-1].seq
-	}
-	next, err := s.createSegment(last + 1)
-	if err != nil {
-		return err
-	}
-	buf := s.checkpoint(nil, next.seq)
-	next.reserve(int64(len(buf)))
-	if _, err := next.f.WriteAt(buf, 0); err != nil {
-		next.f.Close()
-		return fmt.Errorf("raft log %s: %w", next.path, err)
-	}
-	if err := next.f.Sync(); err != nil {
-		next.f.Close()
-		return fmt.Errorf("raft log %s: %w", next.path, err)
-	}
-	next.size = int64(len(buf))
-	s.segs = append(s.segs, next)
-	// The segments before the first with a live entry go: the checkpoint
-	// holds what their other records said.
-	var dead []*segment
-	for len(s.segs) > 1 && s.segs[0].live == 0 {
-		dead, s.segs = append(dead, s.segs[0]), s.segs[1:]
-	}
-	return s.remove(dead)
+	// A new segment, always: nothing is written after a tail that a
+	// crash left. The oldest segments go as at a rotation.
+	return s.begin(nil, false)
 }
 
 // readSegment reads segment seq's records into the groups by id (get
@@ -121,11 +111,12 @@ func (s *Store) readSegment(seq uint64, last bool, get func(uint64) *replayed, b
 	damaged := func(off int, what string) error {
 		return fmt.Errorf("raft log %s: damaged at offset %d: %s", p, off, what)
 	}
-	off := 0
+	off, torn := 0, false
 	for {
 		typ, payload, n, err := readRecord(data[off:])
 		if err != nil && last {
-			break // a torn tail: never acknowledged
+			torn = true // a tail a crash cut short: never acknowledged
+			break
 		}
 		if err != nil {
 			return nil, damaged(off, err.Error())
@@ -149,7 +140,7 @@ func (s *Store) readSegment(seq uint64, last bool, get func(uint64) *replayed, b
 		off += n
 	}
 	if off == 0 {
-		// Not even a header: a segment a crash cut off as it was begun.
+		// Not even a header: nothing of it was ever acknowledged.
 		if err := os.Remove(p); err != nil {
 			return nil, fmt.Errorf("raft log: %w", err)
 		}
@@ -169,6 +160,10 @@ func (s *Store) readSegment(seq uint64, last bool, get func(uint64) *replayed, b
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("raft log %s: %w", p, err)
+		}
+		if torn {
+			s.log.Warn("raft log: a record a crash left unfinished cut off (it was never acknowledged)",
+				"segment", p, "offset", off, "bytes", len(data)-off)
 		}
 	}
 	return sg, nil

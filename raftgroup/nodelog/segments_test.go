@@ -329,3 +329,106 @@ func TestMiddleDeleteIsRefused(t *testing.T) {
 	}
 	checkLog(t, l, entries(1, 10, 1))
 }
+
+// TestLargeIdleEntriesAreCarried: an idle group whose live entries fill
+// more than the copy budget (a few bulk batches, then nothing) is carried
+// forward all the same, so the segments behind it go and their count stays
+// bounded while a busy group appends and compacts.
+func TestLargeIdleEntriesAreCarried(t *testing.T) {
+	t.Parallel()
+	const segSize = 4 << 10
+	s, err := Open(Config{Path: filepath.Join(t.TempDir(), "raft-log"), SegmentSize: segSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	big := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte("b"), segSize/2+100)}
+	if err := s.Log("meta").StoreLogs([]*raft.Log{big}); err != nil {
+		t.Fatal(err)
+	}
+	busy := s.Log("shards/1")
+	most := 0
+	for i := uint64(1); i <= 2000; i++ {
+		if err := busy.StoreLogs(entries(i, i, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if i > 4 {
+			if err := busy.DeleteRange(i-4, i-4); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, _ := s.segments()
+		most = max(most, n)
+	}
+	if most > keepSegments+3 {
+		t.Fatalf("%d segments at once: the idle group's large entry kept the ones after it", most)
+	}
+	checkLog(t, s.Log("meta"), []*raft.Log{big})
+	checkLog(t, busy, entries(1997, 2000, 1))
+}
+
+// TestOpenIgnoresWhatIsNotTheLog: a segment being begun when a crash came
+// (under its temporary name, with a checkpoint older than the log) is
+// removed at start, not read after the newer records; a segment missing
+// between two others is an error naming it; a write of a group with no
+// name is refused (its record could not be read back).
+func TestOpenIgnoresWhatIsNotTheLog(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "raft-log")
+	s, err := Open(Config{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := s.Log("meta")
+	if err := l.StoreLogs(entries(1, 3, 1)); err != nil { // live entries: the first segment stays
+		t.Fatal(err)
+	}
+	if err := l.SetUint64([]byte("CurrentTerm"), 5); err != nil {
+		t.Fatal(err)
+	}
+	stale := s.checkpoint(nil, s.active().seq+1) // the checkpoint a rotation would begin with
+	if err := l.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Log("").StoreLogs(entries(1, 1, 1)); !errors.Is(err, errNoName) {
+		t.Fatalf("a group with no name: %v", err)
+	}
+	next := filepath.Join(dir, segmentName(s.active().seq+1)+tmpSuffix)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(next, stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Config{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Log("meta").GetUint64([]byte("CurrentTerm")); err != nil || v != 7 {
+		t.Fatalf("term %d, %v after a start beside a half-begun segment: want 7", v, err)
+	}
+	if _, err := os.Stat(next); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the half-begun segment is still there: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(Config{Path: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Three segments now (one per start): the middle one goes.
+	seqs, err := segmentFiles(dir)
+	if err != nil || len(seqs) < 3 {
+		t.Fatalf("segments %v, %v", seqs, err)
+	}
+	middle := filepath.Join(dir, segmentName(seqs[1]))
+	if err := os.Remove(middle); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Config{Path: dir}); err == nil || !strings.Contains(err.Error(), segmentName(seqs[1])) {
+		t.Fatalf("a log with a segment missing: %v", err)
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,6 +77,8 @@ type Config struct {
 	// SegmentSize is the size at which a segment ends and the next begins;
 	// 0 means DefaultSegmentSize.
 	SegmentSize int64
+	// Logger tells of a torn tail cut off at start; nil logs nothing.
+	Logger *slog.Logger
 }
 
 // DefaultSegmentSize is a segment's size unless configured.
@@ -93,6 +96,7 @@ type Store struct {
 	dir     string
 	segSize int64
 	lock    *os.File
+	log     *slog.Logger
 
 	// mu guards groups, segs and every group's contents and segment's
 	// live count. Readers hold it shared; the committer alone changes
@@ -215,7 +219,11 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: cfg.Path, segSize: segSize, lock: lock, groups: map[string]*group{}, nextID: 1,
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{dir: cfg.Path, segSize: segSize, lock: lock, log: logger, groups: map[string]*group{}, nextID: 1,
 		reqs: make(chan *request, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
 	if err := s.load(); err != nil {
 		s.closeFiles()
@@ -466,6 +474,10 @@ func (s *Store) writeBatch(batch []*request) {
 		}
 	}
 	for i, r := range batch {
+		if r.view != nil && r.name == "" {
+			answers[i] = errNoName
+			continue
+		}
 		if r.view != nil && r.view.closed.Load() {
 			// Checked here too: a write queued before Close must not bring
 			// back a group dropped after it.
@@ -537,7 +549,7 @@ func (s *Store) writeBatch(batch []*request) {
 			sh.dropped = true
 		}
 	}
-	s.buf = buf[:0]
+	s.keepBuf(buf)
 	var err error
 	if len(buf) > 0 {
 		err = s.append(buf)
@@ -666,22 +678,40 @@ func (s *Store) checkpoint(b []byte, seq uint64) []byte {
 	return b
 }
 
-// createSegment makes segment seq's file, preallocated where the file
-// system can (so a sync writes data, not the file's growth), and makes its
-// name durable.
-func (s *Store) createSegment(seq uint64) (*segment, error) {
+// writeSegment writes segment seq whole: buf (its header, checkpoint and
+// carried entries) into a temporary file, synced, then renamed to the
+// segment's name and the directory synced. A crash leaves the segment
+// whole or absent, never a partial one that a start would read after the
+// older segment still written to.
+func (s *Store) writeSegment(seq uint64, buf []byte) (*segment, error) {
 	p := filepath.Join(s.dir, segmentName(seq))
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	tmp := p + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("raft log: %w", err)
 	}
-	if err := atomicfile.SyncDir(s.dir); err != nil {
-		f.Close()
-		os.Remove(p)
-		return nil, fmt.Errorf("raft log: %w", err)
+	sg := &segment{seq: seq, path: p, f: f, size: int64(len(buf))}
+	sg.reserve(sg.size)
+	_, err = f.WriteAt(buf, 0)
+	if err == nil && !faultNoSync() {
+		err = syscall.Fdatasync(int(f.Fd()))
 	}
-	return &segment{seq: seq, path: p, f: f}, nil
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err == nil {
+		err = atomicfile.SyncDir(s.dir)
+	}
+	if err != nil {
+		f.Close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("raft log %s: %w", p, err)
+	}
+	return sg, nil
 }
+
+// tmpSuffix marks a segment being written; a start removes any.
+const tmpSuffix = ".tmp"
 
 // carry is a live entry copied forward into a new segment.
 type carry struct {
@@ -690,66 +720,82 @@ type carry struct {
 	pos int // in the new segment
 }
 
-// rotate seals the active segment, begins the next with a checkpoint and
-// the live entries of the oldest segments it replaces, then deletes those.
+// rotate seals the active segment and begins the next.
 func (s *Store) rotate() error {
 	old := s.active()
 	if err := old.f.Truncate(old.size); err != nil {
 		return fmt.Errorf("raft log %s: %w", old.path, err)
 	}
+	old.alloc = old.size
 	if err := old.f.Sync(); err != nil {
 		s.broken = fmt.Errorf("%w: %s: %v", errBroken, old.path, err)
 		return s.broken
 	}
-	next, err := s.createSegment(old.seq + 1)
+	return s.begin(old, true)
+}
+
+// begin writes the next segment: its checkpoint, and the live entries of
+// the oldest segments before until (all of them when nil) that it
+// replaces (carryForward; eager at a rotation); then makes it the active
+// one and deletes those.
+func (s *Store) begin(until *segment, eager bool) error {
+	seq := uint64(1)
+	if len(s.segs) > 0 {
+		seq = s.segs[len(s.segs)-1].seq + 1
+	}
+	buf := s.checkpoint(s.buf[:0], seq)
+	victims, carried, buf, err := s.carryForward(until, eager, buf)
+	if err == nil {
+		var next *segment
+		if next, err = s.writeSegment(seq, buf); err == nil {
+			s.mu.Lock()
+			for _, c := range carried {
+				l := &c.g.locs[c.i]
+				l.seg.live -= int64(l.n)
+				l.seg, l.off = next, int64(c.pos)
+				next.live += int64(l.n)
+			}
+			s.segs = append(s.segs, next)
+			s.mu.Unlock()
+		}
+	}
+	s.keepBuf(buf)
 	if err != nil {
 		return err
 	}
-	buf := s.checkpoint(s.buf[:0], next.seq)
-	victims, carried, buf, err := s.carryForward(old, buf)
-	if err == nil {
-		next.reserve(int64(len(buf)))
-		_, err = next.f.WriteAt(buf, 0)
-	}
-	if err == nil && !faultNoSync() {
-		if err = syscall.Fdatasync(int(next.f.Fd())); err != nil {
-			s.broken = fmt.Errorf("%w: %s: %v", errBroken, next.path, err)
-		}
-	}
-	s.buf = buf[:0]
-	if err != nil {
-		next.f.Close()
-		os.Remove(next.path)
-		return fmt.Errorf("raft log %s: %w", next.path, err)
-	}
-	s.mu.Lock()
-	next.size = int64(len(buf))
-	for _, c := range carried {
-		l := &c.g.locs[c.i]
-		l.seg.live -= int64(l.n)
-		l.seg, l.off = next, int64(c.pos)
-		next.live += int64(l.n)
-	}
-	s.segs = append(slices.DeleteFunc(s.segs, func(sg *segment) bool { return slices.Contains(victims, sg) }), next)
-	s.mu.Unlock()
 	return s.remove(victims)
 }
 
-// carryForward picks the oldest segments to delete at a rotation (those
-// with no live entry, and, when more than keepSegments are kept or one
-// holds little, those whose live entries fit the copy budget) and appends
-// their live entries to buf.
-func (s *Store) carryForward(sealed *segment, buf []byte) ([]*segment, []carry, []byte, error) {
+// keepBuf keeps buf's memory for the next batch, unless a large batch
+// grew it.
+func (s *Store) keepBuf(buf []byte) {
+	if cap(buf) > 4<<20 {
+		buf = nil
+	}
+	s.buf = buf[:0]
+}
+
+// carryForward picks the oldest segments to delete as a segment begins
+// (before until, or all when nil): those with no live entry, and, when
+// more than keepSegments are kept or (eager) one holds little, those whose
+// live entries fit the copy budget (the oldest always does: an idle
+// group's large entries must not keep every later segment) and appends
+// their live entries to buf. A start is not eager: a node restarted again
+// and again copies nothing until segments pile up.
+func (s *Store) carryForward(until *segment, eager bool, buf []byte) ([]*segment, []carry, []byte, error) {
 	var victims []*segment
 	budget := s.segSize / 2
 	for i, sg := range s.segs {
-		if sg == sealed {
+		if sg == until {
 			break
 		}
 		if sg.live > 0 {
 			kept := len(s.segs) - i // this one and those after it
-			if (kept <= keepSegments && sg.live > s.segSize/4) || sg.live > budget {
+			if kept <= keepSegments && (!eager || sg.live > s.segSize/4) {
 				break // only a prefix of the segments goes
+			}
+			if budget < s.segSize/2 && sg.live > budget {
+				break
 			}
 			budget -= sg.live
 		}
@@ -787,18 +833,25 @@ func (s *Store) carryForward(sealed *segment, buf []byte) ([]*segment, []carry, 
 	return victims, carried, buf, nil
 }
 
-// remove closes and deletes segments no longer in the log.
+// remove deletes segments no longer in the log, oldest first, each
+// unlink made durable before the next: a crash never leaves an older
+// segment (whose records later ones assume gone) behind a deleted one. A
+// failed removal stops there; the rest stay in the log (they hold no live
+// entry) and go at the next segment's beginning.
 func (s *Store) remove(victims []*segment) error {
-	if len(victims) == 0 {
-		return nil
-	}
 	for _, sg := range victims {
-		_ = sg.f.Close()
-		if err := os.Remove(sg.path); err != nil {
+		if err := os.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("raft log: %w", err)
 		}
+		if err := atomicfile.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("raft log: %w", err)
+		}
+		s.mu.Lock()
+		s.segs = slices.DeleteFunc(s.segs, func(x *segment) bool { return x == sg })
+		s.mu.Unlock()
+		_ = sg.f.Close()
 	}
-	return atomicfile.SyncDir(s.dir)
+	return nil
 }
 
 // segmentFiles lists the directory's segments by sequence number.
