@@ -71,6 +71,9 @@ type Config struct {
 	// Snapshots overrides the shard groups' snapshot policy (zero fields:
 	// raftgroup.DefaultSnapshots).
 	Snapshots raftgroup.SnapshotPolicy
+	// RaftLogSegmentBytes is the size of the shared Raft log's segments
+	// (0: nodelog.DefaultSegmentSize).
+	RaftLogSegmentBytes int64
 	// CacheSize, CacheTTL and NegativeTTL configure each shard's cache.
 	CacheSize   int
 	CacheTTL    time.Duration

@@ -67,7 +67,7 @@ func (n *Node) openLogs() error {
 	if err := recordDataLevel(dataDir, n.cfg.FeatureLevel); err != nil {
 		return err
 	}
-	logs, err := nodelog.Open(nodelog.Config{Path: p, Logger: n.log})
+	logs, err := nodelog.Open(nodelog.Config{Path: p, Logger: n.log, SegmentSize: n.cfg.RaftLogSegmentBytes})
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

@@ -26,11 +26,13 @@ for nem in partition kill pause loss hostile flood disk membership restart meta 
   run "soak-$nem" -nemesis "$nem" -time-limit "$CELL_TIME" -nemesis-interval 5s
 done
 # snapshot-install needs snapshots taken often and few entries kept behind
-# them, so that a node cut off for 5 s can only catch up from a snapshot;
+# them, so that a node cut off for 5 s can only catch up from a snapshot
+# (and small Raft log segments, so that the shared log rotates, deletes and
+# carries entries forward under the faults);
 # the mix of every fault runs with that profile too, so that it holds one.
 # Every run takes a backup halfway and restores it after (the backup
 # checker).
-snap="-raft-snapshot-threshold 32 -raft-trailing-logs 16 -raft-snapshot-interval 100ms"
+snap="-raft-snapshot-threshold 32 -raft-trailing-logs 16 -raft-snapshot-interval 100ms -raft-log-segment-bytes 65536"
 run soak-snapshot -nemesis snapshot -time-limit "$CELL_TIME" -nemesis-interval 5s -node-args "$snap"
 # The crash points (a jepsencrash build): with the snapshot profile, so
 # that snapshots are taken and sent, and on lazyfs (power in the mix), so

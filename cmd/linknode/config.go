@@ -19,6 +19,7 @@ import (
 	"github.com/linkraft/linkraft/internal/clusterkey"
 	"github.com/linkraft/linkraft/link"
 	"github.com/linkraft/linkraft/raftgroup"
+	"github.com/linkraft/linkraft/raftgroup/nodelog"
 	"github.com/linkraft/linkraft/shard"
 )
 
@@ -125,6 +126,8 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
+	// RaftLogSegmentBytes is the size of the node's Raft log's segments.
+	RaftLogSegmentBytes int64
 }
 
 // envName maps a flag name to its environment variable.
@@ -205,6 +208,7 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", raftgroup.DefaultSnapshots.Threshold, "log entries applied since the last snapshot that make a group snapshot (snapshots are markers: cheap)")
 	fs.Uint64Var(&c.TrailingLogs, "raft-trailing-logs", raftgroup.DefaultSnapshots.TrailingLogs, "log entries kept behind a snapshot; a follower further behind is sent the leader's state file")
 	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", raftgroup.DefaultSnapshots.Interval, "how often each group checks whether to snapshot (raft adds up to as much again in jitter)")
+	fs.Int64Var(&c.RaftLogSegmentBytes, "raft-log-segment-bytes", nodelog.DefaultSegmentSize, "size at which the node's Raft log begins a new segment file (old ones go once nothing in them is live; smaller: less disk, more copying of idle groups' entries)")
 	return fs
 }
 
@@ -407,6 +411,9 @@ func (c *Config) validate() error {
 	}
 	if c.StateCommitInterval < 0 || c.StateCommitInterval > time.Minute {
 		return errors.New("-state-commit-interval must be between 0 and 1m")
+	}
+	if c.RaftLogSegmentBytes < 64<<10 || c.RaftLogSegmentBytes > 1<<30 {
+		return errors.New("-raft-log-segment-bytes must be between 64 KiB and 1 GiB")
 	}
 	if c.SnapshotThreshold < 1 || c.TrailingLogs < 1 || c.SnapshotInterval < 5*time.Millisecond {
 		return errors.New("-raft-snapshot-threshold and -raft-trailing-logs must be at least 1, -raft-snapshot-interval at least 5ms")

@@ -206,7 +206,7 @@ func (m *Main) nodeConfig(dataDir string) (cluster.Config, error) {
 		RemoteCacheTTL: cfg.RemoteCacheTTL, ReapAfter: cfg.ReapAfter, Observer: m.metrics, Logger: m.log,
 		AdminKey:     cfg.AdminKey,
 		Snapshots:    raftgroup.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
-		FeatureLevel: cfg.FeatureLevel,
+		FeatureLevel: cfg.FeatureLevel, RaftLogSegmentBytes: cfg.RaftLogSegmentBytes,
 	}
 	if ncfg.StateCommitInterval = cfg.StateCommitInterval; ncfg.StateCommitInterval == 0 {
 		ncfg.StateCommitInterval = -1 // every batch

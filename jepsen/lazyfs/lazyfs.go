@@ -19,6 +19,10 @@
 //   - A lost write is lost whole: no torn pages and no reordering within
 //     what was not synced (LazyFS's "torn-seq" faults are not modelled).
 //
+// Every answer that carries a file's attributes (lookup, getattr, statx)
+// gives the size readers see, never the backing file's: the kernel takes a
+// smaller size for the file shrinking and zeroes its cached page past it.
+//
 // The kernel's page cache of a file is kept, as a local file system's is:
 // every write reaches the file through it, so it is never stale, and it is
 // never dropped but at a power cut (PowerLoss has the kernel drop the
@@ -306,6 +310,7 @@ type node struct {
 
 var (
 	_ fs.NodeOpener    = (*node)(nil)
+	_ fs.NodeLookuper  = (*node)(nil)
 	_ fs.NodeCreater   = (*node)(nil)
 	_ fs.NodeGetattrer = (*node)(nil)
 	_ fs.NodeSetattrer = (*node)(nil)
@@ -382,6 +387,26 @@ func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags, mask uint32, o
 		v.mu.Unlock()
 	}
 	return 0
+}
+
+// Lookup answers a name's attributes with the size readers see. The
+// loopback's would give the backing file's size, behind the volatile one
+// until the next sync: the kernel took that for the file shrinking, cut
+// its cached pages there and zeroed the rest of the page, and the zeros
+// stayed cached over data written before them (a log appending records
+// while the data dir was walked read back zeros inside a synced segment:
+// TestAppendsReadBackWhole).
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	in, errno := n.LoopbackNode.Lookup(ctx, name, out)
+	if errno != 0 {
+		return in, errno
+	}
+	if v := n.l.state(out.Attr.Ino); v != nil {
+		v.mu.Lock()
+		out.Attr.Size = uint64(v.size)
+		v.mu.Unlock()
+	}
+	return in, 0
 }
 
 // Getattr answers the size readers see.
