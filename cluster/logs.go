@@ -257,3 +257,12 @@ func (a *Admin) RaftLog() (commits, writes uint64) {
 	}
 	return a.n.logs.Commits()
 }
+
+// RaftLogSegments returns the segment files of the node's shared Raft log
+// and their bytes; zeros when the node runs below its level.
+func (a *Admin) RaftLogSegments() (n int, bytes int64) {
+	if a.n.logs == nil {
+		return 0, 0
+	}
+	return a.n.logs.Segments()
+}

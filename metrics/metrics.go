@@ -218,6 +218,9 @@ type NodeGauges struct {
 	// RaftLog returns the commits of the node's shared Raft log and the
 	// writes they held (zeros below the shared log's feature level).
 	RaftLog func() (commits, writes uint64)
+	// RaftLogSegments returns the segment files of the node's shared Raft
+	// log and their bytes (zeros below its feature level).
+	RaftLogSegments func() (n int, bytes int64)
 }
 
 // RegisterNode registers the node gauges.
@@ -247,10 +250,14 @@ func (m *Metrics) RegisterNode(g NodeGauges) error {
 			func() float64 { return float64(g.Halted()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_fsm_stalled_groups", Help: "Groups whose commit keeps failing (a full disk) and is being retried."},
 			func() float64 { return float64(g.Stalled()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_raft_log_commits_total", Help: "Commits of the node's Raft log, shared by its groups (each one fsync of the file)."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_raft_log_commits_total", Help: "Commits of the node's Raft log, shared by its groups (each one write and one fdatasync)."},
 			func() float64 { c, _ := g.RaftLog(); return float64(c) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "linkraft_raft_log_writes_total", Help: "Writes (appends, compactions, votes, of any group) in those commits: writes per commit is the group commit's batch."},
 			func() float64 { _, w := g.RaftLog(); return float64(w) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_raft_log_segments", Help: "Segment files of the node's Raft log (old ones go once nothing in them is live)."},
+			func() float64 { n, _ := g.RaftLogSegments(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkraft_raft_log_bytes", Help: "Bytes of records in the node's Raft log's segments."},
+			func() float64 { _, b := g.RaftLogSegments(); return float64(b) }),
 	}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {

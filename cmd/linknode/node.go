@@ -278,7 +278,7 @@ func (m *Main) registerGauges(admin *cluster.Admin) error {
 		Rejected:     func() uint64 { r, _, _ := admin.ApplyHealth(); return r },
 		Halted:       func() int { _, h, _ := admin.ApplyHealth(); return h },
 		Stalled:      func() int { _, _, s := admin.ApplyHealth(); return s },
-		RaftLog:      admin.RaftLog,
+		RaftLog:      admin.RaftLog, RaftLogSegments: admin.RaftLogSegments,
 	})
 }
 

@@ -412,6 +412,10 @@ func TestSIGTERMDrainsAndExits(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^linkraft_raft_log_commits_total [1-9]`).Match(metricsBody) {
 		t.Errorf("/metrics of the process shows no commit of the shared Raft log")
 	}
+	if !regexp.MustCompile(`(?m)^linkraft_raft_log_segments [1-9]`).Match(metricsBody) ||
+		!regexp.MustCompile(`(?m)^linkraft_raft_log_bytes [1-9]`).Match(metricsBody) {
+		t.Errorf("/metrics of the process shows no segment of the shared Raft log")
+	}
 
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

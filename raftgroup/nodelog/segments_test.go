@@ -166,7 +166,7 @@ func TestSegmentsAgainstAModel(t *testing.T) {
 		if step%50 == 0 {
 			checkModel(t, s, models, fmt.Sprintf("step %d", step))
 		}
-		n, _ := s.segments()
+		n, _ := s.Segments()
 		maxSegs = max(maxSegs, n)
 	}
 	checkModel(t, s, models, "the end")
@@ -357,7 +357,7 @@ func TestLargeIdleEntriesAreCarried(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		n, _ := s.segments()
+		n, _ := s.Segments()
 		most = max(most, n)
 	}
 	if most > keepSegments+3 {

@@ -265,8 +265,9 @@ func (s *Store) Path() string { return s.dir }
 // any group) they held: writes/commits is the group commit's batch.
 func (s *Store) Commits() (commits, writes uint64) { return s.commits.Load(), s.writes.Load() }
 
-// segments returns how many segment files the log has, and their bytes.
-func (s *Store) segments() (n int, bytes int64) {
+// Segments returns how many segment files the log has, and the bytes of
+// their records.
+func (s *Store) Segments() (n int, bytes int64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, sg := range s.segs {
