@@ -365,6 +365,9 @@ func TestLargeIdleEntriesAreCarried(t *testing.T) {
 	}
 	checkLog(t, s.Log("meta"), []*raft.Log{big})
 	checkLog(t, busy, entries(1997, 2000, 1))
+	if c := s.carried.Load(); c == 0 || c > 40*uint64(len(big.Data)) {
+		t.Fatalf("%d bytes copied forward: want the large entry copied, a bounded number of times", c)
+	}
 }
 
 // TestOpenIgnoresWhatIsNotTheLog: a segment being begun when a crash came
@@ -431,4 +434,30 @@ func TestOpenIgnoresWhatIsNotTheLog(t *testing.T) {
 	if _, err := Open(Config{Path: dir}); err == nil || !strings.Contains(err.Error(), segmentName(seqs[1])) {
 		t.Fatalf("a log with a segment missing: %v", err)
 	}
+}
+
+// TestALiveLogIsNotCopied: a log whose entries are all live (a bulk load
+// its snapshots have not caught up with) grows by segments without copying
+// any entry forward: copying a segment that is all live frees nothing.
+func TestALiveLogIsNotCopied(t *testing.T) {
+	t.Parallel()
+	const segSize = 4 << 10
+	s, err := Open(Config{Path: filepath.Join(t.TempDir(), "raft-log"), SegmentSize: segSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var want []*raft.Log
+	for i := uint64(1); i <= 200; i++ {
+		e := &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte("x"), 1000)}
+		if err := s.Log("shards/0").StoreLogs([]*raft.Log{e}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, e)
+	}
+	n, _ := s.Segments()
+	if c := s.carried.Load(); c != 0 || n < 40 {
+		t.Fatalf("%d bytes copied forward, %d segments, for a log all live", c, n)
+	}
+	checkLog(t, s.Log("shards/0"), want)
 }

@@ -116,8 +116,8 @@ type Store struct {
 	done chan struct{}
 	once sync.Once
 	// commits counts the syncs of written batches, writes the writes they
-	// held.
-	commits, writes atomic.Uint64
+	// held; carried the bytes of entries copied forward.
+	commits, writes, carried atomic.Uint64
 }
 
 // segment is one file of the log.
@@ -755,6 +755,7 @@ func (s *Store) begin(until *segment, eager bool) error {
 				l.seg.live -= int64(l.n)
 				l.seg, l.off = next, int64(c.pos)
 				next.live += int64(l.n)
+				s.carried.Add(uint64(l.n))
 			}
 			s.segs = append(s.segs, next)
 			s.mu.Unlock()
@@ -777,14 +778,21 @@ func (s *Store) keepBuf(buf []byte) {
 }
 
 // carryForward picks the oldest segments to delete as a segment begins
-// (before until, or all when nil): those with no live entry, and, when
-// more than keepSegments are kept or (eager) one holds little, those whose
-// live entries fit the copy budget (the oldest always does: an idle
-// group's large entries must not keep every later segment) and appends
-// their live entries to buf. A start is not eager: a node restarted again
-// and again copies nothing until segments pile up.
+// (before until, or all when nil), and appends their live entries to buf:
+// those with no live entry; (eager) one whose live entries are few, within
+// a copy budget; and, past keepSegments, the oldest ones whatever they hold
+// while the log's segments hold more than twice its live bytes (and a few
+// segments over), so that an idle group's entries, however large, do not
+// keep every later segment, while a log that is mostly live (a bulk load
+// its snapshots have not caught up with) is not copied again and again.
+// A start is not eager: a node restarted again and again copies nothing
+// until segments pile up.
 func (s *Store) carryForward(until *segment, eager bool, buf []byte) ([]*segment, []carry, []byte, error) {
 	var victims []*segment
+	var total, live int64
+	for _, sg := range s.segs {
+		total, live = total+sg.size, live+sg.live
+	}
 	budget := s.segSize / 2
 	for i, sg := range s.segs {
 		if sg == until {
@@ -792,14 +800,14 @@ func (s *Store) carryForward(until *segment, eager bool, buf []byte) ([]*segment
 		}
 		if sg.live > 0 {
 			kept := len(s.segs) - i // this one and those after it
-			if kept <= keepSegments && (!eager || sg.live > s.segSize/4) {
+			small := eager && sg.live <= s.segSize/4 && sg.live <= budget
+			wasteful := kept > keepSegments && total > 2*live+keepSegments*s.segSize
+			if !small && !wasteful {
 				break // only a prefix of the segments goes
-			}
-			if budget < s.segSize/2 && sg.live > budget {
-				break
 			}
 			budget -= sg.live
 		}
+		total -= sg.size - sg.live // its live entries move to the new one
 		victims = append(victims, sg)
 	}
 	var carried []carry
