@@ -38,12 +38,6 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// IsMonotonic implements raft.MonotonicLogStore: a group's entries are one
-// run of indexes, so raft clears the log when it installs a snapshot
-// rather than leave a gap (a gap would be cleared by the next append
-// anyway).
-func (l *Log) IsMonotonic() bool { return true }
-
 // read runs fn on the group, nil if the log holds nothing for it, with the
 // log's lock held shared.
 func (l *Log) read(fn func(g *group) error) error {

@@ -461,3 +461,18 @@ func TestALiveLogIsNotCopied(t *testing.T) {
 	}
 	checkLog(t, s.Log("shards/0"), want)
 }
+
+// TestNotMonotonic: the log does not tell raft it is a MonotonicLogStore,
+// though a group's entries are one run (an append past a gap clears what
+// is before it). raft clears a monotonic store's whole log when a follower
+// installs a snapshot but keeps its last index where it was: a follower
+// holding entries past the snapshot's index then applied entries it no
+// longer had, and panicked ("log not found", a soak run's replaced node).
+// Not monotonic, raft compacts up to the snapshot and keeps what follows.
+func TestNotMonotonic(t *testing.T) {
+	t.Parallel()
+	var l raft.LogStore = open(t).Log("shards/1")
+	if m, ok := l.(raft.MonotonicLogStore); ok && m.IsMonotonic() {
+		t.Fatal("the log says it is monotonic")
+	}
+}
