@@ -64,7 +64,6 @@ func checkModel(t *testing.T, s *Store, models map[string]*model, when string) {
 func TestSegmentsAgainstAModel(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "raft-log")
-	const segSize = 4 << 10
 	openIt := func() *Store {
 		s, err := Open(Config{Path: dir, SegmentSize: segSize})
 		if err != nil {
@@ -184,6 +183,21 @@ func TestSegmentsAgainstAModel(t *testing.T) {
 	if files[0] == 1 || maxSegs > 12 {
 		t.Fatalf("segments %v, at most %d at once: the idle group's entries kept the old ones", files, maxSegs)
 	}
+}
+
+// segSize is the segment size of openSmall's logs: a few entries
+// fill one.
+const segSize = 4 << 10
+
+// openSmall opens a log of small segments for a test.
+func openSmall(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(Config{Path: filepath.Join(t.TempDir(), "raft-log"), SegmentSize: segSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // lastSegment is the path of dir's newest segment.
@@ -336,12 +350,7 @@ func TestMiddleDeleteIsRefused(t *testing.T) {
 // bounded while a busy group appends and compacts.
 func TestLargeIdleEntriesAreCarried(t *testing.T) {
 	t.Parallel()
-	const segSize = 4 << 10
-	s, err := Open(Config{Path: filepath.Join(t.TempDir(), "raft-log"), SegmentSize: segSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSmall(t)
 	big := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte("b"), segSize/2+100)}
 	if err := s.Log("meta").StoreLogs([]*raft.Log{big}); err != nil {
 		t.Fatal(err)
@@ -441,12 +450,7 @@ func TestOpenIgnoresWhatIsNotTheLog(t *testing.T) {
 // any entry forward: copying a segment that is all live frees nothing.
 func TestALiveLogIsNotCopied(t *testing.T) {
 	t.Parallel()
-	const segSize = 4 << 10
-	s, err := Open(Config{Path: filepath.Join(t.TempDir(), "raft-log"), SegmentSize: segSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSmall(t)
 	var want []*raft.Log
 	for i := uint64(1); i <= 200; i++ {
 		e := &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte("x"), 1000)}
