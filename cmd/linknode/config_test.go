@@ -95,6 +95,8 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-raft-snapshot-interval", "1ns"}, want: "-raft-snapshot-interval"},
 		{args: []string{"-state-commit-interval", "-1s"}, want: "-state-commit-interval must be between 0 and 1m"},
 		{args: []string{"-state-commit-interval", "2h"}, want: "-state-commit-interval must be between 0 and 1m"},
+		{args: []string{"-raft-log-segment-bytes", "4096"}, want: "-raft-log-segment-bytes must be between 64 KiB and 1 GiB"},
+		{args: []string{"-raft-log-segment-bytes", "4294967296"}, want: "-raft-log-segment-bytes must be between 64 KiB and 1 GiB"},
 		{args: []string{"extra"}, want: "unexpected argument"},
 		// Secure by default: no multi-node cluster without a key.
 		{args: []string{"-bootstrap-expect", "3"}, want: "linknode keygen"},

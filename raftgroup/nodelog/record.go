@@ -153,7 +153,8 @@ func appendLog(b []byte, e *raft.Log) []byte {
 // errCorrupt says an entry's bytes do not decode.
 var errCorrupt = errors.New("damaged entry")
 
-// decodeLog decodes v (encodeLog's) into out, copying every byte out of v.
+// decodeLog decodes v (encodeLog's) into out. out's data and extensions
+// are slices of v, which the caller hands over (a read's own buffer).
 func decodeLog(v []byte, out *raft.Log) error {
 	if len(v) < 18 || v[0] != entryVersion {
 		return errCorrupt
@@ -178,8 +179,8 @@ func decodeLog(v []byte, out *raft.Log) error {
 	return nil
 }
 
-// chunk reads one length-prefixed byte string off b: a copy (nil when
-// empty) and what follows it.
+// chunk reads one length-prefixed byte string off b: a slice of b, capped
+// at its end (nil when empty), and what follows it.
 func chunk(b []byte) ([]byte, []byte, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)-k) {
@@ -189,7 +190,7 @@ func chunk(b []byte) ([]byte, []byte, error) {
 	if n == 0 {
 		return nil, b, nil
 	}
-	return append([]byte(nil), b[:n]...), b[n:], nil
+	return b[:n:n], b[n:], nil
 }
 
 // segmentName is the file name of segment seq.

@@ -437,8 +437,8 @@ func (s *Store) writeBatch(batch []*request) {
 	var effects []effect
 	shadows := map[string]*shadow{}
 	// state returns name's group as the batch leaves it, made (and named
-	// by a record) when make is set and it has none.
-	state := func(name string, make bool) *shadow {
+	// by a record) when create is set and it has none.
+	state := func(name string, create bool) *shadow {
 		sh := shadows[name]
 		if sh == nil {
 			sh = &shadow{}
@@ -447,7 +447,7 @@ func (s *Store) writeBatch(batch []*request) {
 			}
 			shadows[name] = sh
 		}
-		if make && (sh.g == nil || sh.dropped) {
+		if create && (sh.g == nil || sh.dropped) {
 			g := &group{id: s.nextID, name: name, stable: map[string][]byte{}}
 			s.nextID++
 			*sh = shadow{g: g}
