@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -124,6 +125,7 @@ func (h *host) sync() error {
 		return err
 	}
 	sweep := h.swept.Load() != p.Version
+	var opens []command.ShardID
 	for i, nodes := range p.Shards {
 		id := command.ShardID(i)
 		if i >= int(h.settings.Shards) {
@@ -132,9 +134,7 @@ func (h *host) sync() error {
 		placed := slices.Contains(nodes, n.cfg.NodeID)
 		switch s := h.local(id); {
 		case placed && s == nil && h.leavingShard(id) == nil:
-			if err := h.open(id, nodes, p.Version == 1); err != nil {
-				return err
-			}
+			opens = append(opens, id)
 		case !placed && s != nil:
 			h.leave(id, s)
 		case !placed && s == nil && sweep && h.leavingShard(id) == nil:
@@ -143,10 +143,39 @@ func (h *host) sync() error {
 			}
 		}
 	}
+	if err := h.openAll(opens, p); err != nil {
+		return err
+	}
 	if sweep {
 		h.swept.Store(p.Version)
 	}
 	return h.retire()
+}
+
+// openAll opens shards ids of placement p, as many at a time as the
+// process has processors. Opening a shard reads its whole state file
+// twice (internal/boltcheck's walk, then bbolt's rebuild of its freelist):
+// seconds for a large one, and a node's start took their sum when they
+// opened one by one. The error is the first shard's that failed; the
+// others still open.
+func (h *host) openAll(ids []command.ShardID, p *command.Placement) error {
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = h.open(id, p.Shards[id], p.Version == 1)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sweep deletes the files of shard id, which is not placed here and not

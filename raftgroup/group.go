@@ -279,7 +279,35 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 	}
 	g.wg.Add(1)
 	go g.monitorLeadership()
+	g.electIfSoleVoter()
 	return g, nil
+}
+
+// electIfSoleVoter starts an election at once when the group's latest
+// configuration names this node as its only voter. Such a group has no
+// leader to hear from, yet raft waits a heartbeat timeout (1–2 s by
+// default) before it stands: a restarted one-node cluster waited that
+// long for its meta group and again for its shards. raft's documented
+// way to cut the wait is a reload with a shorter heartbeat timeout, which
+// wakes the follower's timer now; the timeout is put back at once (the
+// timer only reads it after it fires, and a group that has never heard
+// from a leader then stands).
+func (g *Group) electIfSoleVoter() {
+	f := g.raft.GetConfiguration()
+	if f.Error() != nil || !soleVoter(f.Configuration(), g.nodeID) {
+		return
+	}
+	rc := g.raft.ReloadableConfig()
+	hb := rc.HeartbeatTimeout
+	rc.HeartbeatTimeout = hb - time.Nanosecond
+	if err := g.raft.ReloadConfig(rc); err != nil {
+		g.log.Debug("could not stand at once; the heartbeat timeout will start the election", "err", err)
+		return
+	}
+	rc.HeartbeatTimeout = hb
+	if err := g.raft.ReloadConfig(rc); err != nil {
+		g.log.Warn("could not put the heartbeat timeout back", "err", err)
+	}
 }
 
 // raftConfig is raft's configuration of the group, with timers t.
@@ -411,7 +439,22 @@ func (g *Group) Bootstrap(servers []Server) error {
 	if errors.Is(err, raft.ErrCantBootstrap) {
 		return nil
 	}
+	if err == nil {
+		g.electIfSoleVoter()
+	}
 	return err
+}
+
+// soleVoter reports whether id is the only voter of c.
+func soleVoter(c raft.Configuration, id string) bool {
+	voters, self := 0, false
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+			self = self || s.ID == raft.ServerID(id)
+		}
+	}
+	return voters == 1 && self
 }
 
 // Name returns the group's name.
