@@ -120,6 +120,9 @@ func (s *store) reapplyLocked() error {
 	if err != nil {
 		return err
 	}
+	if s.begin != nil {
+		s.begin(tx)
+	}
 	keep := false
 	for _, b := range s.pending {
 		if s.beforeBatch != nil {

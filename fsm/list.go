@@ -49,6 +49,26 @@ var (
 	maxIndexedKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 )
 
+// indexFill is how full bbolt packs an index's pages when it splits them.
+// Index keys begin with a creation time (after the owner, tag or click
+// count), so a create appends at the end of its range, and bbolt's default
+// of half full left every index page half empty: the five indexes took 313
+// of the 486 MB of pages of a million links, 172 of them at 0.9. etcd packs
+// its revision-keyed bucket to 0.9 for the same reason. The links bucket,
+// keyed by code (random), keeps the default: at 0.9 it took 1.7 times the
+// pages.
+const indexFill = 0.9
+
+// fillIndexes sets the fill of tx's index buckets (bbolt keeps it per
+// transaction, not in the file).
+func fillIndexes(tx *bolt.Tx) {
+	for _, name := range [][]byte{bucketByOwner, bucketByTag, bucketByCreated, bucketByClicks, bucketByClicksAll} {
+		if b := tx.Bucket(name); b != nil {
+			b.FillPercent = indexFill
+		}
+	}
+}
+
 // tagPrefix is the key prefix of owner's links with tag.
 func tagPrefix(owner, tag string) []byte {
 	return append(append(append([]byte(owner), 0), tag...), 0)

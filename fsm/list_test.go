@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/linkraft/linkraft/command"
@@ -287,5 +288,59 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 			}
 			return tx.Bucket(bucketMeta).Put(older, []byte{1})
 		})
+	}
+}
+
+// TestIndexPagesArePacked: creates append to the indexes (their keys sort
+// by creation time), so their pages are packed to indexFill, not left half
+// empty as bbolt's default split leaves them. Codes arrive in random order,
+// as the ID permutation hands them out; the links bucket, keyed by code,
+// stays at bbolt's default.
+func TestIndexPagesArePacked(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "shard.db")
+	f, err := NewShardFSM(ShardConfig{Path: path, CommitInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n, batch = 20000, 200
+	index := uint64(0)
+	for i := 0; i < n; i += batch {
+		logs := make([]*raft.Log, 0, batch)
+		for j := range batch {
+			index++
+			c := &command.CreateIfAbsent{Code: fmt.Sprintf("k%08x", rng.Uint32()), Now: t0.Add(time.Duration(i+j) * time.Millisecond), Nonce: index,
+				Request: link.CreateRequest{URL: fmt.Sprintf("https://e.example/%d", i+j), Owner: []string{"alice", "bob"}[j%2], Tags: []string{"t"}}}
+			logs = append(logs, &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: c.Encode()})
+		}
+		f.ApplyBatch(logs)
+		if i%(5*batch) == 0 {
+			if err := f.flushOnce(); err != nil { // several commits, as the interval makes them
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketByOwner, bucketByTag, bucketByCreated, bucketByClicks, bucketByClicksAll} {
+			st := tx.Bucket(name).Stats()
+			if st.KeyN != n {
+				t.Errorf("%s holds %d keys, want %d", name, st.KeyN, n)
+			}
+			if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); fill < 0.8 {
+				t.Errorf("%s: leaf pages %.0f%% full over %d pages, want at least 80%%", name, 100*fill, st.LeafPageN)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -63,6 +63,7 @@ func NewShardFSM(cfg ShardConfig) (*ShardFSM, error) {
 		return nil, err
 	}
 	s.afterApply = f.flushChanges
+	s.begin = fillIndexes
 	s.beforeBatch = func() { // a retried commit starts its changes over
 		clear(f.changed)
 		f.changed = f.changed[:0]

@@ -48,6 +48,9 @@ type store struct {
 	// beforeBatch runs before each attempt at a batch (a retried commit
 	// starts over).
 	beforeBatch func()
+	// begin runs on each write transaction the store begins for applies
+	// (bucket settings that bbolt does not keep in the file).
+	begin func(*bolt.Tx)
 	// afterApply runs once a batch's effects are visible to reads (cache
 	// hooks): at once when the file commits on an interval, after the
 	// commit when it commits every batch. A batch applied again after a
@@ -393,7 +396,9 @@ func (s *store) applyBatch(logs []*raft.Log, vals, out []any, applied uint64) (h
 	}
 	failed, err := -1, error(nil)
 	if s.tx == nil {
-		s.tx, err = s.db.Begin(true)
+		if s.tx, err = s.db.Begin(true); err == nil && s.begin != nil {
+			s.begin(s.tx)
+		}
 	}
 	if err == nil {
 		if s.beforeBatch != nil {
