@@ -277,9 +277,14 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 		// out; half of it leaves room for clock-rate drift and scheduling.
 		lease: t.HeartbeatTimeout / 2,
 	}
-	g.wg.Add(1)
+	g.wg.Add(2)
 	go g.monitorLeadership()
-	g.electIfSoleVoter()
+	// Not in line: reading the configuration waits for raft's main loop,
+	// which a snapshot install already queued would hold for its length.
+	go func() {
+		defer g.wg.Done()
+		g.electIfSoleVoter()
+	}()
 	return g, nil
 }
 
@@ -291,7 +296,9 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 // way to cut the wait is a reload with a shorter heartbeat timeout, which
 // wakes the follower's timer now; the timeout is put back at once (the
 // timer only reads it after it fires, and a group that has never heard
-// from a leader then stands).
+// from a leader then stands). raft refuses a heartbeat timeout below the
+// leader lease, so timings whose lease equals their heartbeat timeout (the
+// test clusters') wait as before.
 func (g *Group) electIfSoleVoter() {
 	f := g.raft.GetConfiguration()
 	if f.Error() != nil || !soleVoter(f.Configuration(), g.nodeID) {
