@@ -26,6 +26,7 @@ func TestRateLimitPerKey(t *testing.T) {
 	}
 	ok, limited := 0, 0
 	var last response
+	began := time.Now()
 	for i := 0; i < 30; i++ {
 		r := create()
 		switch r.status {
@@ -38,9 +39,11 @@ func TestRateLimitPerKey(t *testing.T) {
 			t.Fatalf("create: %d %s", r.status, r.body)
 		}
 	}
-	// 10 at once, plus what refilled meanwhile (5/s).
-	if ok < 10 || ok > 20 || limited == 0 {
-		t.Fatalf("%d created, %d limited", ok, limited)
+	// 10 at once, plus what refilled meanwhile (5/s): under the race
+	// detector on a busy machine the 30 requests took over 3 s, and 24
+	// went through, so the bound counts the time they took.
+	if most := 10 + int(5*time.Since(began).Seconds()) + 1; ok < 10 || ok > most || limited == 0 {
+		t.Fatalf("%d created (at most %d in %v), %d limited", ok, most, time.Since(began).Round(time.Millisecond), limited)
 	}
 	if last.json(t)["type"] != "/problems/rate-limited" || last.header.Get("Retry-After") == "" ||
 		last.header.Get("RateLimit-Policy") != `"key";q=10;w=2` || !strings.HasPrefix(last.header.Get("RateLimit"), `"key";r=0;t=`) {
