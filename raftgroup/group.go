@@ -186,12 +186,15 @@ type Group struct {
 	quorumAt   time.Time
 	leaseReset time.Time
 	lease      time.Duration
-	stop       chan struct{}
-	ctx        context.Context // cancelled by Close
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
-	closeErr   error
+	// heartbeat is the configured heartbeat timeout (electIfSoleVoter
+	// shortens raft's for a moment and puts this back).
+	heartbeat time.Duration
+	stop      chan struct{}
+	ctx       context.Context // cancelled by Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // groupTransport is a group's raft.Transport, which it closes.
@@ -275,7 +278,8 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 		// Voters that acknowledged this leader refuse other candidates
 		// until their heartbeat timeout (at least HeartbeatTimeout) runs
 		// out; half of it leaves room for clock-rate drift and scheduling.
-		lease: t.HeartbeatTimeout / 2,
+		lease:     t.HeartbeatTimeout / 2,
+		heartbeat: t.HeartbeatTimeout,
 	}
 	g.wg.Add(2)
 	go g.monitorLeadership()
@@ -304,14 +308,15 @@ func (g *Group) electIfSoleVoter() {
 	if f.Error() != nil || !soleVoter(f.Configuration(), g.nodeID) {
 		return
 	}
+	// From the configured timeout, not the current one: the open's check
+	// and a Bootstrap's may run at once, and each puts back the same value.
 	rc := g.raft.ReloadableConfig()
-	hb := rc.HeartbeatTimeout
-	rc.HeartbeatTimeout = hb - time.Nanosecond
+	rc.HeartbeatTimeout = g.heartbeat - time.Nanosecond
 	if err := g.raft.ReloadConfig(rc); err != nil {
 		g.log.Debug("could not stand at once; the heartbeat timeout will start the election", "err", err)
 		return
 	}
-	rc.HeartbeatTimeout = hb
+	rc.HeartbeatTimeout = g.heartbeat
 	if err := g.raft.ReloadConfig(rc); err != nil {
 		g.log.Warn("could not put the heartbeat timeout back", "err", err)
 	}

@@ -61,6 +61,11 @@ func TestSoleVoterStandsAtOnce(t *testing.T) {
 	for _, when := range []string{"bootstrapped", "opened again"} {
 		g := openOne()
 		testkit.WaitFor(t, 20*time.Second, "the sole voter to lead when "+when, g.LeaderReady)
+		// The check at open runs on its own goroutine: wait for it before
+		// reading the timeout it puts back.
+		testkit.WaitFor(t, 5*time.Second, "the heartbeat timeout put back", func() bool {
+			return g.raft.ReloadableConfig().HeartbeatTimeout == slow.HeartbeatTimeout
+		})
 		if _, _, err := g.Apply(testkit.Context(t, 5*time.Second), (&command.LeaseRange{Node: "n1", N: 1}).Encode()); err != nil {
 			t.Fatalf("apply after it was %s: %v", when, err)
 		}
