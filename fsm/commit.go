@@ -116,12 +116,9 @@ func (s *store) flushLocked() error {
 // (but for a batch whose first apply failed) and their changes delivered:
 // only the last batch's changes are kept, and only if it is such a batch.
 func (s *store) reapplyLocked() error {
-	tx, err := s.db.Begin(true)
+	tx, err := s.beginWrite()
 	if err != nil {
 		return err
-	}
-	if s.begin != nil {
-		s.begin(tx)
 	}
 	keep := false
 	for _, b := range s.pending {

@@ -396,9 +396,7 @@ func (s *store) applyBatch(logs []*raft.Log, vals, out []any, applied uint64) (h
 	}
 	failed, err := -1, error(nil)
 	if s.tx == nil {
-		if s.tx, err = s.db.Begin(true); err == nil && s.begin != nil {
-			s.begin(s.tx)
-		}
+		s.tx, err = s.beginWrite()
 	}
 	if err == nil {
 		if s.beforeBatch != nil {
@@ -486,6 +484,16 @@ func (s *store) applyTo(tx *bolt.Tx, logs []*raft.Log, vals, out []any, applied 
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], last)
 	return -1, tx.Bucket(bucketMeta).Put(keyApplied, buf[:])
+}
+
+// beginWrite begins a write transaction for applies, with the settings
+// of s.begin.
+func (s *store) beginWrite() (*bolt.Tx, error) {
+	tx, err := s.db.Begin(true)
+	if err == nil && s.begin != nil {
+		s.begin(tx)
+	}
+	return tx, err
 }
 
 // reject answers an entry that failed to decode or validate.
