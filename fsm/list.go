@@ -24,7 +24,10 @@ import (
 // what it sorts on and the code; the owner and the creation time of a link
 // never change, so an update touches only the tag entries of tags it adds
 // or removes, a click batch moves the click entries of the links it
-// counts, and a delete removes them all.
+// counts, and a delete removes them all. The click indexes hold the links
+// with human clicks only: most links have none, and a listing by clicks
+// finds those in a creation index (see ListLinks). That spared about a
+// hundred bytes a link of 10M links' files.
 var (
 	bucketByOwner     = []byte("links-by-owner")      // owner 0x00 created(8, BE) code -> empty
 	bucketByTag       = []byte("links-by-tag")        // owner 0x00 tag 0x00 created(8, BE) code -> empty
@@ -39,13 +42,15 @@ var (
 	indexBuckets = [][]byte{bucketByOwner, bucketByTag, bucketByCreated, bucketByClicks, bucketByClicksAll, bucketTagCounts, bucketTagCountsAll}
 	// keyIndexed, in the meta bucket, says the indexes cover every link
 	// (a file of an older version has links and fewer indexes or none:
-	// v1 had no tag index, v2 no click index, v3 no tag counts). An older
+	// v1 had no tag index, v2 no click index, v3 no tag counts; v4 put
+	// every link in the click indexes, the unclicked at 0). An older
 	// version's marker beside it says that version ran on the file since
-	// (a downgrade), and kept fewer indexes meanwhile, so they are built
+	// (a downgrade), and kept other indexes meanwhile, so they are built
 	// again.
-	keyIndexed    = []byte("indexed-v4")
-	olderIndexed  = [][]byte{[]byte("indexed-v1"), []byte("indexed-v2"), []byte("indexed-v3")}
+	keyIndexed    = []byte("indexed-v5")
+	olderIndexed  = [][]byte{[]byte("indexed-v1"), []byte("indexed-v2"), []byte("indexed-v3"), []byte("indexed-v4")}
 	keyIndexedV3  = olderIndexed[2]
+	keyIndexedV4  = olderIndexed[3]
 	maxIndexedKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 )
 
@@ -107,8 +112,11 @@ func ownerPrefix(owner []byte) []byte {
 }
 
 // putClicks puts a live link's two click index entries (its owner's and
-// the all-owners one) at clicks n.
+// the all-owners one) at clicks n; a link without clicks has none.
 func putClicks(tx *bolt.Tx, owner []byte, created time.Time, code []byte, n uint64) error {
+	if n == 0 {
+		return nil
+	}
 	if err := tx.Bucket(bucketByClicks).Put(clicksKey(ownerPrefix(owner), n, created, code), nil); err != nil {
 		return err
 	}
@@ -117,6 +125,9 @@ func putClicks(tx *bolt.Tx, owner []byte, created time.Time, code []byte, n uint
 
 // deleteClicks deletes a link's two click index entries at clicks n.
 func deleteClicks(tx *bolt.Tx, owner []byte, created time.Time, code []byte, n uint64) error {
+	if n == 0 {
+		return nil
+	}
 	if err := tx.Bucket(bucketByClicks).Delete(clicksKey(ownerPrefix(owner), n, created, code)); err != nil {
 		return err
 	}
@@ -199,57 +210,88 @@ func index(tx *bolt.Tx, old, l *link.Link) error {
 
 // buildIndexes indexes every link of a file that is not indexed yet (made
 // by an older version, or restored from one), 10,000 links a transaction.
-// A file indexed by v3 alone (the version before tag counts) only gets its
-// tag counts, from its tag index.
+// A file indexed by v3 or v4 alone is brought on from its own indexes, a
+// key walk each, rather than rebuilt: v3's gets its tag counts from its tag
+// index (and is then v4's), v4's loses its click entries at 0.
 func buildIndexes(db *bolt.DB, log *slog.Logger) error {
-	done, v3, empty := false, false, false
-	if err := db.View(func(tx *bolt.Tx) error {
-		k, _ := tx.Bucket(bucketLinks).Cursor().First()
-		empty = k == nil
-		meta := tx.Bucket(bucketMeta)
-		done = meta.Get(keyIndexed) != nil
-		v3 = !done && meta.Get(keyIndexedV3) != nil
-		for _, k := range olderIndexed {
-			done = done && meta.Get(k) == nil
-			v3 = v3 && (bytes.Equal(k, keyIndexedV3) || meta.Get(k) == nil)
-		}
-		return nil
-	}); err != nil || done {
-		return err
-	}
 	start := time.Now()
-	if empty {
-		log = slog.New(slog.DiscardHandler) // a new file: nothing to say
-	}
-	if v3 {
-		log.Info("counting the tags of a file indexed by the version before tag counts")
-		n, err := countTagsOfV3(db)
-		if err == nil {
+	for {
+		var alone []byte // the one older marker, if it is alone
+		done, empty := false, false
+		if err := db.View(func(tx *bolt.Tx) error {
+			k, _ := tx.Bucket(bucketLinks).Cursor().First()
+			empty = k == nil
+			meta := tx.Bucket(bucketMeta)
+			done = meta.Get(keyIndexed) != nil
+			for _, k := range olderIndexed {
+				if meta.Get(k) == nil {
+					continue
+				}
+				done = false
+				if alone == nil && meta.Get(keyIndexed) == nil {
+					alone = k
+				} else {
+					alone = []byte{} // two or more: a downgrade
+				}
+			}
+			return nil
+		}); err != nil || done {
+			return err
+		}
+		if empty {
+			log = slog.New(slog.DiscardHandler) // a new file: nothing to say
+		}
+		switch {
+		case bytes.Equal(alone, keyIndexedV3):
+			log.Info("counting the tags of a file indexed by the version before tag counts")
+			n, err := countTagsOfV3(db)
+			if err != nil {
+				return err
+			}
 			log.Info("tags counted", "tag_entries", n, "took", time.Since(start).Round(time.Millisecond))
+		case bytes.Equal(alone, keyIndexedV4):
+			log.Info("dropping the click index entries of unclicked links, which the version before kept")
+			n, err := dropUnclicked(db, 10000)
+			if err != nil {
+				return err
+			}
+			log.Info("unclicked entries dropped", "entries", n, "took", time.Since(start).Round(time.Millisecond))
+		default:
+			// Entries an older version left behind (it did not keep
+			// every index) go first: the rebuild puts back what is true
+			// now.
+			log.Info("rebuilding the listing indexes: the file was indexed by another version, or by none")
+			n, err := rebuildInBatches(db, indexBuckets, bucketLinks, 10000, keyIndexed, func(tx *bolt.Tx, k, v []byte) error {
+				l, err := command.DecodeRecord(k, v)
+				if err != nil {
+					return fmt.Errorf("stored link %q: %w", k, err)
+				}
+				return index(tx, nil, l)
+			})
+			if err != nil {
+				return err
+			}
+			log.Info("listing indexes rebuilt", "links", n, "took", time.Since(start).Round(time.Millisecond))
 		}
-		return err
 	}
-	// Entries an older version left behind (it did not keep every index)
-	// go first: the rebuild puts back what is true now.
-	log.Info("rebuilding the listing indexes: the file was indexed by another version, or by none")
-	n, err := rebuildInBatches(db, indexBuckets, bucketLinks, 10000, func(tx *bolt.Tx, k, v []byte) error {
-		l, err := command.DecodeRecord(k, v)
-		if err != nil {
-			return fmt.Errorf("stored link %q: %w", k, err)
+}
+
+// markIndexed replaces every index marker of the file with marker.
+func markIndexed(tx *bolt.Tx, marker []byte) error {
+	meta := tx.Bucket(bucketMeta)
+	for _, k := range append(slices.Clone(olderIndexed), keyIndexed) {
+		if err := meta.Delete(k); err != nil {
+			return err
 		}
-		return index(tx, nil, l)
-	})
-	if err == nil {
-		log.Info("listing indexes rebuilt", "links", n, "took", time.Since(start).Round(time.Millisecond))
 	}
-	return err
+	return meta.Put(marker, []byte{1})
 }
 
 // rebuildInBatches empties the buckets fresh, then calls each on every
 // entry of the bucket from, per entries to a transaction (resuming where
 // the last one ended), and at the end replaces every index marker with
-// this version's. It returns how many entries it walked.
-func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each func(tx *bolt.Tx, k, v []byte) error) (int, error) {
+// marker. It returns how many entries it walked.
+func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, marker []byte, each func(tx *bolt.Tx, k, v []byte) error) (int, error) {
 	var resume []byte
 	total := 0
 	for done := false; !done; {
@@ -281,13 +323,60 @@ func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each fu
 				return nil
 			}
 			done = true
-			meta := tx.Bucket(bucketMeta)
-			for _, k := range olderIndexed {
-				if err := meta.Delete(k); err != nil {
-					return err
+			return markIndexed(tx, marker)
+		})
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// dropUnclicked deletes the click index entries at 0 clicks that v4 kept,
+// per to a transaction, and then marks the file this version's. They are
+// first in the all-owners index and first in each owner's range of the
+// other: the walk reads them and one entry more per owner. It returns how
+// many it deleted.
+func dropUnclicked(db *bolt.DB, per int) (int, error) {
+	total := 0
+	for done := false; !done; {
+		err := db.Update(func(tx *bolt.Tx) error {
+			all, owners := tx.Bucket(bucketByClicksAll), tx.Bucket(bucketByClicks)
+			var fromAll, fromOwners [][]byte
+			c := all.Cursor()
+			for k, _ := c.First(); k != nil && len(fromAll) < per && len(k) >= 8 && binary.BigEndian.Uint64(k) == 0; k, _ = c.Next() {
+				fromAll = append(fromAll, bytes.Clone(k))
+			}
+			c = owners.Cursor()
+			for k, _ := c.First(); k != nil && len(fromAll)+len(fromOwners) < per; {
+				owner, rest, ok := bytes.Cut(k, []byte{0})
+				if !ok || len(rest) < 8 {
+					return fmt.Errorf("click index entry %q", k)
+				}
+				if binary.BigEndian.Uint64(rest) == 0 {
+					fromOwners = append(fromOwners, bytes.Clone(k))
+					k, _ = c.Next()
+					continue
+				}
+				k, _ = c.Seek(append(bytes.Clone(owner), 1)) // the next owner's
+			}
+			for _, d := range []struct {
+				b    *bolt.Bucket
+				keys [][]byte
+			}{{all, fromAll}, {owners, fromOwners}} {
+				for _, k := range d.keys {
+					if err := d.b.Delete(k); err != nil {
+						return err
+					}
 				}
 			}
-			return meta.Put(keyIndexed, []byte{1})
+			n := len(fromAll) + len(fromOwners)
+			total += n
+			if n == per {
+				return nil // perhaps more
+			}
+			done = true
+			return markIndexed(tx, keyIndexed)
 		})
 		if err != nil {
 			return total, err
@@ -302,114 +391,191 @@ func rebuildInBatches(db *bolt.DB, fresh [][]byte, from []byte, per int, each fu
 // human clicks. With q.Scan it examines at most that many index entries
 // (a filter the index does not answer, such as q.Text, may pass few of
 // them) and says where it stopped.
+//
+// The click indexes hold clicked links only: a listing by clicks walks
+// the links without human clicks from a creation index (they sort by
+// creation time among themselves, first in ascending order, last in
+// descending), skipping the clicked ones, and the rest from a click index.
 func (f *ShardFSM) ListLinks(q link.ListQuery) (link.ListPart, error) {
-	var out []*link.Link
-	var clicks []uint64
-	var stop *link.ListPosition
 	// The text filter runs on the stored record, before a link is decoded;
 	// rest is the rest of q, for the decoded links that pass it. The text
 	// is lowered once, not at every entry.
 	q.Text = strings.ToLower(q.Text)
-	rest := q
-	rest.Text = ""
+	w := listWalk{q: q, rest: q}
+	w.rest.Text = ""
 	err := f.view(func(tx *bolt.Tx) error {
-		b, prefix := tx.Bucket(bucketByCreated), []byte(nil)
+		w.links, w.totals = tx.Bucket(bucketLinks), tx.Bucket(bucketClicks)
+		// A creation index: of the owner's links with the tag, of the
+		// owner's, or of every link.
+		created, prefix := tx.Bucket(bucketByCreated), []byte(nil)
 		switch {
-		case q.ByClicks && q.Owner != "":
-			b, prefix = tx.Bucket(bucketByClicks), ownerPrefix([]byte(q.Owner))
-		case q.ByClicks:
-			b = tx.Bucket(bucketByClicksAll)
 		case q.Owner != "" && q.Tag != "":
-			b, prefix = tx.Bucket(bucketByTag), tagPrefix(q.Owner, q.Tag)
+			created, prefix = tx.Bucket(bucketByTag), tagPrefix(q.Owner, q.Tag)
 		case q.Owner != "":
-			b, prefix = tx.Bucket(bucketByOwner), ownerPrefix([]byte(q.Owner))
+			created, prefix = tx.Bucket(bucketByOwner), ownerPrefix([]byte(q.Owner))
 		}
-		links, totals := tx.Bucket(bucketLinks), tx.Bucket(bucketClicks)
-		c := b.Cursor()
-		// lo and hi bound the keys (by creation time, for the creation
-		// indexes); the cursor's own position comes on top.
-		lo, hi := bytes.Clone(prefix), append(bytes.Clone(prefix), maxIndexedKey...)
-		if !q.ByClicks && !q.CreatedAfter.IsZero() {
-			lo = append(bytes.Clone(prefix), createdKey(q.CreatedAfter.Add(time.Nanosecond))...)
+		if !q.ByClicks {
+			return w.walk(indexRange{b: created, prefix: prefix, after: q.After})
 		}
-		if !q.ByClicks && !q.CreatedBefore.IsZero() {
-			hi = append(bytes.Clone(prefix), createdKey(q.CreatedBefore)...)
+		clicked := indexRange{b: tx.Bucket(bucketByClicksAll), byClicks: true}
+		if q.Owner != "" {
+			clicked.b, clicked.prefix = tx.Bucket(bucketByClicks), ownerPrefix([]byte(q.Owner))
 		}
-		if q.After != nil {
-			pos := append(append(bytes.Clone(prefix), createdKey(q.After.Created)...), q.After.Code...)
-			if q.ByClicks {
-				pos = clicksKey(prefix, q.After.Clicks, q.After.Created, []byte(q.After.Code))
-			}
-			if q.Desc {
-				hi = minBytes(hi, pos)
-			} else {
-				lo = maxBytes(lo, append(pos, 0)) // just past it
-			}
-		}
-		var k []byte
+		unclicked := indexRange{b: created, prefix: prefix, unclicked: true}
+		ranges := []*indexRange{&unclicked, &clicked}
 		if q.Desc {
-			k, _ = c.Seek(hi)
-			if k == nil {
-				k, _ = c.Last()
-			}
-			for k != nil && bytes.Compare(k, hi) >= 0 {
-				k, _ = c.Prev()
-			}
-		} else {
-			k, _ = c.Seek(lo)
+			ranges[0], ranges[1] = ranges[1], ranges[0]
 		}
-		var last []byte // the last entry examined
-		for scanned := 0; k != nil && len(out) < q.Limit; k, scanned = step(c, q.Desc), scanned+1 {
-			if !bytes.HasPrefix(k, prefix) || bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) >= 0 {
-				break
+		// A position among the unclicked links (0 clicks) or the clicked
+		// ones: the range before it is done, and the walk starts in its
+		// own range just past it.
+		if q.After != nil {
+			at := &clicked
+			if q.After.Clicks == 0 {
+				at = &unclicked
 			}
-			if q.Scan > 0 && scanned == q.Scan {
-				p := indexPosition(last[len(prefix):], q.ByClicks)
-				stop = &p
-				break
+			at.after = q.After
+			if ranges[1] == at {
+				ranges = ranges[1:]
 			}
-			last = k
-			code := k[len(prefix)+8:]
-			if q.ByClicks {
-				code = k[len(prefix)+16:]
+		}
+		for _, r := range ranges {
+			if err := w.walk(*r); err != nil || w.full() || w.stop != nil {
+				return err
 			}
-			v := links.Get(code)
-			if v == nil {
-				return fmt.Errorf("index entry of %q without its link", code)
-			}
-			if q.Text != "" {
-				// Most links of a text search do not pass: they are
-				// not decoded.
-				rv, err := command.ViewRecord(v)
-				if err != nil {
-					return fmt.Errorf("stored link %q: %w", code, err)
-				}
-				if !link.MatchesText(&q, code, rv.URL, rv.Title) {
-					continue
-				}
-			}
-			l, err := command.DecodeRecord(code, v)
-			if err != nil {
-				return fmt.Errorf("stored link %q: %w", code, err)
-			}
-			if l.Deleted || !rest.Matches(l) {
-				continue
-			}
-			if q.ByClicks && (!q.CreatedAfter.IsZero() && !l.CreatedAt.After(q.CreatedAfter) ||
-				!q.CreatedBefore.IsZero() && !l.CreatedAt.Before(q.CreatedBefore)) {
-				continue
-			}
-			n := binary.BigEndian.Uint64(k[len(prefix):])
-			if !q.ByClicks {
-				if n, err = command.HumanClicks(totals.Get(code)); err != nil {
-					return fmt.Errorf("stored clicks of %q: %w", code, err)
-				}
-			}
-			out, clicks = append(out, l), append(clicks, n)
 		}
 		return nil
 	})
-	return link.ListPart{Links: out, Clicks: clicks, Stop: stop}, err
+	return link.ListPart{Links: w.out, Clicks: w.clicks, Stop: w.stop}, err
+}
+
+// indexRange is a part of an index a listing walks: the entries under
+// prefix of a creation index (keys: created, code) or of a click index
+// (byClicks; keys: clicks, created, code), past after.
+type indexRange struct {
+	b         *bolt.Bucket
+	prefix    []byte
+	byClicks  bool
+	unclicked bool // only the links without human clicks
+	after     *link.ListPosition
+}
+
+// listWalk is a listing's walk over one or two index ranges; what it has
+// found, examined and where it stopped carry from one range to the next.
+type listWalk struct {
+	q, rest       link.ListQuery
+	links, totals *bolt.Bucket
+	out           []*link.Link
+	clicks        []uint64
+	stop          *link.ListPosition
+	scanned       int
+	// last is the last entry examined, of a range with lastPrefix and
+	// lastByClicks.
+	last         []byte
+	lastPrefix   int
+	lastByClicks bool
+}
+
+func (w *listWalk) full() bool { return len(w.out) >= w.q.Limit }
+
+// walk examines r's entries in the listing's order until the page is full,
+// the scan budget is spent (w.stop says where) or the range ends.
+func (w *listWalk) walk(r indexRange) error {
+	q, prefix := w.q, r.prefix
+	c := r.b.Cursor()
+	// lo and hi bound the keys (by creation time, for the creation
+	// indexes); the cursor's own position comes on top.
+	lo, hi := bytes.Clone(prefix), append(bytes.Clone(prefix), maxIndexedKey...)
+	if !r.byClicks && !q.CreatedAfter.IsZero() {
+		lo = append(bytes.Clone(prefix), createdKey(q.CreatedAfter.Add(time.Nanosecond))...)
+	}
+	if !r.byClicks && !q.CreatedBefore.IsZero() {
+		hi = append(bytes.Clone(prefix), createdKey(q.CreatedBefore)...)
+	}
+	if r.after != nil {
+		pos := append(append(bytes.Clone(prefix), createdKey(r.after.Created)...), r.after.Code...)
+		if r.byClicks {
+			pos = clicksKey(prefix, r.after.Clicks, r.after.Created, []byte(r.after.Code))
+		}
+		if q.Desc {
+			hi = minBytes(hi, pos)
+		} else {
+			lo = maxBytes(lo, append(pos, 0)) // just past it
+		}
+	}
+	var k []byte
+	if q.Desc {
+		k, _ = c.Seek(hi)
+		if k == nil {
+			k, _ = c.Last()
+		}
+		for k != nil && bytes.Compare(k, hi) >= 0 {
+			k, _ = c.Prev()
+		}
+	} else {
+		k, _ = c.Seek(lo)
+	}
+	for ; k != nil && !w.full(); k, w.scanned = step(c, q.Desc), w.scanned+1 {
+		if !bytes.HasPrefix(k, prefix) || bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) >= 0 {
+			break
+		}
+		if q.Scan > 0 && w.scanned == q.Scan {
+			p := indexPosition(w.last[w.lastPrefix:], w.lastByClicks)
+			w.stop = &p
+			break
+		}
+		w.last, w.lastPrefix, w.lastByClicks = k, len(prefix), r.byClicks
+		code := k[len(prefix)+8:]
+		if r.byClicks {
+			code = k[len(prefix)+16:]
+		}
+		if r.unclicked {
+			n, err := command.HumanClicks(w.totals.Get(code))
+			if err != nil {
+				return fmt.Errorf("stored clicks of %q: %w", code, err)
+			}
+			if n > 0 {
+				continue // listed from the click index
+			}
+		}
+		v := w.links.Get(code)
+		if v == nil {
+			return fmt.Errorf("index entry of %q without its link", code)
+		}
+		if q.Text != "" {
+			// Most links of a text search do not pass: they are
+			// not decoded.
+			rv, err := command.ViewRecord(v)
+			if err != nil {
+				return fmt.Errorf("stored link %q: %w", code, err)
+			}
+			if !link.MatchesText(&q, code, rv.URL, rv.Title) {
+				continue
+			}
+		}
+		l, err := command.DecodeRecord(code, v)
+		if err != nil {
+			return fmt.Errorf("stored link %q: %w", code, err)
+		}
+		if l.Deleted || !w.rest.Matches(l) {
+			continue
+		}
+		if r.byClicks && (!q.CreatedAfter.IsZero() && !l.CreatedAt.After(q.CreatedAfter) ||
+			!q.CreatedBefore.IsZero() && !l.CreatedAt.Before(q.CreatedBefore)) {
+			continue
+		}
+		var n uint64 // the unclicked have none
+		switch {
+		case r.byClicks:
+			n = binary.BigEndian.Uint64(k[len(prefix):])
+		case !r.unclicked:
+			if n, err = command.HumanClicks(w.totals.Get(code)); err != nil {
+				return fmt.Errorf("stored clicks of %q: %w", code, err)
+			}
+		}
+		w.out, w.clicks = append(w.out, l), append(w.clicks, n)
+	}
+	return nil
 }
 
 // indexPosition is the listing position of a creation or click index
@@ -448,10 +614,11 @@ func maxBytes(a, b []byte) []byte {
 }
 
 // countTagsOfV3 makes the tag counts of a file indexed by v3, whose other
-// indexes are this version's, from its tag index: a key walk, 100,000
-// entries a transaction, rather than a rebuild that decodes every link.
+// indexes are v4's, from its tag index: a key walk, 100,000 entries a
+// transaction, rather than a rebuild that decodes every link. The file is
+// then v4's.
 func countTagsOfV3(db *bolt.DB) (int, error) {
-	return rebuildInBatches(db, [][]byte{bucketTagCounts, bucketTagCountsAll}, bucketByTag, 100000, func(tx *bolt.Tx, k, _ []byte) error {
+	return rebuildInBatches(db, [][]byte{bucketTagCounts, bucketTagCountsAll}, bucketByTag, 100000, keyIndexedV4, func(tx *bolt.Tx, k, _ []byte) error {
 		// owner 0x00 tag 0x00 created code
 		owner, rest, ok1 := bytes.Cut(k, []byte{0})
 		tag, _, ok2 := bytes.Cut(rest, []byte{0})

@@ -196,14 +196,24 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 				t.Fatalf("tag counts of %q: %v %v, want %v", owner, got, err, want)
 			}
 		}
-		// The click indexes hold one entry per live link, at its clicks.
+		// The click indexes hold one entry per live link with human
+		// clicks, at its clicks (the listing checks above find them).
+		clicked := 0
+		for code := range live {
+			if clicks[code] > 0 {
+				clicked++
+			}
+		}
+		if clicked == 0 || clicked == len(live) {
+			t.Fatalf("%d of %d live links clicked: the test lost its point", clicked, len(live))
+		}
 		if err := f.view(func(tx *bolt.Tx) error {
 			if n := tx.Bucket(bucketByTag).Stats().KeyN; n != tags {
 				return fmt.Errorf("%d tag index entries for %d tags of live links", n, tags)
 			}
 			for _, b := range [][]byte{bucketByClicks, bucketByClicksAll} {
-				if n := tx.Bucket(b).Stats().KeyN; n != len(live) {
-					return fmt.Errorf("%d entries in %s for %d live links", n, b, len(live))
+				if n := tx.Bucket(b).Stats().KeyN; n != clicked {
+					return fmt.Errorf("%d entries in %s for %d clicked live links", n, b, clicked)
 				}
 			}
 			return nil
@@ -258,18 +268,40 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 		}
 		return tx.Bucket(bucketMeta).Put(keyIndexedV3, []byte{1})
 	})
-	if err := f.view(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketMeta).Get(keyIndexedV3) != nil || tx.Bucket(bucketMeta).Get(keyIndexed) == nil {
-			return fmt.Errorf("the v3 file's markers were not moved on")
+	markedOn := func(older []byte) {
+		t.Helper()
+		if err := f.view(func(tx *bolt.Tx) error {
+			if tx.Bucket(bucketMeta).Get(older) != nil || tx.Bucket(bucketMeta).Get(keyIndexed) == nil {
+				return fmt.Errorf("the %s file's markers were not moved on", older)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
-	// A downgrade: a v1, v2 or v3 binary ran on the file (it writes its
-	// marker, keeps no tag entries (v1) and no click entries (v1, v2), so
-	// some left behind are stale). Reopened by this version, the indexes
-	// are built again from nothing.
+	markedOn(keyIndexedV3)
+	// A file of v4, which put every live link in the click indexes, the
+	// unclicked at 0 clicks. Reopened, those entries go.
+	offline(func(tx *bolt.Tx) error {
+		for code, l := range live {
+			if clicks[code] == 0 {
+				for _, e := range []struct{ b, prefix []byte }{{bucketByClicks, ownerPrefix([]byte(l.Owner))}, {bucketByClicksAll, nil}} {
+					if err := tx.Bucket(e.b).Put(clicksKey(e.prefix, 0, l.CreatedAt, []byte(code)), nil); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if err := tx.Bucket(bucketMeta).Delete(keyIndexed); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyIndexedV4, []byte{1})
+	})
+	markedOn(keyIndexedV4)
+	// A downgrade: a v1, v2, v3 or v4 binary ran on the file (it writes
+	// its marker, keeps no tag entries (v1) and no click entries (v1, v2),
+	// or keeps them at 0 (v4), so some left behind are stale). Reopened by
+	// this version, the indexes are built again from nothing.
 	for _, older := range olderIndexed {
 		offline(func(tx *bolt.Tx) error {
 			if err := tx.DeleteBucket(bucketByTag); err != nil {
@@ -295,7 +327,8 @@ func TestListLinksPagesThroughTheFilteredSet(t *testing.T) {
 // by creation time), so their pages are packed to indexFill, not left half
 // empty as bbolt's default split leaves them. Codes arrive in random order,
 // as the ID permutation hands them out; the links bucket, keyed by code,
-// stays at bbolt's default.
+// stays at bbolt's default. The click indexes, which hold clicked links
+// only, hold none of these.
 func TestIndexPagesArePacked(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "shard.db")
@@ -330,7 +363,12 @@ func TestIndexPagesArePacked(t *testing.T) {
 	}
 	defer db.Close()
 	if err := db.View(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketByOwner, bucketByTag, bucketByCreated, bucketByClicks, bucketByClicksAll} {
+		for _, name := range [][]byte{bucketByClicks, bucketByClicksAll} {
+			if n := tx.Bucket(name).Stats().KeyN; n != 0 {
+				t.Errorf("%s holds %d keys for links never clicked", name, n)
+			}
+		}
+		for _, name := range [][]byte{bucketByOwner, bucketByTag, bucketByCreated} {
 			st := tx.Bucket(name).Stats()
 			if st.KeyN != n {
 				t.Errorf("%s holds %d keys, want %d", name, st.KeyN, n)

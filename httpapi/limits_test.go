@@ -358,6 +358,23 @@ func TestLimitsCountWork(t *testing.T) {
 		t.Fatalf("a third scan of 10 tokens in a bucket of 20: %d", r.status)
 	}
 
+	// Least clicked first walks the unclicked links in a creation index,
+	// past the clicked ones: a scan. Most clicked first starts in the
+	// click index: a token.
+	_, k = tn.makeKey(t, "sorter", "dave", "links:read", "stats:read")
+	auth = bearer(k)
+	for i := range 10 {
+		if r := tn.do(t, "GET", "/api/v1/links?sort=-clicks", "", nil, "Authorization", auth); r.status != 200 {
+			t.Fatalf("most clicked first, %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if r := tn.do(t, "GET", "/api/v1/links?sort=clicks", "", nil, "Authorization", auth); r.status != 200 {
+		t.Fatalf("least clicked first, with 10 tokens left: %d %s", r.status, r.body)
+	}
+	if r := tn.do(t, "GET", "/api/v1/links?sort=clicks", "", nil, "Authorization", auth); r.status != 429 {
+		t.Fatalf("least clicked first again, with no tokens left: %d", r.status)
+	}
+
 	_, k = tn.makeKey(t, "hasher", "carol", "links:read", "links:write")
 	auth = bearer(k)
 	done := 0

@@ -93,9 +93,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 const listScanCost = 10
 
 // scanned reports whether q has a filter the listing indexes do not
-// answer (the text, the expired or disabled state, a tag across owners).
+// answer (the text, the expired or disabled state, a tag across owners),
+// or is a listing by clicks that starts among the links without clicks:
+// those come from a creation index, past the clicked links in it (least
+// clicked first, or a cursor at 0 clicks).
 func scanned(q link.ListQuery) bool {
-	return q.Text != "" || q.Expired != nil || q.Disabled != nil || q.Tag != "" && q.Owner == ""
+	return q.Text != "" || q.Expired != nil || q.Disabled != nil || q.Tag != "" && q.Owner == "" ||
+		q.ByClicks && (q.After == nil && !q.Desc || q.After != nil && q.After.Clicks == 0)
 }
 
 // listQuery reads a listing's query and scopes it to the caller.
