@@ -219,7 +219,13 @@ func (r *Raft) runFollower() {
 
 			// Check if we have had a successful contact
 			lastContact := r.LastContact()
-			if time.Since(lastContact) < hbTimeout {
+			if since := time.Since(lastContact); since < hbTimeout {
+				// linkraft: time out one to two heartbeat timeouts
+				// after the last contact, as the Raft paper has it, not
+				// after now (upstream PR #109, closed unmerged): a timer
+				// re-armed from now left a failed leader's followers
+				// waiting out the rest of it as well.
+				heartbeatTimer = randomTimeoutAfter(hbTimeout, since)
 				continue
 			}
 

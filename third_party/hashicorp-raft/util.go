@@ -34,6 +34,14 @@ func randomTimeout(minVal time.Duration) <-chan time.Time {
 	return time.After(minVal + extra)
 }
 
+// randomTimeoutAfter is randomTimeout less elapsed, which is below minVal
+// (linkraft): a timeout between minVal and 2*minVal after a moment that
+// passed elapsed ago.
+func randomTimeoutAfter(minVal, elapsed time.Duration) <-chan time.Time {
+	extra := time.Duration(rand.Int63()) % minVal
+	return time.After(minVal - elapsed + extra)
+}
+
 // min returns the minimum.
 func min(a, b uint64) uint64 {
 	if a <= b {
