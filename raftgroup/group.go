@@ -117,7 +117,19 @@ type SnapshotPolicy struct {
 	Threshold    uint64
 	TrailingLogs uint64
 	Interval     time.Duration
+	// TrailingBytes bounds the log kept behind a snapshot by its bytes
+	// too, for a group in the node's shared log (Config.Log): every
+	// Interval the group keeps TrailingLogs entries or as many as about
+	// TrailingBytes hold at their average size, whichever is fewer (but
+	// at least minTrailing), and snapshots once its log holds twice
+	// TrailingBytes. Entries are counted, not sized, by raft: a bulk
+	// import's entries (a thousand links each) otherwise kept a second
+	// copy of every imported link in the log. -1: no bound.
+	TrailingBytes int64
 }
+
+// minTrailing is the fewest entries TrailingBytes leaves behind a snapshot.
+const minTrailing = 32
 
 // DefaultSnapshots is the policy of every group unless overridden: check
 // every 10 s (raft adds up to 10 s of jitter), snapshot once 2,048 entries
@@ -128,7 +140,10 @@ type SnapshotPolicy struct {
 // data on disk — stays at about 4,096 entries. A follower more than 2,048
 // entries behind is sent a copy of the leader's state file instead of the
 // log (and the leader does not compact its log while the copy is out).
-var DefaultSnapshots = SnapshotPolicy{Threshold: 2048, TrailingLogs: 2048, Interval: 10 * time.Second}
+// A follower of a group of small entries (about 200 bytes a create) is
+// sent the state file once it is about 400 KB behind; TrailingBytes gives
+// a group of large ones twenty times that.
+var DefaultSnapshots = SnapshotPolicy{Threshold: 2048, TrailingLogs: 2048, Interval: 10 * time.Second, TrailingBytes: 8 << 20}
 
 // Config configures one Raft group.
 type Config struct {
@@ -189,6 +204,9 @@ type Group struct {
 	// heartbeat is the configured heartbeat timeout (electIfSoleVoter
 	// shortens raft's for a moment and puts this back).
 	heartbeat time.Duration
+	// reloadMu orders the read-modify-write reloads of raft's
+	// configuration (electIfSoleVoter, boundLog).
+	reloadMu  sync.Mutex
 	stop      chan struct{}
 	ctx       context.Context // cancelled by Close
 	cancel    context.CancelFunc
@@ -289,7 +307,64 @@ func open(cfg Config, trans groupTransport) (*Group, error) {
 		defer g.wg.Done()
 		g.electIfSoleVoter()
 	}()
+	budget := cfg.Snapshots.TrailingBytes
+	if budget == 0 {
+		budget = DefaultSnapshots.TrailingBytes
+	}
+	if cfg.Log != nil && budget > 0 {
+		g.wg.Add(1)
+		go g.boundLog(cfg.Log, rc.SnapshotInterval, rc.TrailingLogs, budget)
+	}
 	return g, nil
+}
+
+// boundLog keeps the log behind a snapshot to about budget bytes (see
+// SnapshotPolicy.TrailingBytes), checking every interval: it lowers raft's
+// TrailingLogs while the entries are large (raising it back to most when
+// they are small again), and takes a snapshot, which compacts the log,
+// once the log holds twice budget. A snapshot refused (nothing new since
+// the last, or the state file being copied to a follower) is tried again
+// at the next check.
+func (g *Group) boundLog(l *nodelog.Log, interval time.Duration, most uint64, budget int64) {
+	defer g.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	kept := most
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		n, size, err := l.Size()
+		if err != nil || n == 0 {
+			continue
+		}
+		if want := trailingFor(n, size, budget, most); want != kept {
+			g.reloadMu.Lock()
+			rc := g.raft.ReloadableConfig()
+			rc.TrailingLogs = want
+			err := g.raft.ReloadConfig(rc)
+			g.reloadMu.Unlock()
+			if err != nil {
+				g.log.Warn("could not set the trailing log entries", "entries", want, "err", err)
+				continue
+			}
+			kept = want
+		}
+		if size > 2*budget {
+			if err := WaitFuture(g.ctx, g.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+				g.log.Debug("snapshot to bound the log not taken; trying again later", "log_bytes", size, "err", err)
+			}
+		}
+	}
+}
+
+// trailingFor is how many entries of a log of entries and size bytes fit
+// in budget at their average size: at most most, at least minTrailing.
+func trailingFor(entries int, size, budget int64, most uint64) uint64 {
+	avg := max(size/int64(entries), 1)
+	return min(most, max(uint64(budget/avg), minTrailing))
 }
 
 // electIfSoleVoter starts an election at once when the group's latest
@@ -310,6 +385,8 @@ func (g *Group) electIfSoleVoter() {
 	}
 	// From the configured timeout, not the current one: the open's check
 	// and a Bootstrap's may run at once, and each puts back the same value.
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
 	rc := g.raft.ReloadableConfig()
 	rc.HeartbeatTimeout = g.heartbeat - time.Nanosecond
 	if err := g.raft.ReloadConfig(rc); err != nil {

@@ -121,10 +121,11 @@ type Config struct {
 	// StateCommitInterval is how long applied entries wait before a shard's
 	// state file commits them (0: every batch).
 	StateCommitInterval time.Duration
-	// SnapshotThreshold, TrailingLogs and SnapshotInterval are every Raft
-	// group's snapshot policy (raftgroup.DefaultSnapshots).
+	// SnapshotThreshold, TrailingLogs, TrailingBytes and SnapshotInterval
+	// are every Raft group's snapshot policy (raftgroup.DefaultSnapshots).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	TrailingBytes     int64
 	SnapshotInterval  time.Duration
 	// RaftLogSegmentBytes is the size of the node's Raft log's segments.
 	RaftLogSegmentBytes int64
@@ -207,6 +208,7 @@ func nodeFlags(c *Config, l *lists, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.StateCommitInterval, "state-commit-interval", shard.DefaultCommitInterval, "longest applied writes wait before a shard's state file commits them in one fsync; Raft's log already holds them, so a crash loses nothing acknowledged (0: commit every batch before answering, slower)")
 	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", raftgroup.DefaultSnapshots.Threshold, "log entries applied since the last snapshot that make a group snapshot (snapshots are markers: cheap)")
 	fs.Uint64Var(&c.TrailingLogs, "raft-trailing-logs", raftgroup.DefaultSnapshots.TrailingLogs, "log entries kept behind a snapshot; a follower further behind is sent the leader's state file")
+	fs.Int64Var(&c.TrailingBytes, "raft-trailing-bytes", raftgroup.DefaultSnapshots.TrailingBytes, "about the most bytes of log a group keeps behind a snapshot: fewer than -raft-trailing-logs entries when they are large (a bulk import's), and a snapshot once it holds twice this; -1: entries counted only")
 	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", raftgroup.DefaultSnapshots.Interval, "how often each group checks whether to snapshot (raft adds up to as much again in jitter)")
 	fs.Int64Var(&c.RaftLogSegmentBytes, "raft-log-segment-bytes", nodelog.DefaultSegmentSize, "size at which the node's Raft log begins a new segment file (old ones go once nothing in them is live; smaller: less disk, more copying of idle groups' entries)")
 	return fs
@@ -417,6 +419,9 @@ func (c *Config) validate() error {
 	}
 	if c.SnapshotThreshold < 1 || c.TrailingLogs < 1 || c.SnapshotInterval < 5*time.Millisecond {
 		return errors.New("-raft-snapshot-threshold and -raft-trailing-logs must be at least 1, -raft-snapshot-interval at least 5ms")
+	}
+	if c.TrailingBytes != -1 && (c.TrailingBytes < 64<<10 || c.TrailingBytes > 1<<30) {
+		return errors.New("-raft-trailing-bytes must be between 64 KiB and 1 GiB, or -1")
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -93,6 +93,8 @@ func TestFlagErrors(t *testing.T) {
 		{args: []string{"-log-level", "loud"}, want: "-log-level"},
 		{args: []string{"-raft-trailing-logs", "0"}, want: "-raft-trailing-logs"},
 		{args: []string{"-raft-snapshot-interval", "1ns"}, want: "-raft-snapshot-interval"},
+		{args: []string{"-raft-trailing-bytes", "0"}, want: "-raft-trailing-bytes must be between 64 KiB and 1 GiB, or -1"},
+		{args: []string{"-raft-trailing-bytes", "-2"}, want: "-raft-trailing-bytes must be between 64 KiB and 1 GiB, or -1"},
 		{args: []string{"-state-commit-interval", "-1s"}, want: "-state-commit-interval must be between 0 and 1m"},
 		{args: []string{"-state-commit-interval", "2h"}, want: "-state-commit-interval must be between 0 and 1m"},
 		{args: []string{"-raft-log-segment-bytes", "4096"}, want: "-raft-log-segment-bytes must be between 64 KiB and 1 GiB"},

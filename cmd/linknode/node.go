@@ -205,7 +205,7 @@ func (m *Main) nodeConfig(dataDir string) (cluster.Config, error) {
 		Shards: cfg.Shards, ReplicationFactor: cfg.Replicas, CodeMode: idrange.Mode(cfg.CodeMode),
 		RemoteCacheTTL: cfg.RemoteCacheTTL, ReapAfter: cfg.ReapAfter, Observer: m.metrics, Logger: m.log,
 		AdminKey:     cfg.AdminKey,
-		Snapshots:    raftgroup.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, Interval: cfg.SnapshotInterval},
+		Snapshots:    raftgroup.SnapshotPolicy{Threshold: cfg.SnapshotThreshold, TrailingLogs: cfg.TrailingLogs, TrailingBytes: cfg.TrailingBytes, Interval: cfg.SnapshotInterval},
 		FeatureLevel: cfg.FeatureLevel, RaftLogSegmentBytes: cfg.RaftLogSegmentBytes,
 	}
 	if ncfg.StateCommitInterval = cfg.StateCommitInterval; ncfg.StateCommitInterval == 0 {

@@ -100,6 +100,22 @@ func (l *Log) GetLog(index uint64, out *raft.Log) error {
 	return nil
 }
 
+// Size returns how many entries the group's log holds and their bytes as
+// encoded in the segments (record headers aside).
+func (l *Log) Size() (entries int, bytes int64, err error) {
+	err = l.read(func(g *group) error {
+		if g == nil {
+			return nil
+		}
+		entries = len(g.locs)
+		for _, at := range g.locs {
+			bytes += int64(at.n)
+		}
+		return nil
+	})
+	return entries, bytes, err
+}
+
 // StoreLog implements raft.LogStore.
 func (l *Log) StoreLog(e *raft.Log) error { return l.StoreLogs([]*raft.Log{e}) }
 
