@@ -47,16 +47,7 @@ func BenchmarkCreateBatchApply(b *testing.B) {
 // cluster asks for (link.ListQuery.Scan), and without one.
 func BenchmarkListScan(b *testing.B) {
 	f := mustShard(b, ShardConfig{})
-	const n, batch = 50000, 500
-	idx := uint64(0)
-	for i := 0; i < n; i += batch {
-		logs := make([]*raft.Log, 0, batch)
-		for j := range batch {
-			idx++
-			logs = append(logs, &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: benchCreate(i + j).Encode()})
-		}
-		f.ApplyBatch(logs)
-	}
+	benchLoad(f, 50000, 500, nil)
 	for _, scan := range []int{10000, 0} {
 		b.Run(fmt.Sprintf("scan=%d", scan), func(b *testing.B) {
 			q := link.ListQuery{Text: "no-such-text", Limit: 100, Desc: true, Scan: scan}
@@ -68,6 +59,25 @@ func BenchmarkListScan(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/page")
 		})
+	}
+}
+
+// benchLoad applies n of benchCreate's links to f, batch to a Raft batch,
+// each batch followed by more's command (of the batch's first link
+// number), if more is set.
+func benchLoad(f *ShardFSM, n, batch int, more func(first int) []byte) {
+	idx := uint64(0)
+	for i := 0; i < n; i += batch {
+		logs := make([]*raft.Log, 0, batch+1)
+		for j := range batch {
+			idx++
+			logs = append(logs, &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: benchCreate(i + j).Encode()})
+		}
+		if more != nil {
+			idx++
+			logs = append(logs, &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: more(i)})
+		}
+		f.ApplyBatch(logs)
 	}
 }
 
@@ -92,20 +102,14 @@ func putUnclicked(tx *bolt.Tx) error {
 // listed) until its scan budget of 10,000 entries ends the page.
 func BenchmarkListByClicks(b *testing.B) {
 	f := mustShard(b, ShardConfig{})
-	const n, batch = 50000, 500
-	idx := uint64(0)
-	for i := 0; i < n; i += batch {
-		logs := make([]*raft.Log, 0, batch)
+	const batch = 500
+	benchLoad(f, 50000, batch, func(first int) []byte { // every link of the batch clicked
 		deltas := make([]command.ClickDelta, 0, batch)
 		for j := range batch {
-			idx++
-			logs = append(logs, &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: benchCreate(i + j).Encode()})
-			deltas = append(deltas, command.ClickDelta{Code: benchCreate(i + j).Code, Delta: command.ClickTotals{Humans: command.Counts{Total: uint64(1 + j%7)}}})
+			deltas = append(deltas, command.ClickDelta{Code: benchCreate(first + j).Code, Delta: command.ClickTotals{Humans: command.Counts{Total: uint64(1 + j%7)}}})
 		}
-		idx++
-		logs = append(logs, &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: (&command.ClickBatch{Node: "n1", Seq: uint64(i/batch + 1), Deltas: deltas}).Encode()})
-		f.ApplyBatch(logs)
-	}
+		return (&command.ClickBatch{Node: "n1", Seq: uint64(first/batch + 1), Deltas: deltas}).Encode()
+	})
 	for _, c := range []struct {
 		name  string
 		desc  bool
