@@ -166,7 +166,7 @@ func TestTrailingFor(t *testing.T) {
 		budget     int64
 		most, want uint64
 	}{
-		{entries: 4000, size: 4000 * 200, budget: 8 << 20, most: 2048, want: 2048}, // small entries: raft's count
+		{entries: 4000, size: 4000 * 200, budget: 8 << 20, most: 2048, want: 2048},  // small entries: raft's count
 		{entries: 1250, size: 1250 * 40000, budget: 8 << 20, most: 2048, want: 209}, // a bulk import's
 		{entries: 10, size: 10 * (4 << 20), budget: 8 << 20, most: 2048, want: minTrailing},
 		{entries: 10, size: 10 * (4 << 20), budget: 8 << 20, most: 8, want: 8},
