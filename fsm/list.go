@@ -139,9 +139,6 @@ func storedClicks(tx *bolt.Tx, code string) (uint64, error) {
 	return command.HumanClicks(tx.Bucket(bucketClicks).Get([]byte(code)))
 }
 
-// index puts l's index entries, or removes them for a tombstone; old is
-// the link as stored before (nil for none), whose tags l no longer has
-// lose their entries.
 // has reports whether b holds key k. Index entries have empty values, and
 // bbolt's Get answers nil for an empty value put in the same transaction
 // (a page gives an empty slice): Get cannot tell such an entry from none.
@@ -150,6 +147,9 @@ func has(b *bolt.Bucket, k []byte) bool {
 	return bytes.Equal(got, k)
 }
 
+// index puts l's index entries, or removes them for a tombstone; old is
+// the link as stored before (nil for none), whose tags l no longer has
+// lose their entries. A link without clicks has no click entries.
 func index(tx *bolt.Tx, old, l *link.Link) error {
 	byOwner, byCreated, byTag := tx.Bucket(bucketByOwner), tx.Bucket(bucketByCreated), tx.Bucket(bucketByTag)
 	if old != nil && !old.Deleted {
