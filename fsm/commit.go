@@ -21,8 +21,12 @@ type pendingBatch struct {
 }
 
 // DefaultCommitInterval is how long applied entries may wait in the open
-// transaction of a link shard's state file before it is committed.
-const DefaultCommitInterval = 50 * time.Millisecond
+// transaction of a link shard's state file before it is committed. At a
+// second a shard's file fsyncs about once a second under load rather than
+// twenty times; a crash costs the restart no more than re-applying that
+// second from the log (BENCHMARKS.md, issue 28 session 8). maxPending and
+// maxPendingBytes bound it sooner under a burst.
+const DefaultCommitInterval = time.Second
 
 // ErrStalled is returned by reads that need the pending state committed
 // while commits of the state file are failing (a full disk).

@@ -37,7 +37,7 @@
 //   - BatchingFSM: concurrent Apply calls are group-committed by raft, and a
 //     batch of up to 64 committed entries is applied in one go. A link
 //     shard's FSM applies batches to an open bbolt transaction and commits
-//     it (one fsync) every 50 ms (fsm.DefaultCommitInterval), before a
+//     it (one fsync) every second (fsm.DefaultCommitInterval), before a
 //     snapshot and before a read that needs the file: etcd's backend. The
 //     log already holds every entry durably, and a snapshot (after which
 //     raft compacts the log) commits first, so a crash loses nothing
