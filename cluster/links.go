@@ -62,9 +62,15 @@ func newCreate(req link.CreateRequest, now time.Time) command.CreateIfAbsent {
 }
 
 // nextCode returns the code of a fresh ID from the allocator, skipping
-// reserved words.
+// reserved words, and preferring a code whose shard this node leads
+// (locality.go).
 func (ls *Links) nextCode(ctx context.Context) (string, error) {
 	n := ls.n
+	eligible := n.locality.eligibleShards(n)
+	if !n.leadsAny(eligible) {
+		eligible = nil
+	}
+	fallback, draws := "", 0
 	for range maxGeneratedAttempts {
 		id, err := n.alloc.Next(ctx)
 		if err != nil {
@@ -74,9 +80,21 @@ func (ls *Links) nextCode(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w: %w", link.ErrExhausted, err)
 		}
-		if !link.IsReserved(code) {
+		if link.IsReserved(code) {
+			continue
+		}
+		if eligible == nil || n.preferLocal(eligible, code) {
 			return code, nil
 		}
+		if fallback == "" {
+			fallback = code
+		}
+		if draws++; draws >= maxLocalDraws {
+			return fallback, nil
+		}
+	}
+	if fallback != "" {
+		return fallback, nil
 	}
 	return "", fmt.Errorf("%w: no free code after %d ids", link.ErrUnavailable, maxGeneratedAttempts)
 }

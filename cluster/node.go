@@ -74,7 +74,9 @@ type Node struct {
 	alloc     *idrange.Allocator
 	startup   startup
 
-	links     Links
+	links Links
+	// locality says which shards generated codes may prefer (locality.go).
+	locality  locality
 	keys      Keys
 	admin     Admin
 	analytics Analytics

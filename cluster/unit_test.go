@@ -149,3 +149,26 @@ func interleaved(n, shards int, keep func(i int) bool) (parts [][]*link.Link, wa
 	}
 	return parts, want
 }
+
+func TestEligibleBySize(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		name  string
+		sizes []int64
+		want  []bool
+	}{
+		{"none", nil, nil},
+		{"equal", []int64{100 * mib, 100 * mib, 100 * mib}, []bool{true, true, true}},
+		{"small ones differ within the slack", []int64{1 * mib, 60 * mib, 2 * mib}, []bool{true, true, true}},
+		// mean 400 MiB: the limit is 1.25 × 400 + 64 = 564 MiB.
+		{"one far larger", []int64{300 * mib, 300 * mib, 600 * mib}, []bool{true, true, false}},
+		{"at the limit", []int64{318 * mib, 318 * mib, 564 * mib}, []bool{true, true, true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := eligibleBySize(c.sizes); !slices.Equal(got, c.want) {
+				t.Fatalf("eligibleBySize(%v MiB) = %v, want %v", c.sizes, got, c.want)
+			}
+		})
+	}
+}

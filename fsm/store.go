@@ -214,6 +214,17 @@ func (s *store) viewCommitted(fn func(tx *bolt.Tx) error) error {
 	return s.db.View(fn)
 }
 
+// Size returns the bytes of the state file in use as last committed (its
+// pages up to the high-water mark), without committing what is pending.
+func (s *store) Size() int64 {
+	var n int64
+	_ = s.viewCommitted(func(tx *bolt.Tx) error {
+		n = tx.Size()
+		return nil
+	})
+	return n
+}
+
 // FreeBytes adds the bytes of the state file's free pages to into, under
 // the file's path (the storage alarm does not count them).
 func (s *store) FreeBytes(into map[string]int64) {

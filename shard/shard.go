@@ -241,6 +241,10 @@ func (s *Shard) Dump(after string, budget int) ([]command.RestoredLink, bool, er
 	return s.fsm.Dump(after, budget)
 }
 
+// StateSize returns the bytes of the shard's state file in use, as last
+// committed.
+func (s *Shard) StateSize() int64 { return s.fsm.Size() }
+
 // Count returns the number of stored codes, tombstones included.
 func (s *Shard) Count() (int, error) { return s.fsm.Count() }
 

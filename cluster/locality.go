@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/linkraft/linkraft/command"
+	"github.com/linkraft/linkraft/idrange"
+)
+
+// Generated codes that commit where they are created.
+//
+// A create goes to its code's shard leader. When the node that took the
+// request leads that shard, the create is one Raft commit; otherwise it
+// is forwarded first, a peer round trip on both nodes (on three nodes,
+// two creates in three). A generated code can be any code, so the node
+// prefers one whose shard it leads: it takes IDs until one's code falls on
+// such a shard (at most maxLocalDraws), and skips the IDs it passed over,
+// as a crashed node's unused remainder is skipped. Fixed-length codes are
+// 62^7 (3.5×10^12) of them, so using one ID in three costs nothing anyone
+// sees; sequential codes are kept short and take every ID in turn.
+//
+// The node prefers only shards whose state is not much larger than the
+// mean of all shards (localSlack), so a node that takes every create (one
+// entry point, a single client) does not pile the links onto the shards it
+// leads; and only when it hosts a replica of every link shard, so it can
+// compare them all and what it picks does not move data between nodes (on
+// three nodes with three replicas every node holds every link anyway).
+// Aliases go to their shard wherever it is led, as before.
+const (
+	// maxLocalDraws bounds the IDs one generated code may take looking
+	// for a shard led here.
+	maxLocalDraws = 8
+	// localEvery is how often the shards eligible for local codes are
+	// measured again.
+	localEvery = time.Second
+	// localSlack: a shard is eligible while its state is at most
+	// localSlackRatio times the mean plus localSlackBytes.
+	localSlackRatio = 1.25
+	localSlackBytes = 64 << 20
+)
+
+// locality keeps which link shards this node may prefer for generated
+// codes (by their state's size), measured at most every localEvery.
+type locality struct {
+	mu       sync.Mutex // one measurement at a time
+	measured atomic.Int64
+	eligible atomic.Pointer[[]bool] // by shard id; nil: no preference
+}
+
+// eligibleShards returns, by shard id, the shards whose codes this node
+// may prefer (nil for none), measuring them again when the last
+// measurement is older than localEvery.
+func (lc *locality) eligibleShards(n *Node) []bool {
+	now := time.Now().UnixNano()
+	if now-lc.measured.Load() < int64(localEvery) {
+		if p := lc.eligible.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+	if !lc.mu.TryLock() {
+		// Another create is measuring: use what there is.
+		if p := lc.eligible.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+	defer lc.mu.Unlock()
+	var el []bool
+	if n.host.coder.Mode() != idrange.ModeSequential {
+		if p := n.host.shards.Load(); p != nil {
+			sizes := make([]int64, len(*p))
+			all := len(*p) > 0
+			for i, s := range *p {
+				if s == nil {
+					all = false
+					break
+				}
+				sizes[i] = s.StateSize()
+			}
+			if all {
+				el = eligibleBySize(sizes)
+			}
+		}
+	}
+	lc.eligible.Store(&el)
+	lc.measured.Store(time.Now().UnixNano())
+	return el
+}
+
+// eligibleBySize returns which shards are within localSlackRatio of the
+// mean size plus localSlackBytes.
+func eligibleBySize(sizes []int64) []bool {
+	if len(sizes) == 0 {
+		return nil
+	}
+	var sum float64
+	for _, s := range sizes {
+		sum += float64(s)
+	}
+	limit := sum/float64(len(sizes))*localSlackRatio + localSlackBytes
+	out := make([]bool, len(sizes))
+	for i, s := range sizes {
+		out[i] = float64(s) <= limit
+	}
+	return out
+}
+
+// preferLocal reports whether code's shard is eligible and led here.
+func (n *Node) preferLocal(eligible []bool, code string) bool {
+	s := n.host.locate(code)
+	if int(s) >= len(eligible) || !eligible[s] {
+		return false
+	}
+	g := n.host.group(s.Group())
+	return g != nil && g.IsLeader()
+}
+
+// leadsAny reports whether this node leads one of the eligible shards.
+func (n *Node) leadsAny(eligible []bool) bool {
+	for s, ok := range eligible {
+		if ok {
+			if g := n.host.group(command.ShardID(s).Group()); g != nil && g.IsLeader() {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,103 @@
+package cluster_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/linkraft/linkraft/cluster"
+	"github.com/linkraft/linkraft/idrange"
+	"github.com/linkraft/linkraft/internal/testcluster"
+	"github.com/linkraft/linkraft/link"
+)
+
+// leadsSome waits for balanced leaders and returns a node leading more
+// than one shard but not all of them, and the shards it leads.
+func leadsSome(t *testing.T, tc *testcluster.Cluster) *cluster.Node {
+	t.Helper()
+	tc.WaitBalanced()
+	for _, n := range tc.Nodes {
+		if led := testcluster.Leads(n); led > 1 && led < tc.Shards {
+			return n
+		}
+	}
+	t.Fatal("no node leads more than one shard and fewer than all")
+	return nil
+}
+
+// ledHere reports whether n leads code's shard.
+func ledHere(n *cluster.Node, code string) bool {
+	s := n.LocalShard(n.Locate(code))
+	return s != nil && s.Group().IsLeader()
+}
+
+// A generated code falls on a shard its node leads, so the create commits
+// without a hop to another node. Without the preference half of them
+// would (the node leads 2 of 4 shards); with it, a code misses only when
+// 8 IDs in a row fall elsewhere (1 in 256).
+func TestGeneratedCodesFallOnShardsLedWhereCreated(t *testing.T) {
+	t.Parallel()
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
+	n := leadsSome(t, tc)
+	const creates = 40
+	local := 0
+	for i := range creates {
+		l, err := n.Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://local.example/%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ledHere(n, l.Code) {
+			local++
+		}
+		// Every node serves it at once, as any create.
+		for _, m := range tc.Nodes {
+			if got, err := m.Links().Resolve(ctx(t), l.Code); err != nil || got.URL != l.URL {
+				t.Fatalf("%s on %s: %+v, %v", l.Code, m.ID(), got, err)
+			}
+		}
+	}
+	if local < creates-4 {
+		t.Fatalf("%d of %d generated codes on shards %s leads (%d of %d shards); want nearly all", local, creates, n.ID(), testcluster.Leads(n), tc.Shards)
+	}
+	// An alias goes where the ring puts it, led here or not.
+	elsewhere := 0
+	for i := range 8 {
+		alias := fmt.Sprintf("alias-local-%d", i)
+		if _, err := n.Links().Create(ctx(t), link.CreateRequest{URL: "https://local.example/a", Alias: alias}); err != nil {
+			t.Fatal(err)
+		}
+		if !ledHere(n, alias) {
+			elsewhere++
+		}
+	}
+	t.Logf("%d of %d codes local; %d of 8 aliases elsewhere", local, creates, elsewhere)
+}
+
+// Sequential codes are the shortest: they take every ID in turn, with no
+// preference for shards led here.
+func TestSequentialCodesTakeEveryID(t *testing.T) {
+	t.Parallel()
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3, Config: func(_ int, cfg *cluster.Config) {
+		cfg.CodeMode = idrange.ModeSequential
+	}})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
+	n := leadsSome(t, tc)
+	var prev uint64
+	for i := range 20 {
+		l, err := n.Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://seq.example/%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := idrange.Decode(l.Code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A reserved word is skipped; nothing else is.
+		if i > 0 && (id <= prev || id > prev+2) {
+			t.Fatalf("create %d: id %d after %d", i, id, prev)
+		}
+		prev = id
+	}
+}
