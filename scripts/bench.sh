@@ -181,6 +181,17 @@ wrk_codes() {
     (NR - 1) % step == 0 { print $1 }' "$1" >"$2"
 }
 
+# server_ticks port: the CPU clock ticks (user and system) used so far by
+# every process listening on 127.0.0.1:port (nginx's workers, gunicorn's,
+# a linknode), from /proc.
+server_ticks() {
+  local p total=0
+  for p in $(ss -Htlnp "sport = :$1" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+    total=$((total + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0)))
+  done
+  echo "$total"
+}
+
 median() { sort -n | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 # ---------------------------------------------------------------- redirect
@@ -321,17 +332,24 @@ redirect_bench() {
         esac
         for dist in $DIST; do
           for kind in $KINDS; do
+            url=$(url_of "$sys")
+            cpu0=$(server_ticks "${url##*:}")
             line=$(CODES="$work/wrk-$sys" DIST=$dist BROWSER=$([ "$kind" = browser ] && echo 1 || echo 0) \
-              wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/codes.lua "$(url_of "$sys")" | grep RESULT || true)
-            echo "round $r $dist $kind $sys: $line" >&2
-            echo "$dist/$kind $sys $(echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\) errors=\([0-9]*\).*/\1 \2 \3 \4/')" >>"$work/runs"
+              wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s scripts/wrk/codes.lua "$url" | grep RESULT || true)
+            cpu=$(server_ticks "${url##*:}")
+            # The server's CPU (every process listening on its port) per
+            # request wrk sent: what a redirect costs it, whatever wrk got.
+            cpu=$(echo "$line" | awk -v d=$((cpu - cpu0)) -v hz="$(getconf CLK_TCK)" \
+              '{ if (match($0, /requests=[0-9]+/)) n = substr($0, RSTART + 9, RLENGTH - 9) + 0; printf "%.1f", n ? d / hz * 1e6 / n : 0 }')
+            echo "round $r $dist $kind $sys: $line cpu_us_per_req=$cpu" >&2
+            echo "$dist/$kind $sys $(echo "$line" | sed 's/.*rps=\([0-9.]*\) p50_ms=\([0-9.]*\) p99_ms=\([0-9.]*\) errors=\([0-9]*\).*/\1 \2 \3 \4/') $cpu" >>"$work/runs"
           done
         done
       done
     done
     {
-      echo "| links | keys, requests | system | rps | p50 ms | p99 ms | errors |"
-      echo "|---|---|---|---|---|---|---|"
+      echo "| links | keys, requests | system | rps | p50 ms | p99 ms | errors | server CPU µs a request |"
+      echo "|---|---|---|---|---|---|---|---|"
       for dist in $DIST; do
         for kind in $KINDS; do
           for sys in $SYSTEMS; do
@@ -340,8 +358,9 @@ redirect_bench() {
             p50=$(awk -v d="$k" -v s="$sys" '$1==d && $2==s {print $4}' "$work/runs" | median)
             p99=$(awk -v d="$k" -v s="$sys" '$1==d && $2==s {print $5}' "$work/runs" | median)
             errs=$(awk -v d="$k" -v s="$sys" '$1==d && $2==s {e+=$6} END{print e+0}' "$work/runs")
-            echo "$k $sys $rps $p50 $p99" >>"$work/medians"
-            echo "| $n | $dist, $kind | $sys | $rps | $p50 | $p99 | $errs |"
+            cpu=$(awk -v d="$k" -v s="$sys" '$1==d && $2==s {print $7}' "$work/runs" | median)
+            echo "$k $sys $rps $p50 $p99 $cpu" >>"$work/medians"
+            echo "| $n | $dist, $kind | $sys | $rps | $p50 | $p99 | $errs | $cpu |"
           done
         done
       done
@@ -354,7 +373,8 @@ redirect_bench() {
           echo "- $n links, $dist keys, $kind requests: **linknode as shipped / nginx: rps $(ratio "$(get linknode 3)" "$(get nginx 3)"), p99 $(ratio "$(get linknode 5)" "$(get nginx 5)")×**;" \
             "analytics off / nginx: rps $(ratio "$(get linknode-off 3)" "$(get nginx 3)"), p99 $(ratio "$(get linknode-off 5)" "$(get nginx 5)")×;" \
             "on/off $(ratio "$(get linknode 3)" "$(get linknode-off 3)"); follower/nginx $(ratio "$(get follower 3)" "$(get nginx 3)");" \
-            "linknode/gomap $(ratio "$(get linknode 3)" "$(get gomap 3)"); linknode/flask $(ratio "$(get linknode 3)" "$(get flask 3)")"
+            "linknode/gomap $(ratio "$(get linknode 3)" "$(get gomap 3)"); linknode/flask $(ratio "$(get linknode 3)" "$(get flask 3)");" \
+            "server CPU a request, linknode / nginx: $(ratio "$(get linknode 6)" "$(get nginx 6)")× ($(get linknode 6) / $(get nginx 6) µs; analytics off $(get linknode-off 6) µs)"
         done
       done
       echo

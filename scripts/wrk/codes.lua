@@ -96,8 +96,8 @@ done = function(summary, latency, requests)
   local wrk_rps = summary.requests / (summary.duration / 1e6)
   local rps = wrk_rps -- a run too short to have a common interval
   if to >= from then rps = sent / ((to - from + 1) / 10) end
-  io.write(string.format("RESULT rps=%.0f p50_ms=%.2f p99_ms=%.2f errors=%d wrk_rps=%.0f window_s=%.1f\n",
+  io.write(string.format("RESULT rps=%.0f p50_ms=%.2f p99_ms=%.2f errors=%d wrk_rps=%.0f window_s=%.1f requests=%d\n",
     rps, latency:percentile(50) / 1000, latency:percentile(99) / 1000,
     summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    wrk_rps, math.max(to - from + 1, 0) / 10))
+    wrk_rps, math.max(to - from + 1, 0) / 10, summary.requests))
 end
