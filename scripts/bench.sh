@@ -715,25 +715,28 @@ create_bench() {
           echo "round $r: the $n-node $sys run failed (above); once more" >&2
         done
         echo "round $r, $n $sys: $line" >&2
-        # | nodes | clients | creates/s | p50 | p99 | failed |
-        echo "$line" | awk -F'|' -v s="$sys" '{gsub(/ ms| /, "", $4); gsub(/ ms| /, "", $5); gsub(/ ms| /, "", $6); print $2+0, s, $4, $5, $6, $7+0}' >>"$work/create-runs"
+        # | nodes | clients | creates/s | p50 | p99 | failed | servers' CPU a create |
+        echo "$line" | awk -F'|' -v s="$sys" '{gsub(/ ms| /, "", $4); gsub(/ ms| /, "", $5); gsub(/ ms| /, "", $6); print $2+0, s, $4, $5, $6, $7+0, $8+0}' >>"$work/create-runs"
       done
     done
   done
   {
-    echo "| nodes | system | creates/s (median; runs) | p50 ms | p99 ms | failed |"
-    echo "|---|---|---|---|---|---|"
+    echo "| nodes | system | creates/s (median; runs) | p50 ms | p99 ms | failed | servers' CPU a create, µs (all nodes) |"
+    echo "|---|---|---|---|---|---|---|"
     for n in 1 3; do
       for sys in linknode etcd; do
         pick() { awk -v n="$n" -v s="$sys" -v f="$1" '$1==n && $2==s {print $f}' "$work/create-runs"; }
-        echo "| $n | $sys | $(pick 3 | median) ($(pick 3 | tr '\n' ' ' | sed 's/ $//')) | $(pick 4 | median) | $(pick 5 | median) | $(pick 6 | awk '{t+=$1} END{print t+0}') |"
+        echo "| $n | $sys | $(pick 3 | median) ($(pick 3 | tr '\n' ' ' | sed 's/ $//')) | $(pick 4 | median) | $(pick 5 | median) | $(pick 6 | awk '{t+=$1} END{print t+0}') | $(pick 7 | median) |"
       done
     done
     echo
     for n in 1 3; do
       l=$(awk -v n="$n" '$1==n && $2=="linknode" {print $3}' "$work/create-runs" | median)
       e=$(awk -v n="$n" '$1==n && $2=="etcd" {print $3}' "$work/create-runs" | median)
-      echo "- $n node(s): linknode/etcd creates $(awk -v a="$l" -v b="$e" 'BEGIN{printf "%.2f", a/b}')×"
+      lc=$(awk -v n="$n" '$1==n && $2=="linknode" {print $7}' "$work/create-runs" | median)
+      ec=$(awk -v n="$n" '$1==n && $2=="etcd" {print $7}' "$work/create-runs" | median)
+      echo "- $n node(s): linknode/etcd creates $(awk -v a="$l" -v b="$e" 'BEGIN{printf "%.2f", a/b}')×;" \
+        "CPU a create $(awk -v a="$lc" -v b="$ec" 'BEGIN{if (b > 0) printf "%.2f", a/b; else print "-"}')× etcd's ($lc / $ec µs)"
     done
     echo
   } | report

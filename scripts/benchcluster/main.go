@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -367,6 +368,7 @@ func createLoad(ns []*node, conns int) {
 		profile(ns, &wg)
 		*profDir = "" // the first run only
 	}
+	cpu0 := cpuTicks(ns)
 	t0 := time.Now()
 	for c := 0; c < conns; c++ {
 		wg.Go(func() {
@@ -389,19 +391,51 @@ func createLoad(ns []*node, conns int) {
 	}
 	wg.Wait()
 	elapsed := time.Since(t0)
+	// The servers' CPU (every node, user and system) per create answered.
+	cpuPer := 0.0
+	if n := ok.Load(); n > 0 {
+		cpuPer = float64(cpuTicks(ns)-cpu0) / clockTicks * 1e6 / float64(n)
+	}
 	slices.Sort(lat)
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
 	if *table {
-		fmt.Printf("| %d | %d | %.0f | %s | %s | %d |\n", len(ns), conns, float64(ok.Load())/elapsed.Seconds(), ms(pct(lat, 50)), ms(pct(lat, 99)), failed.Load())
+		fmt.Printf("| %d | %d | %.0f | %s | %s | %d | %.0f µs |\n", len(ns), conns, float64(ok.Load())/elapsed.Seconds(), ms(pct(lat, 50)), ms(pct(lat, 99)), failed.Load(), cpuPer)
 		return
 	}
-	fmt.Printf("creates: %d clients over %d nodes for %v: %d ok, %d failed, %.0f creates/s, p50 %v, p99 %v\n",
+	fmt.Printf("creates: %d clients over %d nodes for %v: %d ok, %d failed, %.0f creates/s, p50 %v, p99 %v, servers' CPU %.0f µs a create\n",
 		conns, len(ns), duration.String(), ok.Load(), failed.Load(), float64(ok.Load())/elapsed.Seconds(),
-		pct(lat, 50), pct(lat, 99))
+		pct(lat, 50), pct(lat, 99), cpuPer)
 	for _, n := range ns {
 		g := metric(n, "go_goroutines")
 		fmt.Printf("  %s after load: %s goroutines, %d established TCP connections\n", n.id, g, estab(n))
 	}
+}
+
+// clockTicks is the kernel's clock ticks a second (USER_HZ), the unit of
+// /proc/PID/stat's CPU times: 100 on Linux.
+const clockTicks = 100
+
+// cpuTicks sums the user and system CPU ticks the nodes' processes have
+// used (0 for a process /proc no longer has).
+func cpuTicks(ns []*node) int64 {
+	var total int64
+	for _, n := range ns {
+		if n.cmd == nil || n.cmd.Process == nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which may hold spaces.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			total += u + s
+		}
+	}
+	return total
 }
 
 // ints parses a comma-separated list of integers ("1,16,64"; empty: none).
