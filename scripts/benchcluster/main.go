@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -73,19 +74,35 @@ var client = &http.Client{
 }
 
 func freePort() string {
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
+		// Below the kernel's ephemeral range (32768 up here): a port picked
+		// there can be taken, before the node binds it, as the local port
+		// of some outgoing connection.
+		p := 21000 + rand.IntN(11000)
+		if portsUsed[p] {
+			continue
 		}
-		a := ln.Addr().String()
+		a := fmt.Sprintf("127.0.0.1:%d", p)
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			continue
+		}
 		ln.Close()
 		if pc, err := net.ListenPacket("udp", a); err == nil {
 			pc.Close()
+			portsUsed[p] = true
 			return a
 		}
 	}
 }
+
+// portsUsed are the ports freePort handed out: never twice in one run.
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
 
 func main() {
 	flag.Parse()
