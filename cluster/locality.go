@@ -22,12 +22,13 @@ import (
 // sees; sequential codes are kept short and take every ID in turn.
 //
 // The node prefers only shards whose state is not much larger than the
-// mean of all shards (localSlack), so a node that takes every create (one
-// entry point, a single client) does not pile the links onto the shards it
-// leads; and only when it hosts a replica of every link shard, so it can
-// compare them all and what it picks does not move data between nodes (on
-// three nodes with three replicas every node holds every link anyway).
-// Aliases go to their shard wherever it is led, as before.
+// mean of all shards (localSlackRatio, localSlackBytes), so a node that
+// takes every create (one entry point, a single client) does not pile the
+// links onto the shards it leads; and only when it hosts a replica of
+// every link shard, so it can compare them all and what it picks does not
+// move data between nodes (on three nodes with three replicas every node
+// holds every link anyway). Aliases go to their shard wherever it is led,
+// as before.
 const (
 	// maxLocalDraws bounds the IDs one generated code may take looking
 	// for a shard led here.
