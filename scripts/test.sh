@@ -38,6 +38,8 @@ step "go test -race ./... (the chaos harness's bug cases apart)"
 go test -race -count=1 -timeout 15m -skip '^TestCheckersCatchBugs$' ./...
 # The deliberate faults of the chaos harness's checker tests (internal/bugs)
 # exist only in -tags jepsenbugs builds; their switchboard is tested there.
+step "linkraft's patches to the vendored raft (a module of its own: third_party/hashicorp-raft/LINKRAFT.md)"
+(cd third_party/hashicorp-raft && go test -race -count=1 -run '^TestLinkraft' .)
 step "the deliberate faults' switchboard (-tags jepsenbugs) and the crash points (-tags jepsencrash)"
 LINKRAFT_JEPSEN_BUGS=lose-last-apply-on-restart go test -race -count=1 -tags jepsenbugs -run 'OnOnceEvery|UndoLastWrites' ./internal/bugs ./fsm
 # So do the crash points (-tags jepsencrash; internal/crashpoint).

@@ -1976,6 +1976,15 @@ func (r *Raft) installSnapshot(rpc RPC, req *InstallSnapshotRequest) {
 	r.setLatestConfiguration(reqConfiguration, reqConfigurationIndex)
 	r.setCommittedConfiguration(reqConfiguration, reqConfigurationIndex)
 
+	// linkraft: a leader may send a snapshot older than this follower's log
+	// (it lost track of the follower and fell back to its last snapshot).
+	// The entries after the snapshot stay in the log, so a configuration
+	// among them is still the latest: take it up again, as NewRaft does at
+	// start. Without this the follower's latest configuration went back to
+	// the snapshot's, and a leadership transfer could make it a leader that
+	// counts votes by a membership the group had left behind.
+	r.reprocessConfigurationsAfter(req.LastLogIndex, req.LastLogTerm)
+
 	// Clear old logs if r.logs is a MonotonicLogStore. Otherwise compact the
 	// logs. In both cases, log any errors and continue.
 	if mlogs, ok := r.logs.(MonotonicLogStore); ok && mlogs.IsMonotonic() {
@@ -1989,6 +1998,31 @@ func (r *Raft) installSnapshot(rpc RPC, req *InstallSnapshotRequest) {
 	r.logger.Info("Installed remote snapshot")
 	resp.Success = true
 	r.setLastContact()
+}
+
+// reprocessConfigurationsAfter processes the configuration entries that
+// follow a just-installed snapshot at index (with term) in the local log,
+// if the log agrees with the snapshot at that index (linkraft patch).
+func (r *Raft) reprocessConfigurationsAfter(index, term uint64) {
+	lastIndex, _ := r.getLastLog()
+	if lastIndex <= index {
+		return
+	}
+	var at Log
+	if err := r.logs.GetLog(index, &at); err != nil || at.Term != term {
+		return // not the same history: the leader's entries will replace it
+	}
+	for i := index + 1; i <= lastIndex; i++ {
+		var entry Log
+		if err := r.logs.GetLog(i, &entry); err != nil {
+			r.logger.Error("failed to get log", "index", i, "error", err)
+			return
+		}
+		if err := r.processConfigurationLogEntry(&entry); err != nil {
+			r.logger.Error("failed to process configuration entry", "index", i, "error", err)
+			return
+		}
+	}
 }
 
 // setLastContact is used to set the last contact time to now

@@ -1,0 +1,124 @@
+package raft
+
+import (
+	"testing"
+	"time"
+)
+
+// linkraft's fourth patch (LINKRAFT.md): a snapshot older than the
+// follower's log leaves the configurations that follow it in the log the
+// latest. Unpatched, the follower's latest configuration went back to the
+// snapshot's: linkraft's chaos run saw such a follower, made leader by a
+// leadership transfer, count votes by a membership the group had left and
+// then remove itself from its group.
+func TestLinkraftOlderSnapshotKeepsLaterConfiguration(t *testing.T) {
+	conf := inmemConfig(t)
+	conf.TrailingLogs = 1000 // the entries after the snapshot stay
+	c := MakeCluster(3, t, conf)
+	defer c.Close()
+	leader := c.Leader()
+	for range 10 {
+		if err := leader.Apply([]byte("x"), time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := leader.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	// A change of membership after the snapshot, in every log.
+	if err := leader.AddNonvoter("extra", "extra-addr", 0, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	follower := c.Followers()[0]
+	hasExtra := func() bool {
+		f := follower.GetConfiguration()
+		if err := f.Error(); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range f.Configuration().Servers {
+			if s.ID == "extra" {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !hasExtra() {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never took up the new configuration")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The leader sends its snapshot, older than the follower's log, as it
+	// does when it lost track of the follower.
+	snaps, err := leader.snapshots.List()
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("snapshots: %v, %v", snaps, err)
+	}
+	meta, rc, err := leader.snapshots.Open(snaps[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if last := follower.LastIndex(); meta.Index >= last {
+		t.Fatalf("snapshot at %d, follower's log at %d: not older", meta.Index, last)
+	}
+	req := InstallSnapshotRequest{
+		RPCHeader:          leader.getRPCHeader(),
+		SnapshotVersion:    meta.Version,
+		Term:               leader.getCurrentTerm(),
+		Leader:             leader.trans.EncodePeer(leader.localID, leader.localAddr),
+		LastLogIndex:       meta.Index,
+		LastLogTerm:        meta.Term,
+		Peers:              meta.Peers,
+		Size:               meta.Size,
+		Configuration:      EncodeConfiguration(meta.Configuration),
+		ConfigurationIndex: meta.ConfigurationIndex,
+	}
+	var resp InstallSnapshotResponse
+	if err := leader.trans.InstallSnapshot(follower.localID, follower.localAddr, &req, &resp, rc); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Success {
+		t.Fatal("the follower refused the snapshot")
+	}
+	if !hasExtra() {
+		t.Fatal("after an older snapshot the follower's latest configuration lost the change that follows it in its log")
+	}
+}
+
+// A leadership transfer to a server that is not a voter in its own view
+// is refused rather than making it a candidate (linkraft's fourth patch,
+// its second half).
+func TestLinkraftNonvoterRefusesTimeoutNow(t *testing.T) {
+	c := MakeCluster(3, t, inmemConfig(t))
+	defer c.Close()
+	leader := c.Leader()
+	follower := c.Followers()[0]
+	if err := leader.DemoteVoter(follower.localID, 0, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f := follower.GetConfiguration()
+		if err := f.Error(); err != nil {
+			t.Fatal(err)
+		}
+		if !hasVote(f.Configuration(), follower.localID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never took up its demotion")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var resp TimeoutNowResponse
+	err := leader.trans.TimeoutNow(follower.localID, follower.localAddr, &TimeoutNowRequest{RPCHeader: leader.getRPCHeader()}, &resp)
+	if err == nil {
+		t.Fatal("a non-voter took a TimeoutNow")
+	}
+	if s := follower.getState(); s != Follower {
+		t.Fatalf("the non-voter is %v after refusing", s)
+	}
+}
