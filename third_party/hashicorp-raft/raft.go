@@ -2280,6 +2280,13 @@ func (r *Raft) initiateLeadershipTransfer(id *ServerID, address *ServerAddress) 
 
 // timeoutNow is what happens when a server receives a TimeoutNowRequest.
 func (r *Raft) timeoutNow(rpc RPC, req *TimeoutNowRequest) {
+	// linkraft: a server that is not a voter in its own latest
+	// configuration does not stand for election, whoever asks (the leader's
+	// view of it may be newer, or older, than its own).
+	if !hasVote(r.configurations.latest, r.localID) {
+		rpc.Respond(nil, fmt.Errorf("not a voter in this server's latest configuration: not starting an election"))
+		return
+	}
 	r.setLeader("", "")
 	r.setState(Candidate)
 	r.candidateFromLeadershipTransfer.Store(true)
