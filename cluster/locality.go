@@ -54,15 +54,8 @@ type locality struct {
 // may prefer (nil for none), measuring them again when the last
 // measurement is older than localEvery.
 func (lc *locality) eligibleShards(n *Node) []bool {
-	now := time.Now().UnixNano()
-	if now-lc.measured.Load() < int64(localEvery) {
-		if p := lc.eligible.Load(); p != nil {
-			return *p
-		}
-		return nil
-	}
-	if !lc.mu.TryLock() {
-		// Another create is measuring: use what there is.
+	// Measured lately, or another create is measuring: use what there is.
+	if time.Now().UnixNano()-lc.measured.Load() < int64(localEvery) || !lc.mu.TryLock() {
 		if p := lc.eligible.Load(); p != nil {
 			return *p
 		}
@@ -112,21 +105,21 @@ func eligibleBySize(sizes []int64) []bool {
 // preferLocal reports whether code's shard is eligible and led here.
 func (n *Node) preferLocal(eligible []bool, code string) bool {
 	s := n.host.locate(code)
-	if int(s) >= len(eligible) || !eligible[s] {
-		return false
-	}
-	g := n.host.group(s.Group())
-	return g != nil && g.IsLeader()
+	return int(s) < len(eligible) && eligible[s] && n.leadsShard(s)
 }
 
 // leadsAny reports whether this node leads one of the eligible shards.
 func (n *Node) leadsAny(eligible []bool) bool {
 	for s, ok := range eligible {
-		if ok {
-			if g := n.host.group(command.ShardID(s).Group()); g != nil && g.IsLeader() {
-				return true
-			}
+		if ok && n.leadsShard(command.ShardID(s)) {
+			return true
 		}
 	}
 	return false
+}
+
+// leadsShard reports whether this node leads shard s's group now.
+func (n *Node) leadsShard(s command.ShardID) bool {
+	g := n.host.group(s.Group())
+	return g != nil && g.IsLeader()
 }

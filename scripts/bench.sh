@@ -181,6 +181,14 @@ wrk_codes() {
     (NR - 1) % step == 0 { print $1 }' "$1" >"$2"
 }
 
+# once_more what CMD...: runs CMD, and once more if it fails (a cluster
+# that did not form), saying so on stderr.
+once_more() {
+  local what=$1
+  shift
+  "$@" || { echo "$what failed (above); once more" >&2; "$@"; }
+}
+
 # server_ticks port: the CPU clock ticks (user and system) used so far by
 # every process listening on 127.0.0.1:port (nginx's workers, gunicorn's,
 # a linknode), from /proc.
@@ -579,10 +587,8 @@ guard_bench() {
     [ $((r % 2)) -eq 0 ] && order="head base"
     for rev in $order; do
       for n in 1 3; do
-        # A cluster that fails to form is reported and tried once more.
-        line=$("$work/benchcluster" -bin "$work/linknode-$rev" -nodes "$n" -clients-list 64 -trials 0 -duration "$DURATION" -table) ||
-          { echo "round $r $rev: the $n-node run failed (above); once more" >&2
-            line=$("$work/benchcluster" -bin "$work/linknode-$rev" -nodes "$n" -clients-list 64 -trials 0 -duration "$DURATION" -table); }
+        line=$(once_more "round $r $rev: the $n-node run" \
+          "$work/benchcluster" -bin "$work/linknode-$rev" -nodes "$n" -clients-list 64 -trials 0 -duration "$DURATION" -table)
         echo "round $r $rev creates, $n node(s): $line" >&2
         echo "$line" | awk -F'|' -v r="$rev" -v m="creates-$n" '{gsub(/ ms| /, "", $6); print m, r, $4+0, $6+0}' >>"$work/guard-runs"
       done
@@ -702,18 +708,13 @@ create_bench() {
   for r in $(seq 1 "$ROUNDS"); do
     for n in 1 3; do
       for sys in linknode etcd; do
-        # A cluster that fails to form (a port taken between its pick and
-        # its bind) is reported and tried once more, as the guard does.
-        local try
-        for try in 1 2; do
-          if [ "$sys" = etcd ]; then
-            line=$("$work/benchcluster" -etcd "$(command -v etcd)" -nodes "$n" -clients-list 64 -duration "$DURATION" -table) && break
-          else
-            line=$("$work/benchcluster" -bin "$work/linknode" -nodes "$n" -clients-list 64 -trials 0 -duration "$DURATION" -table) && break
-          fi
-          [ "$try" = 2 ] && return 1
-          echo "round $r: the $n-node $sys run failed (above); once more" >&2
-        done
+        if [ "$sys" = etcd ]; then
+          line=$(once_more "round $r: the $n-node etcd run" \
+            "$work/benchcluster" -etcd "$(command -v etcd)" -nodes "$n" -clients-list 64 -duration "$DURATION" -table)
+        else
+          line=$(once_more "round $r: the $n-node linknode run" \
+            "$work/benchcluster" -bin "$work/linknode" -nodes "$n" -clients-list 64 -trials 0 -duration "$DURATION" -table)
+        fi
         echo "round $r, $n $sys: $line" >&2
         # | nodes | clients | creates/s | p50 | p99 | failed | servers' CPU a create |
         echo "$line" | awk -F'|' -v s="$sys" '{gsub(/ ms| /, "", $4); gsub(/ ms| /, "", $5); gsub(/ ms| /, "", $6); print $2+0, s, $4, $5, $6, $7+0, $8+0}' >>"$work/create-runs"

@@ -30,25 +30,8 @@ func TestLinkraftOlderSnapshotKeepsLaterConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	follower := c.Followers()[0]
-	hasExtra := func() bool {
-		f := follower.GetConfiguration()
-		if err := f.Error(); err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range f.Configuration().Servers {
-			if s.ID == "extra" {
-				return true
-			}
-		}
-		return false
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !hasExtra() {
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never took up the new configuration")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	hasExtra := func(conf Configuration) bool { return inConfiguration(conf, "extra") }
+	waitConfiguration(t, c, follower, "the new configuration", hasExtra)
 
 	// The leader sends its snapshot, older than the follower's log, as it
 	// does when it lost track of the follower.
@@ -83,7 +66,7 @@ func TestLinkraftOlderSnapshotKeepsLaterConfiguration(t *testing.T) {
 	if !resp.Success {
 		t.Fatal("the follower refused the snapshot")
 	}
-	if !hasExtra() {
+	if !hasExtra(c.getConfiguration(follower)) {
 		t.Fatal("after an older snapshot the follower's latest configuration lost the change that follows it in its log")
 	}
 }
@@ -99,20 +82,9 @@ func TestLinkraftNonvoterRefusesTimeoutNow(t *testing.T) {
 	if err := leader.DemoteVoter(follower.localID, 0, time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		f := follower.GetConfiguration()
-		if err := f.Error(); err != nil {
-			t.Fatal(err)
-		}
-		if !hasVote(f.Configuration(), follower.localID) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never took up its demotion")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitConfiguration(t, c, follower, "its demotion", func(conf Configuration) bool {
+		return !hasVote(conf, follower.localID)
+	})
 	var resp TimeoutNowResponse
 	err := leader.trans.TimeoutNow(follower.localID, follower.localAddr, &TimeoutNowRequest{RPCHeader: leader.getRPCHeader()}, &resp)
 	if err == nil {
@@ -120,5 +92,18 @@ func TestLinkraftNonvoterRefusesTimeoutNow(t *testing.T) {
 	}
 	if s := follower.getState(); s != Follower {
 		t.Fatalf("the non-voter is %v after refusing", s)
+	}
+}
+
+// waitConfiguration polls r's latest configuration until ok holds (up to
+// 5 s), failing the test with what it waited for.
+func waitConfiguration(t *testing.T, c *cluster, r *Raft, what string, ok func(Configuration) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok(c.getConfiguration(r)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never took up %s", r.localID, what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
