@@ -3,6 +3,9 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -226,4 +229,84 @@ func BenchmarkClicksQuery(b *testing.B) {
 			b.Fatalf("%v %d", err, len(st.Hours))
 		}
 	}
+}
+
+// BenchmarkClickBatchApplyAtScale applies click batches to a shard of
+// 1.25 million links (10 million over 8 shards), each batch 2,000 codes
+// drawn from a skewed distribution (a shard's second of browser-like
+// redirects at 10 million links: most codes clicked before, one human
+// click each), the file committed after every batch as the 1-s commit
+// interval does. Before the measured batches, 20 such batches (clicked=40k)
+// or those and 100 batches of codes drawn evenly (clicked=230k) leave that
+// many codes with clicks: the more there are, the more pages a batch
+// dirties. Reported per code, with the pages a batch writes.
+func BenchmarkClickBatchApplyAtScale(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		even int
+	}{{"clicked=40k", 0}, {"clicked=230k", 100}} {
+		b.Run(c.name, func(b *testing.B) { benchClicksAtScale(b, c.even) })
+	}
+}
+
+func benchClicksAtScale(b *testing.B, even int) {
+	const links, perBatch = 1250000, 2000
+	f := mustShard(b, ShardConfig{Path: filepath.Join(b.TempDir(), "shard.db")})
+	benchLoad(f, links, 5000, nil)
+	idx := uint64(links) // benchLoad gives each link an entry
+	hour := uint64(t0.Unix() / 3600)
+	rng := rand.New(rand.NewPCG(1, 2))
+	skewed := func() int { // about half the clicks on the first 1 %
+		u := rng.Float64()
+		return int(float64(links) * u * u * u * u)
+	}
+	draw := skewed
+	mk := func(seq uint64) []byte {
+		bt := &command.ClickBatch{Node: "n1", Seq: seq}
+		seen := map[int]bool{}
+		for len(bt.Deltas) < perBatch {
+			i := draw()
+			if seen[i] {
+				continue
+			}
+			seen[i] = true
+			bt.Deltas = append(bt.Deltas, command.ClickDelta{Code: fmt.Sprintf("b%06d", i), Delta: command.ClickTotals{Humans: command.Counts{Total: 1,
+				Countries: map[string]uint64{"DE": 1}, Devices: map[string]uint64{"Desktop": 1}, Browsers: map[string]uint64{"Firefox": 1},
+				OS: map[string]uint64{"Linux": 1}, Referrers: map[string]uint64{"news.example": 1}, Visitors: sketch(b, "v"+strconv.Itoa(i))}},
+				Hours: []command.HourCount{{Hour: hour + seq/3600, Humans: 1}}})
+		}
+		return bt.Encode()
+	}
+	seq := uint64(0)
+	apply := func(data []byte) {
+		idx++
+		if r, ok := f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}).(*command.ClickBatchResult); !ok || r.Duplicate {
+			b.Fatalf("apply: %#v", r)
+		}
+	}
+	for i := range even + 20 {
+		if draw = skewed; i < even {
+			draw = func() int { return rng.IntN(links) }
+		}
+		seq++
+		apply(mk(seq))
+	}
+	draw = skewed
+	data := make([][]byte, b.N)
+	for i := range data {
+		data[i] = mk(seq + uint64(i) + 1)
+	}
+	w0 := pagesWritten(f)
+	b.ResetTimer()
+	for i := range b.N {
+		apply(data[i])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perBatch)/1000, "µs/code")
+	b.ReportMetric(float64(pagesWritten(f)-w0)/float64(b.N), "pages/batch")
+}
+
+// pagesWritten is how many pages f's file has written since it opened.
+func pagesWritten(f *ShardFSM) int64 {
+	st := f.db.Stats()
+	return st.TxStats.GetWrite()
 }
