@@ -46,6 +46,10 @@ type host struct {
 	// swept is the placement version whose unplaced shards' leftover
 	// files were last looked for.
 	swept atomic.Uint64
+	// stopped holds when sync first saw each placed shard whose raft had
+	// shut itself down (raftgroup.Group.Stopped). Only sync uses it (at
+	// Open, then on the loop).
+	stopped map[command.ShardID]time.Time
 }
 
 // leavingShard is a replica on its way out.
@@ -57,6 +61,12 @@ type leavingShard struct {
 // leaveTimeout bounds how long a leaving replica that leads its group
 // waits to hand the leadership over before it is closed anyway.
 const leaveTimeout = 30 * time.Second
+
+// reopenAfter is how many reconcile intervals a placed replica whose raft
+// shut itself down stays so before it is reopened: long enough for a
+// placement that stops naming it (it leaves instead), short against the
+// time without the replica.
+const reopenAfter = 3
 
 // waitSettings waits until the meta group holds the cluster settings and
 // a placement (the meta leader writes them), then builds the ring and
@@ -135,6 +145,12 @@ func (h *host) sync() error {
 		switch s := h.local(id); {
 		case placed && s == nil && h.leavingShard(id) == nil:
 			opens = append(opens, id)
+		case placed && s != nil && h.stoppedLong(id, s):
+			h.unhost(id)
+			if err := s.Close(); err != nil {
+				n.log.Warn("closing a shard whose raft shut itself down", "shard", id, "err", err)
+			}
+			opens = append(opens, id)
 		case !placed && s != nil:
 			h.leave(id, s)
 		case !placed && s == nil && sweep && h.leavingShard(id) == nil:
@@ -198,13 +214,53 @@ func (h *host) sweep(id command.ShardID) error {
 	return nil
 }
 
+// stoppedLong reports whether placed shard s's raft has shut itself down
+// for reopenAfter reconcile intervals, as seen by sync. That happens to a
+// leader that commits a configuration without itself while the placement
+// still names it (JEPSEN.md, finding 8: raft's patch 4 closes the path
+// seen, this any other): its group would apply nothing more here, and
+// answer no peer, until the node restarts. Reopened, it starts from its
+// files as a restart would, and its leader adds it back.
+func (h *host) stoppedLong(id command.ShardID, s *shard.Shard) bool {
+	if !s.Group().Stopped() {
+		delete(h.stopped, id)
+		return false
+	}
+	if h.stopped == nil {
+		h.stopped = map[command.ShardID]time.Time{}
+	}
+	since, ok := h.stopped[id]
+	if !ok {
+		h.stopped[id] = time.Now()
+		h.n.log.Warn("the shard's raft shut itself down while the placement still puts it here; reopening it if it stays so", "shard", id)
+		return false
+	}
+	if time.Since(since) < reopenAfter*h.n.cfg.ReconcileInterval {
+		return false
+	}
+	delete(h.stopped, id)
+	h.n.log.Warn("reopening a shard whose raft shut itself down", "shard", id, "since", since)
+	return true
+}
+
+// unhost stops reading shard id here: lookups go to its replicas.
+func (h *host) unhost(id command.ShardID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unhostLocked(id)
+}
+
+func (h *host) unhostLocked(id command.ShardID) {
+	shards := slices.Clone(*h.shards.Load())
+	shards[id] = nil
+	h.shards.Store(&shards)
+}
+
 // leave stops reading shard id here (lookups go to its replicas) and
 // keeps it running until its group lets it go.
 func (h *host) leave(id command.ShardID, s *shard.Shard) {
 	h.mu.Lock()
-	shards := slices.Clone(*h.shards.Load())
-	shards[id] = nil
-	h.shards.Store(&shards)
+	h.unhostLocked(id)
 	if h.leaving == nil {
 		h.leaving = map[command.ShardID]*leavingShard{}
 	}

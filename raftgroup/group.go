@@ -550,6 +550,19 @@ func soleVoter(c raft.Configuration, id string) bool {
 // Name returns the group's name.
 func (g *Group) Name() string { return g.name }
 
+// Stopped reports whether the group's raft shut itself down while the
+// group is open: a leader that committed a configuration without itself
+// does (raft's ShutdownOnRemove), and then applies nothing more and
+// answers no peer. Close does not count.
+func (g *Group) Stopped() bool {
+	select {
+	case <-g.stop:
+		return false
+	default:
+		return g.raft.State() == raft.Shutdown
+	}
+}
+
 // IsLeader reports whether this node leads the group.
 func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
 
