@@ -22,6 +22,17 @@ func (n *Node) LocalShards() []*shard.Shard { return n.host.localShards() }
 // Locate returns code's shard.
 func (n *Node) Locate(code string) command.ShardID { return n.host.locate(code) }
 
+// LocalFocus returns the shards the node's generated codes go to now
+// (nil: no focus, locality.go) and a token that changes with each
+// measurement of them.
+func (n *Node) LocalFocus() (focus []bool, token any) {
+	p := n.locality.pref.Load()
+	if p == nil {
+		return nil, nil
+	}
+	return p.focus, p
+}
+
 // Meta returns the node's replica of the meta group.
 func (n *Node) Meta() *meta.Meta { return n.meta }
 

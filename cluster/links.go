@@ -66,8 +66,10 @@ func newCreate(req link.CreateRequest, now time.Time) command.CreateIfAbsent {
 // (locality.go).
 func (ls *Links) nextCode(ctx context.Context) (string, error) {
 	n := ls.n
-	eligible := n.locality.eligibleShards(n)
-	if !n.leadsAny(eligible) {
+	eligible, focus := n.locality.preferred(n)
+	if n.leadsAny(focus) {
+		eligible = focus
+	} else if !n.leadsAny(eligible) {
 		eligible = nil
 	}
 	fallback, draws := "", 0

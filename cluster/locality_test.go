@@ -74,6 +74,41 @@ func TestGeneratedCodesFallOnShardsLedWhereCreated(t *testing.T) {
 	t.Logf("%d of %d codes local; %d of 8 aliases elsewhere", local, creates, elsewhere)
 }
 
+// On more than one node, a node's generated codes go to one shard it
+// leads at a time (its focus, turned every second), so its group's Raft
+// batches gather them. Codes whose create began and ended in one turn
+// must fall on that turn's focus; ignoring it, they would spread over the
+// 2 or 3 shards the node leads, and half or more would miss.
+func TestGeneratedCodesFallOnTheFocus(t *testing.T) {
+	t.Parallel()
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
+	n := leadsSome(t, tc)
+	in, hits := 0, 0
+	shards := map[int]bool{}
+	for i := range 60 {
+		focus, turn := n.LocalFocus()
+		l, err := n.Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://focus.example/%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, after := n.LocalFocus(); focus == nil || after != turn {
+			continue // the first create measures; a turn ended during this one
+		}
+		in++
+		s := int(n.Locate(l.Code))
+		shards[s] = true
+		if focus[s] {
+			hits++
+		}
+	}
+	if in < 20 || hits < in-2 {
+		t.Fatalf("%d of %d codes created within one turn fell on its focus (%d of %d shards led here); want all but 2 at most", hits, in, testcluster.Leads(n), tc.Shards)
+	}
+	t.Logf("%d of %d codes within a turn on its focus; %d shards used", hits, in, len(shards))
+}
+
 // Sequential codes are the shortest: they take every ID in turn, with no
 // preference for shards led here.
 func TestSequentialCodesTakeEveryID(t *testing.T) {

@@ -172,3 +172,36 @@ func TestEligibleBySize(t *testing.T) {
 		})
 	}
 }
+
+// focusOf takes one shard in eight of those led here (at least one), the
+// next ones each turn.
+func TestFocusOf(t *testing.T) {
+	set := func(shards int, ids ...int) []bool {
+		out := make([]bool, shards)
+		for _, id := range ids {
+			out[id] = true
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		led    []int
+		shards int
+		turn   int
+		want   []bool
+	}{
+		{"none led", nil, 8, 0, nil},
+		{"8 shards, first turn", []int{1, 4, 6}, 8, 0, set(8, 1)},
+		{"8 shards, second turn", []int{1, 4, 6}, 8, 1, set(8, 4)},
+		{"8 shards, back to the first", []int{1, 4, 6}, 8, 3, set(8, 1)},
+		{"16 shards take two", []int{0, 3, 5}, 16, 0, set(16, 0, 3)},
+		{"16 shards, the two after", []int{0, 3, 5}, 16, 1, set(16, 5, 0)},
+		{"fewer led than a focus holds", []int{2}, 16, 5, set(16, 2)},
+		{"4 shards still take one", []int{0, 2}, 4, 1, set(4, 2)},
+	}
+	for _, c := range cases {
+		if got := focusOf(c.led, c.shards, c.turn); !slices.Equal(got, c.want) {
+			t.Errorf("%s: focusOf(%v, %d, %d) = %v, want %v", c.name, c.led, c.shards, c.turn, got, c.want)
+		}
+	}
+}
