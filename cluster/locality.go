@@ -27,7 +27,8 @@ import (
 // its group, one AppendEntries in flight to each follower; creates spread
 // over every group a node leads make that many small batches, each an RPC
 // both ends pay for, where one group at a time batches them together
-// (3 nodes: 12–22 % less CPU a create, BENCHMARKS.md issue 28 session 9).
+// (3 nodes: 1.09× the creates at 11 % less CPU a create, BENCHMARKS.md
+// issue 28 session 9).
 // It skips about eight IDs a code instead of three, still nothing anyone
 // sees. A node whose focus it no longer leads (an election) prefers every
 // eligible shard it leads until the next turn. One node alone keeps every
