@@ -46,10 +46,17 @@ type host struct {
 	// swept is the placement version whose unplaced shards' leftover
 	// files were last looked for.
 	swept atomic.Uint64
-	// stopped holds when sync first saw each placed shard whose raft had
-	// shut itself down (raftgroup.Group.Stopped). Only sync uses it (at
-	// Open, then on the loop).
-	stopped map[command.ShardID]time.Time
+	// stopped holds, for each placed shard whose raft had shut itself
+	// down (raftgroup.Group.Stopped), that replica and when sync first saw
+	// it so. Only sync uses it (at Open, then on the loop).
+	stopped map[command.ShardID]stoppedShard
+}
+
+// stoppedShard is a replica whose raft shut itself down, and when sync
+// first saw it.
+type stoppedShard struct {
+	s     *shard.Shard
+	since time.Time
 }
 
 // leavingShard is a replica on its way out.
@@ -127,7 +134,8 @@ func (h *host) setSettings(s *command.Settings) error {
 // sync opens every shard the placement puts on this node that is not open
 // yet. With the first placement (version 1) each placed node bootstraps
 // the shard group with the identical configuration; later placements add
-// replicas through the shard leader instead.
+// replicas through the shard leader instead. A placed replica whose raft
+// shut itself down is opened again (stoppedLong).
 func (h *host) sync() error {
 	n := h.n
 	p, err := n.meta.Placement()
@@ -227,19 +235,19 @@ func (h *host) stoppedLong(id command.ShardID, s *shard.Shard) bool {
 		return false
 	}
 	if h.stopped == nil {
-		h.stopped = map[command.ShardID]time.Time{}
+		h.stopped = map[command.ShardID]stoppedShard{}
 	}
-	since, ok := h.stopped[id]
-	if !ok {
-		h.stopped[id] = time.Now()
+	seen, ok := h.stopped[id]
+	if !ok || seen.s != s { // first seen, or an earlier replica's entry
+		h.stopped[id] = stoppedShard{s: s, since: time.Now()}
 		h.n.log.Warn("the shard's raft shut itself down while the placement still puts it here; reopening it if it stays so", "shard", id)
 		return false
 	}
-	if time.Since(since) < reopenAfter*h.n.cfg.ReconcileInterval {
+	if time.Since(seen.since) < reopenAfter*h.n.cfg.ReconcileInterval {
 		return false
 	}
 	delete(h.stopped, id)
-	h.n.log.Warn("reopening a shard whose raft shut itself down", "shard", id, "since", since)
+	h.n.log.Warn("reopening a shard whose raft shut itself down", "shard", id, "since", seen.since)
 	return true
 }
 

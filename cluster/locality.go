@@ -22,15 +22,15 @@ import (
 // sees; sequential codes are kept short and take every ID in turn.
 //
 // On more than one node the node narrows the preference further, to a
-// focus: one shard in eight of those (one of 8 shards), the next ones it
-// leads in turn each localEvery. A create's Raft entry is replicated by
+// focus: one shard in eight, rounded up (one of 8 shards, two of 16), of
+// those it leads, the next ones in turn each localEvery. A create's Raft entry is replicated by
 // its group, one AppendEntries in flight to each follower; creates spread
 // over every group a node leads make that many small batches, each an RPC
 // both ends pay for, where one group at a time batches them together
 // (3 nodes: 1.09× the creates at 11 % less CPU a create, BENCHMARKS.md
 // issue 28 session 9).
-// It skips about eight IDs a code instead of three, still nothing anyone
-// sees. A node whose focus it no longer leads (an election) prefers every
+// It skips up to about eight IDs a code instead of three (the meta group
+// leases IDs that much more often), still nothing anyone sees. A node whose focus it no longer leads (an election) prefers every
 // eligible shard it leads until the next turn. One node alone keeps every
 // shard it leads: nothing is replicated there, and nothing was gained.
 //
@@ -44,11 +44,11 @@ import (
 // as before.
 const (
 	// maxLocalDraws bounds the IDs one generated code may take looking
-	// for a shard led here: with a focus of one shard in eight, one code
-	// in 70 misses it.
+	// for a shard led here: with a focus of one shard in eight (or more),
+	// at most one code in 70 misses it.
 	maxLocalDraws = 32
 	// focusShare is the share of the link shards a focus holds: one in
-	// focusShare, at least one.
+	// focusShare, rounded up.
 	focusShare = 8
 	// localEvery is how often the shards eligible for local codes are
 	// measured again.
@@ -87,6 +87,10 @@ func (lc *locality) preferred(n *Node) (eligible, focus []bool) {
 		return nil, nil
 	}
 	defer lc.mu.Unlock()
+	// Another create may have measured between the check and the lock.
+	if p := lc.pref.Load(); p != nil && time.Now().UnixNano()-lc.measured.Load() < int64(localEvery) {
+		return p.eligible, p.focus
+	}
 	el := eligibleHere(n)
 	var fo []bool
 	if el != nil && n.admin.LiveNodes() > 1 {
@@ -105,13 +109,14 @@ func (lc *locality) preferred(n *Node) (eligible, focus []bool) {
 }
 
 // focusOf returns, by shard id (of shards in all), the focus of turn: one
-// in focusShare of the shards (at least one), taken in turn from led, the
-// eligible shards led here. Nil when led is empty.
+// in focusShare of the shards (rounded up), taken in turn from led, the
+// eligible shards led here (all of them if they are fewer). Nil when led
+// is empty.
 func focusOf(led []int, shards, turn int) []bool {
 	if len(led) == 0 {
 		return nil
 	}
-	k := min(max(shards/focusShare, 1), len(led))
+	k := min((shards+focusShare-1)/focusShare, len(led))
 	out := make([]bool, shards)
 	for i := range k {
 		out[led[(turn*k+i)%len(led)]] = true

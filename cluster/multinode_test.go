@@ -359,8 +359,11 @@ func TestCatchUpBySnapshot(t *testing.T) {
 	tc.WaitReplicated(3)
 	tc.Stop(2)
 	var links []*link.Link
+	// Aliases, which go where the ring puts them: every shard gets enough
+	// entries to snapshot (a node's generated codes go to one shard it
+	// leads at a time).
 	for i := 0; i < 200; i++ {
-		l, err := tc.Nodes[i%2].Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://snap.example/%d", i)})
+		l, err := tc.Nodes[i%2].Links().Create(ctx(t), link.CreateRequest{URL: fmt.Sprintf("https://snap.example/%d", i), Alias: fmt.Sprintf("snap-%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -173,7 +173,7 @@ func TestEligibleBySize(t *testing.T) {
 	}
 }
 
-// focusOf takes one shard in eight of those led here (at least one), the
+// focusOf takes one shard in eight of those led here (rounded up), the
 // next ones each turn.
 func TestFocusOf(t *testing.T) {
 	set := func(shards int, ids ...int) []bool {
@@ -198,6 +198,7 @@ func TestFocusOf(t *testing.T) {
 		{"16 shards, the two after", []int{0, 3, 5}, 16, 1, set(16, 5, 0)},
 		{"fewer led than a focus holds", []int{2}, 16, 5, set(16, 2)},
 		{"4 shards still take one", []int{0, 2}, 4, 1, set(4, 2)},
+		{"9 shards round up to two", []int{1, 7, 8}, 9, 0, set(9, 1, 7)},
 	}
 	for _, c := range cases {
 		if got := focusOf(c.led, c.shards, c.turn); !slices.Equal(got, c.want) {

@@ -698,7 +698,14 @@ func (g *Group) Close() error {
 		if q, ok := g.transport.(interface{ quiesce() }); ok {
 			q.quiesce()
 		}
-		errs = append(errs, g.transport.Close(), g.logStore.Close(), g.fsm.Close())
+		errs = append(errs, g.transport.Close())
+		// Close does not let the transport's pooled connections to the
+		// peers go (nor their handlers on the far side): a group that
+		// leaves, or is reopened, would leave them open.
+		if cs, ok := g.transport.(interface{ CloseStreams() }); ok {
+			cs.CloseStreams()
+		}
+		errs = append(errs, g.logStore.Close(), g.fsm.Close())
 		g.closeErr = errors.Join(errs...)
 	})
 	return g.closeErr

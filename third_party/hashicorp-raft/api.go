@@ -1065,11 +1065,14 @@ func (r *Raft) Shutdown() Future {
 		close(r.shutdownCh)
 		r.shutdown = true
 		r.setState(Shutdown)
-		return &shutdownFuture{r}
+		return &shutdownFuture{raft: r}
 	}
 
-	// avoid closing transport twice
-	return &shutdownFuture{nil}
+	// linkraft: a raft that shut itself down (a leader that removed
+	// itself, ShutdownOnRemove) dropped the future of that first call, so
+	// nothing waited for its goroutines. This one does; it leaves the
+	// transport to the first (avoid closing it twice).
+	return &shutdownFuture{raft: r, again: true}
 }
 
 // Snapshot is used to manually force Raft to take a snapshot. Returns a future

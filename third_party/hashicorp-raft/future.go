@@ -166,6 +166,9 @@ func (l *logFuture) Index() uint64 {
 
 type shutdownFuture struct {
 	raft *Raft
+	// again marks the future of a Shutdown after the first (linkraft): it
+	// waits for the goroutines but does not close the transport.
+	again bool
 }
 
 func (s *shutdownFuture) Error() error {
@@ -173,6 +176,9 @@ func (s *shutdownFuture) Error() error {
 		return nil
 	}
 	s.raft.waitShutdown()
+	if s.again {
+		return nil
+	}
 	if closeable, ok := s.raft.trans.(WithClose); ok {
 		_ = closeable.Close()
 	}

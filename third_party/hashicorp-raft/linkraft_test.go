@@ -107,3 +107,62 @@ func waitConfiguration(t *testing.T, c *cluster, r *Raft, what string, ok func(C
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// blockingFSM blocks in Apply until release is closed, and records that
+// an Apply returned.
+type blockingFSM struct {
+	MockFSM
+	entered  chan struct{}
+	release  chan struct{}
+	returned chan struct{}
+}
+
+func (f *blockingFSM) Apply(l *Log) any {
+	close(f.entered)
+	<-f.release
+	defer close(f.returned)
+	return f.MockFSM.Apply(l)
+}
+
+// A Shutdown after raft shut itself down waits for raft's goroutines, as
+// the first one's future does (linkraft's fifth patch). Unpatched, its
+// future returned at once: a caller that then closed the log and the
+// state file, and opened them again, raced a goroutine still applying.
+func TestLinkraftShutdownAgainWaitsForTheGoroutines(t *testing.T) {
+	fsm := &blockingFSM{entered: make(chan struct{}), release: make(chan struct{}), returned: make(chan struct{})}
+	c := MakeClusterCustom(t, &MakeClusterOpts{Peers: 1, Bootstrap: true, Conf: inmemConfig(t),
+		MakeFSMFunc: func() FSM { return fsm }})
+	defer c.Close()
+	r := c.Leader()
+	r.Apply([]byte("blocks"), 0)
+	<-fsm.entered
+	// As a leader removing itself does: the first future is dropped.
+	r.Shutdown()
+	returned := make(chan struct{})
+	var appliedFirst bool
+	go func() {
+		_ = r.Shutdown().Error()
+		select {
+		case <-fsm.returned:
+			appliedFirst = true
+		default:
+		}
+		close(returned)
+	}()
+	// The FSM goroutine is held in Apply: the second future must not
+	// return before it is let go.
+	select {
+	case <-returned:
+		t.Fatal("the second Shutdown's future returned while the FSM goroutine was still applying")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(fsm.release)
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second Shutdown's future never returned")
+	}
+	if !appliedFirst {
+		t.Fatal("the second Shutdown's future returned before the FSM goroutine's Apply did")
+	}
+}
