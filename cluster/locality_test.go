@@ -24,6 +24,16 @@ func leadsSome(t *testing.T, tc *testcluster.Cluster) *cluster.Node {
 	return nil
 }
 
+// leadingSome starts 3 nodes with every shard on each and returns them and
+// a node leading more than one shard but not all (leadsSome).
+func leadingSome(t *testing.T) (*testcluster.Cluster, *cluster.Node) {
+	t.Helper()
+	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
+	tc.StartAll(0, 1, 2)
+	tc.WaitReplicated(3)
+	return tc, leadsSome(t, tc)
+}
+
 // ledHere reports whether n leads code's shard.
 func ledHere(n *cluster.Node, code string) bool {
 	s := n.LocalShard(n.Locate(code))
@@ -37,10 +47,7 @@ func ledHere(n *cluster.Node, code string) bool {
 // when the leadership moved.
 func TestGeneratedCodesFallOnShardsLedWhereCreated(t *testing.T) {
 	t.Parallel()
-	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
-	tc.StartAll(0, 1, 2)
-	tc.WaitReplicated(3)
-	n := leadsSome(t, tc)
+	tc, n := leadingSome(t)
 	const creates = 40
 	local := 0
 	for i := range creates {
@@ -82,10 +89,7 @@ func TestGeneratedCodesFallOnShardsLedWhereCreated(t *testing.T) {
 // 2 or 3 shards the node leads, and half or more would miss.
 func TestGeneratedCodesFallOnTheFocus(t *testing.T) {
 	t.Parallel()
-	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
-	tc.StartAll(0, 1, 2)
-	tc.WaitReplicated(3)
-	n := leadsSome(t, tc)
+	tc, n := leadingSome(t)
 	in, hits := 0, 0
 	shards := map[int]bool{}
 	// Until 40 creates fell within a turn (on a loaded machine a create

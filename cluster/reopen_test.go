@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/linkraft/linkraft/command"
-	"github.com/linkraft/linkraft/internal/testcluster"
 	"github.com/linkraft/linkraft/internal/testkit"
 	"github.com/linkraft/linkraft/link"
 )
@@ -21,10 +20,7 @@ import (
 // reopen the old replica stays stopped and the test times out.
 func TestReplicaWhoseRaftShutItselfDownComesBack(t *testing.T) {
 	t.Parallel()
-	tc := testcluster.New(t, testcluster.Options{Size: 3, Expect: 3})
-	tc.StartAll(0, 1, 2)
-	tc.WaitReplicated(3)
-	n := leadsSome(t, tc)
+	tc, n := leadingSome(t)
 	var id command.ShardID = -1
 	for i := range tc.Shards {
 		if s := n.LocalShard(command.ShardID(i)); s != nil && s.Group().IsLeader() {
