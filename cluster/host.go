@@ -258,6 +258,7 @@ func (h *host) unhost(id command.ShardID) {
 	h.unhostLocked(id)
 }
 
+// unhostLocked is unhost with h.mu held.
 func (h *host) unhostLocked(id command.ShardID) {
 	shards := slices.Clone(*h.shards.Load())
 	shards[id] = nil

@@ -23,16 +23,17 @@ import (
 //
 // On more than one node the node narrows the preference further, to a
 // focus: one shard in eight, rounded up (one of 8 shards, two of 16), of
-// those it leads, the next ones in turn each localEvery. A create's Raft entry is replicated by
-// its group, one AppendEntries in flight to each follower; creates spread
-// over every group a node leads make that many small batches, each an RPC
-// both ends pay for, where one group at a time batches them together
-// (3 nodes: 1.09× the creates at 11 % less CPU a create, BENCHMARKS.md
-// issue 28 session 9).
-// It skips up to about eight IDs a code instead of three (the meta group
-// leases IDs that much more often), still nothing anyone sees. A node whose focus it no longer leads (an election) prefers every
-// eligible shard it leads until the next turn. One node alone keeps every
-// shard it leads: nothing is replicated there, and nothing was gained.
+// those it leads, the next ones in turn each localEvery. A create's Raft
+// entry is replicated by its group, one AppendEntries in flight to each
+// follower; creates spread over every group a node leads make that many
+// small batches, each an RPC both ends pay for, where one group at a time
+// batches them together (3 nodes: 1.09× the creates at 11 % less CPU a
+// create, BENCHMARKS.md issue 28 session 9). It skips up to about eight
+// IDs a code instead of three (the meta group leases IDs that much more
+// often), still nothing anyone sees. A node that no longer leads its
+// focus (an election) prefers every eligible shard it leads until the
+// next turn. One node alone keeps every shard it leads: nothing is
+// replicated there, and nothing was gained.
 //
 // The node prefers only shards whose state is not much larger than the
 // mean of all shards (localSlackRatio, localSlackBytes), so a node that
