@@ -80,17 +80,20 @@ type preference struct {
 // prefer and its focus among them (nil for none), measuring them again
 // when the last measurement is older than localEvery.
 func (lc *locality) preferred(n *Node) (eligible, focus []bool) {
-	// Measured lately, or another create is measuring: use what there is.
-	if time.Now().UnixNano()-lc.measured.Load() < int64(localEvery) || !lc.mu.TryLock() {
+	last := func() ([]bool, []bool) {
 		if p := lc.pref.Load(); p != nil {
 			return p.eligible, p.focus
 		}
 		return nil, nil
 	}
+	fresh := func() bool { return time.Now().UnixNano()-lc.measured.Load() < int64(localEvery) }
+	// Measured lately, or another create is measuring: use what there is.
+	if fresh() || !lc.mu.TryLock() {
+		return last()
+	}
 	defer lc.mu.Unlock()
-	// Another create may have measured between the check and the lock.
-	if p := lc.pref.Load(); p != nil && time.Now().UnixNano()-lc.measured.Load() < int64(localEvery) {
-		return p.eligible, p.focus
+	if fresh() { // another create measured between the check and the lock
+		return last()
 	}
 	el := eligibleHere(n)
 	var fo []bool
